@@ -1,0 +1,3 @@
+from kafkaverify.cli import main
+
+main()
