@@ -1,6 +1,202 @@
-"""CLI commands of the model area: explore, simulate, replay, check."""
+"""CLI commands of the model area: explore, simulate, replay, check.
+
+Contract (other tools build on it): exit 0 no violation within bounds / trace ran clean,
+1 violation (reproduced), 2 a bound or time limit stopped the search before the space was
+exhausted, 3 usage or input error.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+
 import click
+
+from kafkaverify import exitcodes
+from kafkaverify.exitcodes import InputError
+
+DEFAULT_MAX_DEPTH = 60
+
+
+def _model_options(f):
+    opts = [
+        click.option("--generation", "-g", default="current", show_default=True,
+                     help="protocol generation: v0.10, kip-101, kip-279, kip-320, current"),
+        click.option("--without", multiple=True, metavar="FIX", help="remove one fix (repeatable)"),
+        click.option("--brokers", type=int, default=None, help="brokers (replicas) [2]"),
+        click.option("--records", type=int, default=None, help="client writes in all [2]"),
+        click.option("--crashes", type=int, default=None, help="crashes in all [2]"),
+        click.option("--pauses", type=int, default=None, help="pauses that outlast the session [0]"),
+        click.option("--elections", type=int, default=None, help="leader elections in all [2]"),
+        click.option("--losses", type=int, default=None, help="lost control messages in all [1]"),
+        click.option("--min-isr", type=int, default=None, help="min.insync.replicas [2]"),
+        click.option("--acks", type=click.Choice(["all", "1"]), default=None, help="producer acks [all]"),
+        click.option("--unclean", is_flag=True, help="allow unclean leader election"),
+        click.option("--unflushed-loss", is_flag=True, help="crashes may lose unflushed writes"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def build_config(generation, without, **bounds):
+    from spec import ConfigError, make_config
+    given = {k: v for k, v in bounds.items() if v is not None and v is not False}
+    try:
+        return make_config(generation, tuple(without), **given)
+    except ConfigError as e:
+        raise InputError(str(e)) from None
+
+
+def _config_args(cfg) -> str:
+    """The options that reproduce `cfg` on the command line (defaults left out)."""
+    from spec import Config, GENERATIONS
+    d = Config()
+    parts = [f"--generation {cfg.generation}"]
+    for f in sorted(GENERATIONS[cfg.generation] - cfg.fixes):
+        parts.append(f"--without {f}")
+    for name in ("brokers", "records", "crashes", "pauses", "elections", "losses", "min_isr", "acks"):
+        if getattr(cfg, name) != getattr(d, name):
+            parts.append(f"--{name.replace('_', '-')} {getattr(cfg, name)}")
+    if cfg.unclean:
+        parts.append("--unclean")
+    if cfg.unflushed_loss:
+        parts.append("--unflushed-loss")
+    return " ".join(parts)
+
+
+def _print_bounds(cfg, extra: str = "") -> None:
+    click.echo(f"generation={cfg.generation} fixes={','.join(sorted(cfg.fixes)) or '-'}")
+    click.echo(f"bounds: brokers={cfg.brokers} records={cfg.records} crashes={cfg.crashes} pauses={cfg.pauses} "
+               f"elections={cfg.elections} losses={cfg.losses} min_isr={cfg.min_isr} acks={cfg.acks} "
+               f"unclean={cfg.unclean} unflushed_loss={cfg.unflushed_loss}{extra}")
+
+
+def print_story(actions, states, invariant: str, message: str) -> None:
+    from spec.state import summary
+    click.echo(f"VIOLATION of {invariant}: {message}")
+    click.echo(f"counterexample ({len(actions)} steps):")
+    for i, (a, s) in enumerate(zip(actions, states), 1):
+        click.echo(f"  {i:>3}. {a.describe()}")
+        sm = summary(s)
+        for line in [sm["zk"]] + sm["brokers"]:
+            click.echo(f"         {line}")
+
+
+def _check_invariant_names(names):
+    from spec import INVARIANT_NAMES
+    for n in names:
+        if n not in INVARIANT_NAMES + ("MonotonicEpochs",):
+            raise InputError(f"unknown invariant {n!r} (one of {', '.join(INVARIANT_NAMES)}, MonotonicEpochs)")
 
 
 def register(group: click.Group) -> None:
-    pass
+    @group.command()
+    @_model_options
+    @click.option("--invariant", "invariants", multiple=True, metavar="NAME",
+                  help="check only these invariants (repeatable; default: all)")
+    @click.option("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, show_default=True)
+    @click.option("--max-states", type=int, default=5_000_000, show_default=True)
+    @click.option("--time-limit", type=float, default=600.0, show_default=True, help="seconds")
+    @click.option("--out", type=click.Path(dir_okay=False), help="write the counterexample trace here")
+    def explore(generation, without, invariants, max_depth, max_states, time_limit, out, **bounds):
+        """Breadth-first model checking; prints the shortest counterexample."""
+        from checkers.explore import explore as run
+        from checkers.model_trace import write_trace
+        from spec import Model
+        cfg = build_config(generation, without, **bounds)
+        _check_invariant_names(invariants)
+        if max_depth < 1 or max_states < 1 or time_limit <= 0:
+            raise InputError("--max-depth, --max-states and --time-limit must be positive")
+        _print_bounds(cfg, f" max_depth={max_depth} max_states={max_states} time_limit={time_limit:g}s")
+        cmd = "kafkaverify explore " + _config_args(cfg) + "".join(f" --invariant {i}" for i in invariants)
+
+        def progress(depth, distinct, frontier, secs):
+            click.echo(f"  depth {depth}  states {distinct:,}  frontier {frontier:,}  "
+                       f"{distinct / secs:,.0f} states/s  {secs:.0f}s", err=True)
+
+        r = run(Model(cfg), max_depth=max_depth, max_states=max_states, time_limit=time_limit,
+                invariants=tuple(invariants) or None, progress=progress)
+        stats = (f"{r.distinct:,} distinct states, depth {r.depth}, {r.transitions:,} transitions, "
+                 f"{r.seconds:.1f}s, {r.states_per_second:,.0f} states/s")
+        if r.status == "violation":
+            print_story(r.path, r.states, r.invariant, r.message)
+            click.echo(stats)
+            if out:
+                write_trace(out, cfg, r.path, r.states, (r.invariant, r.message),
+                            bounds={"max_depth": max_depth, "max_states": max_states}, command=cmd)
+                click.echo(f"trace written to {out}; replay: kafkaverify replay {shlex.quote(out)}")
+            click.echo(f"reproduce: {cmd}")
+            return exitcodes.VIOLATION
+        if r.status == "exhausted":
+            click.echo(f"no violation: state space exhausted; {stats}")
+            return exitcodes.VALID
+        click.echo(f"unknown: {r.status} reached before the space was exhausted; {stats}")
+        return exitcodes.UNKNOWN
+
+    @group.command()
+    @_model_options
+    @click.option("--seed", type=int, required=True)
+    @click.option("--steps", type=int, required=True, help="actions in all, over every walk")
+    @click.option("--walk-length", type=int, default=200, show_default=True)
+    @click.option("--time-limit", type=float, default=600.0, show_default=True)
+    @click.option("--out", type=click.Path(dir_okay=False), help="write the violating walk here")
+    def simulate(generation, without, seed, steps, walk_length, time_limit, out, **bounds):
+        """Seeded random walks over the model."""
+        from checkers.model_trace import write_trace
+        from checkers.simulate import simulate as run
+        from spec import Model
+        cfg = build_config(generation, without, **bounds)
+        if steps < 1 or walk_length < 1:
+            raise InputError("--steps and --walk-length must be positive")
+        click.echo(f"seed={seed} steps={steps} walk_length={walk_length}")
+        _print_bounds(cfg)
+        cmd = f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length {walk_length}"
+        r = run(Model(cfg), seed, steps, walk_length=walk_length, time_limit=time_limit)
+        stats = f"{r.steps:,} steps in {r.walks:,} walks, {r.seconds:.1f}s, {r.steps / max(r.seconds, 1e-9):,.0f} steps/s"
+        if r.status == "violation":
+            print_story(r.path, r.states, r.invariant, r.message)
+            click.echo(stats)
+            if out:
+                write_trace(out, cfg, r.path, r.states, (r.invariant, r.message), seed=seed, command=cmd)
+                click.echo(f"trace written to {out}")
+            click.echo(f"reproduce: {cmd}")
+            return exitcodes.VIOLATION
+        if r.status == "ok":
+            click.echo(f"no violation; {stats}")
+            return exitcodes.VALID
+        click.echo(f"unknown: time limit reached; {stats}")
+        return exitcodes.UNKNOWN
+
+    @group.command()
+    @click.argument("file", type=click.Path(dir_okay=False))
+    @click.option("--rewrite", is_flag=True, help="re-record the state summaries (golden files)")
+    def replay(file, rewrite):
+        """Re-execute a model trace and reproduce its verdict."""
+        from checkers.model_trace import replay as run
+        from traces.trace import TraceError
+        try:
+            r = run(file, rewrite=rewrite)
+        except TraceError as e:
+            raise InputError(str(e)) from None
+        if r.problem:
+            click.echo(f"{file}:{r.line}: {r.problem}")
+            return exitcodes.USAGE
+        click.echo(f"replayed {r.steps} steps; recorded verdict: {r.recorded or 'no violation'}")
+        if r.violation:
+            click.echo(f"VIOLATION of {r.violation[0]}: {r.violation[1]}")
+            if r.violation[0] != r.recorded:
+                click.echo(f"note: the trace recorded {r.recorded or 'no violation'}")
+            return exitcodes.VIOLATION
+        if r.recorded:
+            click.echo(f"the recorded violation {r.recorded} no longer occurs: the trace runs clean")
+        else:
+            click.echo("the trace runs clean")
+        return exitcodes.VALID
+
+    @group.command()
+    @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write results as JSON")
+    @click.option("--quick", is_flag=True, help="skip the per-fix stages")
+    def check(json_out, quick):
+        """The invariant suite on its embedded defaults."""
+        from kafkaverify.suite import run_suite
+        return run_suite(json_out=json_out, quick=quick)

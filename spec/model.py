@@ -1,0 +1,558 @@
+"""Transitions: `enabled(cfg, state) -> [Action]` and `step(cfg, state, action) -> State`.
+
+Pure: no clocks, sockets or randomness. Every protocol decision is delegated to spec/rules.py;
+this file only moves data. Actions are one line each so a counterexample reads like a story.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from spec import rules
+from spec.config import Config
+from spec.state import FOLLOWER, LEADER, NONE, Broker, State, bits, mask_str
+
+
+class Action(NamedTuple):
+    kind: str
+    b: int          # the acting broker
+    arg: object = -1  # kind-specific: a broker id, a flag, or a control message (ce, le, leader, isr, ver)
+
+    def describe(self) -> str:
+        k, b, a = self.kind, self.b, self.arg
+        if k in ("Deliver", "Lose"):
+            ce, le, leader, isr, ver = a
+            verb = "delivered to" if k == "Deliver" else "LOST on its way to"
+            return (f"LeaderAndIsr(controller epoch {ce}, leader {leader}, epoch {le}, "
+                    f"isr {mask_str(isr)}) {verb} b{b}")
+        return _TEMPLATES[k].format(b=b, a=a, lossy=" losing its unflushed writes" if a == 1 else "")
+
+    def to_json(self) -> dict:
+        d = {"type": self.kind, "broker": self.b}
+        if self.kind in ("Deliver", "Lose"):
+            d["message"] = dict(zip(("ce", "le", "leader", "isr", "ver"), self.arg))
+        elif self.kind in _ARG_NAMES:
+            d[_ARG_NAMES[self.kind]] = self.arg
+        return d
+
+    @staticmethod
+    def from_json(d: dict) -> "Action":
+        kind = d.get("type")
+        if kind not in _TEMPLATES and kind not in ("Deliver", "Lose"):
+            raise ValueError(f"unknown action type {kind!r}")
+        b = d.get("broker")
+        if not isinstance(b, int):
+            raise ValueError("action needs an integer 'broker'")
+        if kind in ("Deliver", "Lose"):
+            m = d.get("message")
+            if not isinstance(m, dict):
+                raise ValueError(f"{kind} needs a 'message' object")
+            try:
+                return Action(kind, b, tuple(int(m[k]) for k in ("ce", "le", "leader", "isr", "ver")))
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{kind} message needs integer ce, le, leader, isr, ver") from None
+        if kind in _ARG_NAMES:
+            a = d.get(_ARG_NAMES[kind])
+            if not isinstance(a, int):
+                raise ValueError(f"{kind} needs an integer {_ARG_NAMES[kind]!r}")
+            return Action(kind, b, a)
+        return Action(kind, b)
+
+
+_TEMPLATES = {
+    "Produce": "client writes the next record to leader b{b}",
+    "FetchRequest": "follower b{b} fetches from its leader",
+    "FetchResponse": "follower b{b} receives its fetch response",
+    "Truncate": "follower b{b} truncates its log before fetching",
+    "Flush": "b{b} flushes its log to disk",
+    "Crash": "b{b} crashes{lossy}",
+    "Restart": "b{b} restarts",
+    "Pause": "b{b} pauses (its session will expire)",
+    "Resume": "b{b} resumes",
+    "SessionExpire": "b{b}'s coordination session expires",
+    "Reregister": "b{b} notices its expired session and registers again",
+    "ControllerElect": "b{b} becomes controller",
+    "ControllerReact": "controller b{b} reacts to broker changes (new leader: {a})",
+    "ControllerAlterIsr": "controller b{b} handles leader b{a}'s ISR proposal",
+    "ProposeShrink": "leader b{b} proposes removing lagging follower b{a} from the ISR",
+    "ZombieElect": "deposed controller b{b} elects b{a} from its stale cache and sends it",
+}
+_ARG_NAMES = {"Crash": "lose_unflushed", "ControllerReact": "new_leader",
+              "ControllerAlterIsr": "leader", "ProposeShrink": "follower", "ZombieElect": "new_leader"}
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+def _set(t: tuple, i: int, v) -> tuple:
+    return t[:i] + (v,) + t[i + 1:]
+
+
+def _up(b: Broker) -> bool:
+    return b.alive and not b.paused
+
+
+def _is_current_controller(s: State, i: int) -> bool:
+    b = s.brokers[i]
+    return _up(b) and s.zk.controller == i and b.ctl == s.zk.ce
+
+
+def _durable(cfg: Config, b: Broker) -> Broker:
+    """Without unflushed-loss faults every write is as good as flushed (keeps the space small)."""
+    return b if cfg.unflushed_loss else b._replace(flushed=len(b.log))
+
+
+def _mark_leader(s: State, i: int, le: int) -> State:
+    el = s.epoch_leaders
+    if le >= len(el):
+        el = el + (0,) * (le + 1 - len(el))
+    return s._replace(epoch_leaders=_set(el, le, el[le] | (1 << i)))
+
+
+def _advance_hw(cfg: Config, s: State, i: int) -> State:
+    """Apply the HW rule on leader i; complete acks=all writes it passed; expose reads."""
+    b = s.brokers[i]
+    hw = rules.leader_hw(b, i, cfg.min_isr, cfg.fixes)
+    if hw == b.hw:
+        return s
+    acked, pend = s.acked, b.pend_acks
+    if pend:
+        ok = rules.ack_succeeds(b, cfg.min_isr)
+        for off in range(b.hw, hw):
+            rbit = 1 << b.log[off][0]
+            if pend & rbit:
+                pend &= ~rbit
+                if ok:
+                    acked |= rbit
+    exposed = s.exposed
+    if hw > len(exposed):
+        prefix = tuple(r for r, _ in b.log[:hw])
+        if prefix[: len(exposed)] == exposed:
+            exposed = prefix
+    brokers = _set(s.brokers, i, b._replace(hw=hw, pend_acks=pend))
+    return s._replace(brokers=brokers, acked=acked, exposed=exposed)
+
+
+def _send_all(s: State, targets: int, ce: int, le: int, leader: int, isr: int, ver: int) -> tuple:
+    msgs = list(s.msgs)
+    for d in bits(targets):
+        m = (d, ce, le, leader, isr, ver)
+        if m not in msgs:
+            msgs.append(m)
+    return tuple(sorted(msgs))
+
+
+# --- enabled -------------------------------------------------------------------------------------
+
+def enabled(cfg: Config, s: State) -> list[Action]:
+    out: list[Action] = []
+    n = cfg.brokers
+    zk = s.zk
+    crashes_left = s.crashes < cfg.crashes
+    pauses_left = s.pauses < cfg.pauses
+    for i, b in enumerate(s.brokers):
+        if not b.alive:
+            out.append(Action("Restart", i))
+            continue
+        if crashes_left:
+            out.append(Action("Crash", i, 0))
+            if cfg.unflushed_loss and b.flushed < b.leo:
+                out.append(Action("Crash", i, 1))
+        if pauses_left and not b.paused:
+            out.append(Action("Pause", i))
+        if b.paused:
+            out.append(Action("Resume", i))
+            if zk.sessions[i]:
+                out.append(Action("SessionExpire", i))
+            continue
+        # --- running broker ---
+        if cfg.unflushed_loss and b.flushed < b.leo:
+            out.append(Action("Flush", i))
+        if not zk.sessions[i]:
+            out.append(Action("Reregister", i))
+        if b.role == LEADER:
+            if s.produced < cfg.records and rules.produce_allowed(b, cfg.acks, cfg.min_isr, cfg.fixes):
+                out.append(Action("Produce", i))
+            if b.pending < 0:
+                for f in bits(b.isr):
+                    if f != i and b.pos[f] < b.leo:
+                        out.append(Action("ProposeShrink", i, f))
+        elif b.role == FOLLOWER and b.leader >= 0:
+            ld = s.brokers[b.leader]
+            leader_serving = _up(ld) and ld.role == LEADER
+            if b.trunc:
+                if "epoch-truncation" not in cfg.fixes:
+                    out.append(Action("Truncate", i))
+                elif leader_serving and rules.fetch_epoch_accepted(b, ld, cfg.fixes):
+                    out.append(Action("Truncate", i))
+            elif (not b.fetch and leader_serving and rules.fetch_epoch_accepted(b, ld, cfg.fixes)
+                  and not _fetch_is_noop(cfg, i, b, ld)):
+                out.append(Action("FetchRequest", i))
+        if b.fetch:
+            out.append(Action("FetchResponse", i))
+        # controller work
+        if zk.controller < 0 and zk.sessions[i] and not b.ctl:
+            out.append(Action("ControllerElect", i))
+        if _is_current_controller(s, i):
+            out.extend(_controller_react_actions(cfg, s, i))
+            for l, lb in enumerate(s.brokers):
+                if lb.alive and lb.pending >= 0:
+                    out.append(Action("ControllerAlterIsr", i, l))
+        elif b.ctl and b.ctl < zk.ce and b.ctl_cache and s.elections < cfg.elections:
+            cl, cle, cisr, cver, _ = b.ctl_cache
+            for c in bits(cisr):
+                if c != cl:
+                    out.append(Action("ZombieElect", i, c))
+    # control messages: delivered in any order, or lost
+    seen = set()
+    for m in s.msgs:
+        if m in seen:
+            continue
+        seen.add(m)
+        dst = m[0]
+        if _up(s.brokers[dst]):
+            out.append(Action("Deliver", dst, m[1:]))
+        if s.losses < cfg.losses:
+            out.append(Action("Lose", dst, m[1:]))
+    return out
+
+
+def _fetch_is_noop(cfg: Config, i: int, f: Broker, ld: Broker) -> bool:
+    """A fetch that would change nothing anywhere (caught up, HW known, position recorded, no
+    ISR expansion due) is left out: its response is empty and it moves no state."""
+    return (f.leo == ld.leo and f.hw == ld.hw and ld.pos[i] == f.leo
+            and ((ld.isr >> i) & 1 or ld.pending >= 0 or not rules.may_join_isr(ld, f.leo, cfg.fixes)))
+
+
+def _live_mask(s: State) -> int:
+    m = 0
+    for i, sess in enumerate(s.zk.sessions):
+        if sess:
+            m |= 1 << i
+    return m
+
+
+def _react_plan(cfg: Config, s: State, c: int):
+    """What controller c sees in the coordination store: brokers registered anew (`new`), ISR
+    members that died or bounced (a new session: treated as a failure then a start, as Kafka's
+    controller does with broker epochs), and whether the partition needs a leader.
+    Returns (new, isr_after_removal, need_leader, candidates)."""
+    zk = s.zk
+    handled = s.brokers[c].ctl_cache[4]
+    live = new = bounced = 0
+    for k, (sess, h) in enumerate(zip(zk.sessions, handled)):
+        if sess:
+            live |= 1 << k
+            if sess != h:
+                new |= 1 << k
+                if h:
+                    bounced |= 1 << k
+    gone = ~live | bounced
+    isr = zk.isr & ~gone
+    if not isr:   # the ISR never becomes empty: it keeps its last member
+        isr = zk.isr & (1 << zk.leader) if zk.leader >= 0 and (zk.isr >> zk.leader) & 1 else zk.isr
+    need_leader = zk.leader < 0 or bool((gone >> zk.leader) & 1)
+    cands = isr & live
+    if not cands and cfg.unclean:
+        cands = live
+    return new, isr, need_leader, cands
+
+
+def _controller_react_actions(cfg: Config, s: State, c: int) -> list[Action]:
+    """The controller has work when a broker registered anew, an ISR member is gone, or the
+    partition needs a leader. One action per electable candidate (the choice is the model's)."""
+    zk = s.zk
+    new, isr, need_leader, cands = _react_plan(cfg, s, c)
+    if not need_leader:
+        return [Action("ControllerReact", c, zk.leader)] if new or isr != zk.isr else []
+    if cands and s.elections < cfg.elections:
+        return [Action("ControllerReact", c, x) for x in bits(cands)]
+    if zk.leader >= 0 or new or isr != zk.isr:
+        return [Action("ControllerReact", c, -1)]   # the partition goes (or stays) offline
+    return []
+
+
+# --- step ----------------------------------------------------------------------------------------
+
+def step(cfg: Config, s: State, a: Action) -> State:
+    fn = _STEPS[a.kind]
+    return fn(cfg, s, a.b, a.arg)
+
+
+def _produce(cfg, s, i, _):
+    b = s.brokers[i]
+    r = s.produced
+    log = b.log + ((r, b.le),)
+    nb = _durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
+                                  pos=_set(b.pos, i, len(log)),
+                                  pend_acks=b.pend_acks | (1 << r) if cfg.acks == "all" else b.pend_acks))
+    s = s._replace(brokers=_set(s.brokers, i, nb), produced=r + 1)
+    return _advance_hw(cfg, s, i)
+
+
+def _fetch_request(cfg, s, i, _):
+    f = s.brokers[i]
+    li = f.leader
+    ld = s.brokers[li]
+    off = f.leo
+    if off > ld.leo:
+        resp = (li, ld.le, ld.leo, (), ld.hw, True)
+        return s._replace(brokers=_set(s.brokers, i, f._replace(fetch=resp)))
+    pos = _set(ld.pos, i, off)
+    ld = ld._replace(pos=pos)
+    if not (ld.isr >> i) & 1 and ld.pending < 0 and rules.may_join_isr(ld, off, cfg.fixes):
+        ld = ld._replace(pending=ld.isr | (1 << i))
+    resp = (li, ld.le, off, ld.log[off:], ld.hw, False)
+    brokers = _set(_set(s.brokers, li, ld), i, f._replace(fetch=resp))
+    return _proposed(cfg, s._replace(brokers=brokers), li)
+
+
+def _fetch_response(cfg, s, i, _):
+    f = s.brokers[i]
+    src, le, off, recs, hw, oor = f.fetch
+    f = f._replace(fetch=())
+    if f.role == FOLLOWER and not f.trunc and f.leader == src:
+        if oor:
+            new_len = min(off, f.leo)
+            f = f._replace(log=f.log[:new_len], cache=rules.cache_truncate(f.cache, new_len),
+                           hw=min(f.hw, new_len), flushed=min(f.flushed, new_len))
+        elif off == f.leo:
+            cache = f.cache
+            for k, (_, e) in enumerate(recs):
+                cache = rules.cache_assign(cache, e, off + k)
+            log = f.log + recs
+            f = _durable(cfg, f._replace(log=log, cache=cache, hw=min(hw, len(log))))
+    return s._replace(brokers=_set(s.brokers, i, f))
+
+
+def _truncate(cfg, s, i, _):
+    f = s.brokers[i]
+    to = rules.truncation_offset(f, s.brokers[f.leader], cfg.fixes)
+    to = min(to, f.leo)
+    f = f._replace(log=f.log[:to], cache=rules.cache_truncate(f.cache, to), hw=min(f.hw, to),
+                   flushed=min(f.flushed, to), trunc=False)
+    return s._replace(brokers=_set(s.brokers, i, f))
+
+
+def _flush(cfg, s, i, _):
+    b = s.brokers[i]
+    return s._replace(brokers=_set(s.brokers, i, b._replace(flushed=b.leo)))
+
+
+def _crash(cfg, s, i, lossy):
+    b = s.brokers[i]
+    log = b.log[: b.flushed] if lossy else b.log
+    nb = b._replace(alive=False, paused=False, log=log, cache=rules.cache_truncate(b.cache, len(log)),
+                    hw=min(b.hw, len(log)), role=NONE, leader=-1, isr=0, pending=-1, pos=(),
+                    trunc=False, fetch=(), ctl=0, ctl_cache=(), pend_acks=0)
+    zk = s.zk._replace(sessions=_set(s.zk.sessions, i, 0))
+    if zk.controller == i:
+        zk = zk._replace(controller=-1)
+    brokers = _set(s.brokers, i, nb)
+    wiped = s.wiped
+    if lossy and len(log) < b.leo:
+        held = 0
+        for o in brokers:
+            for r, _ in o.log:
+                held |= 1 << r
+        for r, _ in b.log[len(log):]:
+            if not (held >> r) & 1:
+                wiped |= 1 << r
+    return s._replace(brokers=brokers, zk=zk, crashes=s.crashes + 1,
+                      lossy=s.lossy + (1 if lossy else 0), wiped=wiped)
+
+
+def _normalize_versions(s: State) -> State:
+    """Partition-state versions matter only as equal / older: renumber them densely, keeping
+    order, so ISR shrink-expand cycles do not mint ever-new but equivalent states. Sound because
+    every new version is the store's current version + 1, the largest anywhere."""
+    vals = {s.zk.ver}
+    for b in s.brokers:
+        vals.add(b.ver)
+        if b.ctl_cache:
+            vals.add(b.ctl_cache[3])
+    for m in s.msgs:
+        vals.add(m[5])
+    rank = {v: k for k, v in enumerate(sorted(vals))}
+    if all(rank[v] == v for v in vals):
+        return s
+    brokers = tuple(b._replace(ver=rank[b.ver], ctl_cache=b.ctl_cache[:3] + (rank[b.ctl_cache[3]],)
+                               + b.ctl_cache[4:] if b.ctl_cache else ()) for b in s.brokers)
+    msgs = tuple(sorted(m[:5] + (rank[m[5]],) for m in s.msgs))
+    return s._replace(brokers=brokers, msgs=msgs, zk=s.zk._replace(ver=rank[s.zk.ver]))
+
+
+def _normalize_sessions(s: State) -> State:
+    """Session numbers matter only as equal / different / absent. Renumber them to small
+    constants (each broker's current session = 2, a session the controller handled that is no
+    longer current = 1) so that restarts do not mint ever-new but equivalent states."""
+    gens = [b.gen for b in s.brokers]
+
+    def norm_handled(handled: tuple) -> tuple:
+        return tuple(0 if h == 0 else 2 if h == g else 1 for h, g in zip(handled, gens))
+
+    brokers = []
+    for b in s.brokers:
+        cc = b.ctl_cache
+        if cc:
+            cc = cc[:4] + (norm_handled(cc[4]),)
+        brokers.append(b._replace(gen=2, ctl_cache=cc))
+    zk = s.zk._replace(sessions=tuple(2 if x else 0 for x in s.zk.sessions))
+    return s._replace(brokers=tuple(brokers), zk=zk)
+
+
+def _restart(cfg, s, i, _):
+    b = s.brokers[i]
+    gen = b.gen + 1
+    # A fresh process reads /controller_epoch and knows no partition state yet (epoch -1).
+    nb = b._replace(alive=True, gen=gen, le=-1, role=NONE, ce=s.zk.ce)
+    zk = s.zk._replace(sessions=_set(s.zk.sessions, i, gen))
+    return _normalize_sessions(s._replace(brokers=_set(s.brokers, i, nb), zk=zk))
+
+
+def _pause(cfg, s, i, _):
+    b = s.brokers[i]
+    return s._replace(brokers=_set(s.brokers, i, b._replace(paused=True)), pauses=s.pauses + 1)
+
+
+def _resume(cfg, s, i, _):
+    # Queued /controller watch notifications are processed on resume.
+    b = s.brokers[i]
+    return s._replace(brokers=_set(s.brokers, i, b._replace(paused=False, ce=max(b.ce, s.zk.ce))))
+
+
+def _session_expire(cfg, s, i, _):
+    zk = s.zk._replace(sessions=_set(s.zk.sessions, i, 0))
+    if zk.controller == i:
+        zk = zk._replace(controller=-1)
+    return s._replace(zk=zk)
+
+
+def _reregister(cfg, s, i, _):
+    b = s.brokers[i]
+    gen = b.gen + 1
+    nb = b._replace(gen=gen, ctl=0, ctl_cache=(), ce=max(b.ce, s.zk.ce))
+    return _normalize_sessions(s._replace(brokers=_set(s.brokers, i, nb),
+                                          zk=s.zk._replace(sessions=_set(s.zk.sessions, i, gen))))
+
+
+def _controller_elect(cfg, s, i, _):
+    zk = s.zk
+    ce = zk.ce + 1
+    zk = zk._replace(controller=i, ce=ce)
+    # The /controller watch tells every running broker about the new controller epoch.
+    brokers = tuple(b._replace(ce=max(b.ce, ce)) if _up(b) else b for b in s.brokers)
+    me = brokers[i]._replace(ctl=ce, ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver,
+                                                (0,) * cfg.brokers))
+    return s._replace(brokers=_set(brokers, i, me), zk=zk)
+
+
+def _controller_react(cfg, s, c, new_leader):
+    """Handle broker deaths, bounces and arrivals: shrink the ISR by the gone (never to empty),
+    elect a leader if needed (clean from the live ISR; unclean from any live replica when
+    enabled), bump the leader epoch on any change (ZK-mode controller), write with
+    compare-and-set, and send LeaderAndIsr to the live replicas (or only to newly registered
+    ones when nothing changed)."""
+    zk = s.zk
+    new, isr, need_leader, _ = _react_plan(cfg, s, c)
+    elections = s.elections
+    leader = new_leader
+    if need_leader and leader >= 0:
+        elections += 1
+        isr = isr | (1 << leader) if (isr >> leader) & 1 else 1 << leader   # unclean: ISR = {leader}
+    changed = need_leader or isr != zk.isr
+    if changed:
+        zk = zk._replace(leader=leader, le=zk.le + 1, isr=isr, ver=zk.ver + 1)
+        targets = _live_mask(s)
+    else:
+        targets = new
+    msgs = _send_all(s, targets, zk.ce, zk.le, zk.leader, zk.isr, zk.ver)
+    me = s.brokers[c]._replace(ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver, zk.sessions))
+    return _normalize_versions(s._replace(zk=zk, msgs=msgs, brokers=_set(s.brokers, c, me),
+                                          elections=elections))
+
+
+def _controller_alter_isr(cfg, s, c, li):
+    """AlterIsr (KIP-497): the controller handles leader li's proposal."""
+    s = _apply_isr_proposal(cfg, s, li)
+    cb, zk = s.brokers[c], s.zk
+    s = s._replace(brokers=_set(s.brokers, c, cb._replace(
+        ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver, cb.ctl_cache[4]))))
+    return _normalize_versions(_advance_hw(cfg, s, li))
+
+
+def _apply_isr_proposal(cfg, s, li):
+    """Compare-and-set of the leader's proposed ISR: accepted when the leader's epoch and the
+    partition-state version it knows are current, else dropped (the leader awaits LeaderAndIsr)."""
+    zk = s.zk
+    ld = s.brokers[li]
+    if zk.leader == li and ld.le == zk.le and ld.ver == zk.ver:
+        zk = zk._replace(isr=ld.pending, ver=zk.ver + 1)
+        return s._replace(zk=zk, brokers=_set(s.brokers, li, ld._replace(isr=ld.pending, ver=zk.ver,
+                                                                           pending=-1)))
+    return s._replace(brokers=_set(s.brokers, li, ld._replace(pending=-1)))
+
+
+def _proposed(cfg, s, li):
+    """After leader li proposes an ISR: with AlterIsr it waits for the controller; older
+    generations write the coordination store themselves, at once."""
+    if not cfg.alter_isr and s.brokers[li].pending >= 0:
+        s = _normalize_versions(_apply_isr_proposal(cfg, s, li))
+    return _advance_hw(cfg, s, li)
+
+
+def _propose_shrink(cfg, s, i, f):
+    b = s.brokers[i]
+    s = s._replace(brokers=_set(s.brokers, i, b._replace(pending=b.isr & ~(1 << f))))
+    return _proposed(cfg, s, i)
+
+
+def _zombie_elect(cfg, s, z, new_leader):
+    """A deposed controller that has not yet noticed keeps acting on its cache: its write to the
+    coordination store fails (its session is gone) but it sends the requests anyway."""
+    b = s.brokers[z]
+    cl, cle, cisr, cver, handled = b.ctl_cache
+    le = cle + 1
+    msgs = _send_all(s, (1 << cfg.brokers) - 1, b.ctl, le, new_leader, cisr, cver)
+    nb = b._replace(ctl_cache=(new_leader, le, cisr, cver, handled))
+    return s._replace(msgs=msgs, brokers=_set(s.brokers, z, nb), elections=s.elections + 1)
+
+
+def _remove_msg(msgs: tuple, m: tuple) -> tuple:
+    k = msgs.index(m)
+    return msgs[:k] + msgs[k + 1:]
+
+
+def _lose(cfg, s, dst, m):
+    return s._replace(msgs=_remove_msg(s.msgs, (dst,) + m), losses=s.losses + 1)
+
+
+def _deliver(cfg, s, i, m):
+    ce, le, leader, isr, ver = m
+    s = s._replace(msgs=_remove_msg(s.msgs, (i,) + m))
+    b = s.brokers[i]
+    if not rules.control_request_accepted(b, ce, le, cfg.fixes):
+        return s
+    ce_known = max(b.ce, ce)
+    if leader == i:
+        nb = b._replace(le=le, ce=ce_known, ver=ver, role=LEADER, leader=i, isr=isr, pending=-1,
+                        cache=rules.cache_assign(b.cache, le, b.leo),
+                        pos=tuple(b.leo if k == i else -1 for k in range(cfg.brokers)),
+                        trunc=False, fetch=(), pend_acks=0)
+        s = _mark_leader(s, i, le)
+    else:
+        trunc = rules.must_truncate_on_become_follower(b, leader, le, cfg.fixes)
+        nb = b._replace(le=le, ce=ce_known, ver=ver, role=FOLLOWER, leader=leader, isr=0,
+                        pending=-1, pos=(), trunc=trunc, fetch=() if trunc else b.fetch,
+                        pend_acks=0)
+    return s._replace(brokers=_set(s.brokers, i, nb))
+
+
+_STEPS = {
+    "Produce": _produce, "FetchRequest": _fetch_request, "FetchResponse": _fetch_response,
+    "Truncate": _truncate, "Flush": _flush, "Crash": _crash, "Restart": _restart,
+    "Pause": _pause, "Resume": _resume, "SessionExpire": _session_expire,
+    "Reregister": _reregister, "ControllerElect": _controller_elect,
+    "ControllerReact": _controller_react, "ControllerAlterIsr": _controller_alter_isr,
+    "ProposeShrink": _propose_shrink, "ZombieElect": _zombie_elect, "Deliver": _deliver,
+    "Lose": _lose,
+}
+ACTION_KINDS = tuple(sorted(_STEPS))

@@ -1,0 +1,146 @@
+"""The model's state: immutable, hashable tuples (NamedTuple), compact so the checker can hash
+millions of them. Sets of brokers and of records are bitmasks; -1 means "none".
+
+One partition, replicated on every broker. Records are numbered 0.. in the order clients send
+them; a log entry is (record, leader_epoch).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+NONE, FOLLOWER, LEADER = 0, 1, 2
+ROLE_NAMES = ("-", "follower", "leader")
+
+
+class Broker(NamedTuple):
+    alive: bool
+    paused: bool
+    gen: int            # incarnation: bumps on every restart/re-registration (its ZK session number)
+    log: tuple          # ((record, epoch), ...)
+    flushed: int        # length of the log prefix that is on stable storage
+    hw: int             # high watermark (exclusive), checkpointed with the log
+    cache: tuple        # leader-epoch cache ((epoch, start_offset), ...), ascending
+    le: int             # leader epoch of the newest control request accepted (-1 after restart)
+    role: int           # NONE / FOLLOWER / LEADER
+    leader: int         # the leader this broker follows (-1 none)
+    ver: int            # partition-state version known from the controller
+    isr: int            # (leader) ISR as confirmed by the controller
+    pending: int        # (leader) proposed ISR awaiting the controller, -1 none
+    pos: tuple          # (leader) follower fetch positions per broker, -1 unknown; () otherwise
+    trunc: bool         # (follower) must truncate before fetching
+    fetch: tuple        # in-flight fetch response: (src, epoch, offset, records, hw, out_of_range) or ()
+    ce: int             # newest controller epoch this broker has seen
+    ctl: int            # controller epoch this broker believes it controls with (0: not controller)
+    ctl_cache: tuple    # controller's cache: (leader, le, isr, ver, handled_sessions) or ()
+    pend_acks: int      # (leader) records appended with acks=all awaiting the high watermark
+
+    @property
+    def leo(self) -> int:
+        return len(self.log)
+
+
+class Zk(NamedTuple):
+    """The coordination store: /controller, /controller_epoch, partition state, /brokers/ids."""
+    controller: int     # ephemeral /controller owner, -1 none
+    ce: int             # /controller_epoch
+    leader: int
+    le: int
+    isr: int
+    ver: int            # partition state znode version (compare-and-set)
+    sessions: tuple     # /brokers/ids/N: session number per broker, 0 = not registered
+
+
+class State(NamedTuple):
+    brokers: tuple      # (Broker, ...)
+    zk: Zk
+    msgs: tuple         # in-flight LeaderAndIsr requests, sorted: (dst, ce, le, leader, isr, ver)
+    acked: int          # records acknowledged to the client with acks=all
+    produced: int       # records sent so far
+    exposed: tuple      # ghost: longest log prefix ever exposed to consumers (records below a leader HW)
+    epoch_leaders: tuple  # ghost: per leader epoch, the mask of brokers that acted as its leader
+    crashes: int        # fault counters, bounded by the config
+    pauses: int
+    elections: int
+    losses: int
+    lossy: int          # crashes that lost unflushed data
+    wiped: int          # ghost: records whose every copy was lost to unflushed-write loss
+
+
+def bits(mask: int) -> list[int]:
+    if mask < 0:
+        raise ValueError(f"not a set mask: {mask}")
+    out, i = [], 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return out
+
+
+def mask_str(mask: int) -> str:
+    return "{" + ",".join(str(i) for i in bits(mask)) + "}"
+
+
+def initial(cfg) -> State:
+    """Broker 0 leads epoch 0 with every broker in the ISR; the last broker is the controller
+    (controller epoch 1). Everyone has accepted the controller's first LeaderAndIsr."""
+    n = cfg.brokers
+    everyone = (1 << n) - 1
+    ctl = n - 1
+    sessions = tuple(2 for _ in range(n))
+    brokers = []
+    for b in range(n):
+        lead = b == 0
+        brokers.append(Broker(
+            alive=True, paused=False, gen=2, log=(), flushed=0, hw=0,
+            cache=((0, 0),) if lead else (), le=0, role=LEADER if lead else FOLLOWER, leader=0,
+            ver=0, isr=everyone if lead else 0, pending=-1,
+            pos=tuple(0 if i == 0 else -1 for i in range(n)) if lead else (),
+            trunc=False, fetch=(), ce=1, ctl=1 if b == ctl else 0,
+            ctl_cache=(0, 0, everyone, 0, sessions) if b == ctl else (), pend_acks=0))
+    zk = Zk(controller=ctl, ce=1, leader=0, le=0, isr=everyone, ver=0, sessions=sessions)
+    return State(brokers=tuple(brokers), zk=zk, msgs=(), acked=0, produced=0, exposed=(),
+                 epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0, wiped=0)
+
+
+def _log_str(log: tuple) -> str:
+    return "[" + " ".join(f"r{r}@e{e}" for r, e in log) + "]"
+
+
+def describe_broker(i: int, b: Broker) -> str:
+    if not b.alive:
+        status = "down"
+    else:
+        status = ROLE_NAMES[b.role] + ("(paused)" if b.paused else "")
+        if b.role == FOLLOWER:
+            status += f" of {b.leader}" if b.leader >= 0 else " of none"
+            if b.trunc:
+                status += " must-truncate"
+    s = f"b{i} {status} le={b.le} {_log_str(b.log)} hw={b.hw}"
+    if b.flushed < b.leo:
+        s += f" flushed={b.flushed}"
+    if b.role == LEADER and b.alive:
+        s += f" isr={mask_str(b.isr)}"
+        if b.pending >= 0:
+            s += f" proposed={mask_str(b.pending)}"
+    if b.ctl:
+        s += f" controller(ce={b.ctl})"
+    return s
+
+
+def summary(s: State) -> dict:
+    """The per-step state summary written to traces: small and readable."""
+    zk = s.zk
+    return {
+        "zk": f"controller={zk.controller} ce={zk.ce} leader={zk.leader} le={zk.le} "
+              f"isr={mask_str(zk.isr)} v{zk.ver}",
+        "brokers": [describe_broker(i, b) for i, b in enumerate(s.brokers)],
+        "acked": [f"r{r}" for r in bits(s.acked)],
+        "in_flight": len(s.msgs),
+    }
+
+
+def describe_state(s: State) -> str:
+    sm = summary(s)
+    return "; ".join([sm["zk"]] + sm["brokers"]) + f"; acked={sm['acked']}"

@@ -1,0 +1,100 @@
+"""Symmetry reduction over broker ids: brokers are interchangeable (the controller's choice of
+candidate is the model's, never "lowest id"), so a state and any renaming of its brokers behave
+alike. `canonical(state)` is the least renaming; the checker hashes that.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import permutations
+
+from spec.state import State, Zk
+
+
+@lru_cache(maxsize=None)
+def _perms(n: int) -> tuple:
+    out = []
+    for p in permutations(range(n)):
+        table = []
+        for mask in range(1 << n):
+            m = 0
+            for i in range(n):
+                if (mask >> i) & 1:
+                    m |= 1 << p[i]
+            table.append(m)
+        inv = [0] * n
+        for i, j in enumerate(p):
+            inv[j] = i
+        out.append((p, tuple(table), tuple(inv)))
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def _mask_table(p: tuple) -> tuple:
+    for q, mt, _ in _perms(len(p)):
+        if q == p:
+            return mt
+    raise ValueError(p)
+
+
+def _reorder(t: tuple, inv: tuple) -> tuple:
+    return tuple(t[inv[k]] for k in range(len(inv)))
+
+
+def permute(s: State, p: tuple, mt: tuple, inv: tuple) -> tuple:
+    """The state with broker i renamed p[i], as a plain tuple (equal to and hashing like the
+    State it stands for). Written positionally: this is the checker's innermost loop."""
+    brokers = []
+    for k in range(len(inv)):
+        b = s[0][inv[k]]
+        ld, pend, pos, fetch, cc = b[9], b[12], b[13], b[15], b[18]
+        brokers.append((
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8],
+            p[ld] if ld >= 0 else ld, b[10], mt[b[11]], mt[pend] if pend >= 0 else -1,
+            tuple(pos[i] for i in inv) if pos else (),
+            b[14], (p[fetch[0]],) + fetch[1:] if fetch else (), b[16], b[17],
+            (p[cc[0]] if cc[0] >= 0 else -1, cc[1], mt[cc[2]], cc[3], tuple(cc[4][i] for i in inv))
+            if cc else (),
+            b[19]))
+    zk = s[1]
+    c, ld = zk[0], zk[2]
+    nzk = (p[c] if c >= 0 else c, zk[1], p[ld] if ld >= 0 else ld, zk[3], mt[zk[4]], zk[5],
+           tuple(zk[6][i] for i in inv))
+    msgs = tuple(sorted((p[d], ce, le, p[l] if l >= 0 else l, mt[isr], ver)
+                        for d, ce, le, l, isr, ver in s[2]))
+    return (tuple(brokers), nzk, msgs) + tuple(s[3:6]) + (tuple(mt[m] for m in s[6]),) + tuple(s[7:])
+
+
+_IDENTITY = {n: tuple(range(n)) for n in range(1, 8)}
+
+
+def _signature(b) -> tuple:
+    """The id-free part of a broker: renaming cannot change it."""
+    return (b.alive, b.paused, b.role, b.le, b.hw, b.log, b.trunc, b.ce, b.ctl, b.flushed,
+            b.cache, b.pend_acks, b.gen, b.leader < 0, len(b.fetch))
+
+
+def canonical(s: State) -> State:
+    """Least renaming among those that sort brokers by signature. The set of such renamings
+    moves with the state, so two renamings of one state get the same canonical form; ties in
+    signature are broken by trying every renaming that keeps the order."""
+    sigs = [_signature(b) for b in s.brokers]
+    order = sorted(range(len(sigs)), key=sigs.__getitem__)
+    ranked = [sigs[i] for i in order]
+    if all(ranked[k] != ranked[k + 1] for k in range(len(ranked) - 1)):
+        n = len(sigs)
+        inv = tuple(order)                       # new position k holds old broker order[k]
+        p = [0] * n
+        for k, i in enumerate(order):
+            p[i] = k
+        p = tuple(p)
+        if inv == _IDENTITY.get(n):
+            return s
+        return permute(s, p, _mask_table(p), inv)
+    best = None
+    for p, mt, inv in _perms(len(s.brokers)):
+        if any(sigs[inv[k]] != ranked[k] for k in range(len(inv))):
+            continue
+        c = permute(s, p, mt, inv)
+        if best is None or c < best:
+            best = c
+    return best
