@@ -1,0 +1,132 @@
+"""One pass over a history that groups operations by partition and derives, per partition,
+the log as observed (offset -> value), which values were read, and the offsets' log order.
+Every per-partition rule reads this; none re-derives it (one place per fact)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from traces.history import History, Op
+
+
+@dataclass
+class Part:
+    tp: str
+    sends: list[Op] = field(default_factory=list)      # every send, any outcome, by invoke time
+    polls: list[Op] = field(default_factory=list)      # ok polls, by invoke time
+    assigns: list[Op] = field(default_factory=list)    # ok/info assign+subscribe, by invoke time
+    commits: list[Op] = field(default_factory=list)    # ok commits, by invoke time
+    # Derived by build():
+    log: dict[int, str] = field(default_factory=dict)  # first value observed at each offset
+    conflicts: dict[int, str] = field(default_factory=dict)  # offset -> a second, different value
+    first_offset: dict[str, int] = field(default_factory=dict)  # value -> first offset observed
+    dups: dict[str, int] = field(default_factory=dict)  # value -> a second, different offset
+    read: set[str] = field(default_factory=set)         # values some poll returned
+    max_read: int = -1                                   # highest offset some poll returned
+    max_read_op: Op | None = None
+    send_of: dict[str, Op] = field(default_factory=dict)  # value -> its send
+    _rank: dict[int, int] | None = None
+    _dense_base: int | None = None
+
+    def build(self) -> None:
+        log, conflicts, first, dups = self.log, self.conflicts, self.first_offset, self.dups
+        send_of = self.send_of
+        for op in self.sends:
+            send_of[op.value] = op
+            if op.type == "ok":
+                o, v = op.offset, op.value
+                w = log.setdefault(o, v)
+                if w != v and o not in conflicts:
+                    conflicts[o] = v
+                u = first.setdefault(v, o)
+                if u != o and v not in dups:
+                    dups[v] = o
+        read = self.read
+        max_read, max_op = -1, None
+        for op in self.polls:
+            offs, vals = op.offsets, op.values
+            if not offs:
+                continue
+            read.update(vals)
+            m = max(offs)
+            if m > max_read:
+                max_read, max_op = m, op
+            for o, v in zip(offs, vals):
+                w = log.setdefault(o, v)
+                if w != v and o not in conflicts:
+                    conflicts[o] = v
+                u = first.setdefault(v, o)
+                if u != o and v not in dups:
+                    dups[v] = o
+        self.max_read, self.max_read_op = max_read, max_op
+        if log:
+            lo, hi = min(log), max(log)
+            if hi - lo + 1 == len(log):
+                self._dense_base = lo   # offsets are contiguous: rank = offset - base, no map
+
+    def ranks(self, offsets: list[int]) -> list[int]:
+        """Positions in log order (Jepsen's version order): gaps in raw offsets that no one
+        observed (transaction markers, compaction, writes we never heard of) are not skips."""
+        if self._dense_base is not None:
+            b = self._dense_base
+            return [o - b for o in offsets] if b else offsets
+        if self._rank is None:
+            self._rank = {o: i for i, o in enumerate(sorted(self.log))}
+        r = self._rank
+        return [r[o] for o in offsets]
+
+    def ops_showing(self, offset: int, value: str) -> list[Op]:
+        """Operations that show `value` at `offset` (send ack or poll record), by invoke time."""
+        out = [op for op in self.sends if op.type == "ok" and op.offset == offset and op.value == value]
+        for op in self.polls:
+            if value in op.values:
+                for o, v in zip(op.offsets, op.values):
+                    if o == offset and v == value:
+                        out.append(op)
+                        break
+        out.sort(key=lambda o: (o.inv, o.id))
+        return out
+
+    def polls_reading(self, value: str) -> list[Op]:
+        return [op for op in self.polls if value in op.values]
+
+
+@dataclass
+class Index:
+    parts: dict[str, Part]
+    config: dict[int, dict]        # process -> its last producer_config
+    group_of: dict[int, str]       # process -> consumer group (from its assign/subscribe)
+    history: History
+
+    def sorted_parts(self) -> list[Part]:
+        return [self.parts[k] for k in sorted(self.parts)]
+
+
+def build(history: History) -> Index:
+    parts: dict[str, Part] = {}
+    config: dict[int, dict] = {}
+    group_of: dict[int, str] = {}
+    for op in history.ops:
+        f = op.f
+        if f == "producer_config":
+            if op.type != "fail":
+                config[op.process] = op.config or {}
+            continue
+        tp = f"{op.topic}-{op.partition}"
+        part = parts.get(tp)
+        if part is None:
+            part = parts[tp] = Part(tp)
+        if f == "send":
+            part.sends.append(op)
+        elif f == "poll":
+            if op.type == "ok":
+                part.polls.append(op)
+        elif f == "commit":
+            if op.type == "ok":
+                part.commits.append(op)
+        elif op.type != "fail":          # assign / subscribe
+            part.assigns.append(op)
+            if op.group is not None:
+                group_of[op.process] = op.group
+    for part in parts.values():
+        part.build()
+    return Index(parts, config, group_of, history)

@@ -1,0 +1,128 @@
+"""Per-partition linearizability of the log, using the offsets as the linearisation witness.
+
+Sequential specification (shared with the exhaustive checker in wgl.py): the log is a map
+offset -> value whose offsets grow in the order appends take effect (gaps allowed: markers,
+compaction); an append of v acknowledged at offset o is legal iff o is above every offset so
+far; a poll returning records [(o, v), ...] is legal iff the log holds each of them. A `fail`
+send never takes effect; an `info` send may take effect at any time after its invoke, or never;
+an operation x precedes y in real time iff x completed before y was invoked.
+
+Because every effective append names its offset (acknowledged, or read by someone), the order
+of appends is forced, and each poll need only follow the append of its highest offset. With
+lower bounds (invokes) and upper bounds (completions of the append and of polls that read it)
+on a chain, the earliest-time greedy assignment is optimal, so the history is linearizable iff
+no append a at offset <= o_b was invoked after b's deadline (b's completion, or the completion
+of a poll whose highest record is b). One sort per partition: O(n log n), not Wing–Gong's
+exponential search (Porcupine's docs note the same for a log with offsets).
+"""
+from __future__ import annotations
+
+from checkers.history.index import Index, Part
+from checkers.history.result import Anomaly, CheckResult, finish
+from traces.history import Op
+
+TYPE = "nonlinearizable"
+
+
+def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
+    """offset -> the send that put it there, for every send that must have taken effect; plus
+    the anomalies found on the way (records no single log can explain)."""
+    at: dict[int, Op] = {}
+    bad: list[Anomaly] = []
+    for op in part.sends:
+        if op.type == "ok":
+            other = at.get(op.offset)
+            if other is not None:
+                bad.append(_a((other, op), f"sends #{other.id} and #{op.id} were both "
+                                           f"acknowledged at offset {op.offset} of {part.tp}.", part))
+                continue
+            at[op.offset] = op
+    # Reads place info sends (their value read at o) and must agree with acknowledgements.
+    for p in part.polls:
+        for o, v in zip(p.offsets, p.values):
+            s = part.send_of.get(v)
+            if s is None:
+                bad.append(_a((p,), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, a value "
+                                    "no one sent.", part))
+            elif s.type == "fail":
+                bad.append(_a((s, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, but "
+                                      f"its send #{s.id} failed and so never took effect.", part))
+            elif s.type == "ok" and s.offset != o:
+                bad.append(_a((s, p), f"send #{s.id} put {v!r} at offset {s.offset} of {part.tp}, "
+                                      f"but poll #{p.id} read it at offset {o}.", part))
+            elif s.type == "info":
+                other = at.get(o)
+                if other is None:
+                    at[o] = s
+                elif other is not s:
+                    bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of "
+                                              f"{part.tp}, which send #{other.id} holds "
+                                              f"({other.value!r}).", part))
+    return at, bad
+
+
+def check_partition(part: Part) -> list[Anomaly]:
+    at, bad = effective_appends(part)
+    if bad:
+        return bad
+    # Deadline of each offset: the append's completion, or an earlier completion of a poll
+    # whose highest record is that offset.
+    deadline: dict[int, tuple[int, Op]] = {}
+    for o, s in at.items():
+        if s.comp is not None:
+            deadline[o] = (s.comp, s)
+    for p in part.polls:
+        if not p.offsets:
+            continue
+        m = max(p.offsets)
+        d = deadline.get(m)
+        if d is None or p.comp < d[0]:
+            deadline[m] = (p.comp, p)
+    out = []
+    best_inv, best = -1, None
+    for o in sorted(at):
+        s = at[o]
+        d = deadline.get(o)
+        if d is not None:
+            t, by = d
+            # The append itself counts against a poll's deadline (read before write), but not
+            # against its own completion.
+            cand_inv, cand = (best_inv, best) if by is s else max((best_inv, best), (s.inv, s), key=lambda x: x[0])
+            if cand is not None and cand_inv > t:
+                out.append(_violation(part, cand, s, by, o))
+        if s.inv > best_inv:
+            best_inv, best = s.inv, s
+    return out
+
+
+def _violation(part: Part, a: Op, b: Op, by: Op, o: int) -> Anomaly:
+    if by is b:
+        return _a((b, a), f"send #{b.id} was acknowledged at offset {b.offset} of {part.tp} "
+                          f"before send #{a.id} was invoked, yet #{a.id} got the earlier offset "
+                          f"{a.offset if a.offset is not None else '(read) ' + str(_off(part, a))}.", part)
+    if a is b:
+        return _a((by, a), f"poll #{by.id} completed before send #{a.id} was invoked, yet read "
+                           f"its value {a.value!r} at offset {o} of {part.tp}.", part)
+    return _a((by, a), f"poll #{by.id} read offset {o} of {part.tp} and completed before send "
+                       f"#{a.id} was invoked, yet #{a.id} holds the earlier offset {_off(part, a)}.", part)
+
+
+def _off(part: Part, s: Op) -> int:
+    return s.offset if s.offset is not None else part.first_offset.get(s.value, -1)
+
+
+def _a(ops: tuple[Op, ...], text: str, part: Part) -> Anomaly:
+    ids = tuple(o.id for o in sorted(set(ops), key=lambda o: (o.inv, o.id)))
+    return Anomaly(TYPE, ids, text, part.tp)
+
+
+def check(index: Index) -> CheckResult:
+    anomalies, examined = [], 0
+    for part in index.sorted_parts():
+        examined += len(part.sends) + len(part.polls)
+        anomalies += check_partition(part)
+    return finish("linearizable", examined, anomalies)
+
+
+def is_linearizable(part: Part) -> bool:
+    return not check_partition(part)
