@@ -128,8 +128,10 @@ class Op:
             at = f"@{self.offset}" if self.offset is not None else ""
             body = f" {self.value!r}→{self.tp}{at}"
         elif self.f == "poll":
-            recs = ", ".join(f"{o}:{v!r}" for o, v in zip(self.offsets or [], self.values or []))
-            body = f" {self.tp} [{recs}]" + (" (final)" if self.final else "")
+            pairs = [f"{o}:{v!r}" for o, v in zip(self.offsets or [], self.values or [])]
+            if len(pairs) > 4:   # keep a witness line readable: first two … last one
+                pairs = pairs[:2] + [f"… {len(pairs) - 3} more …"] + pairs[-1:]
+            body = f" {self.tp} [{', '.join(pairs)}]" + (" (final)" if self.final else "")
         elif self.f == "commit":
             body = f" {self.group} {self.tp} offset={self.offset} gen={self.generation}"
         elif self.f in ("assign", "subscribe"):
