@@ -57,6 +57,7 @@ FIELDS: dict[str, tuple[type, str]] = {
     "mono_ns": (int, "int64"),
     "wall_ns": (int, "int64"),
 }
+_ORDER = {n: i for i, n in enumerate(FIELDS)}
 REQUIRED = ("id", "type", "process", "f", "mono_ns")
 # Fields an operation's invoke must carry, by operation.
 INVOKE_NEEDS: dict[str, tuple[str, ...]] = {
@@ -343,6 +344,8 @@ def write_jsonl(path: str | Path, header: dict[str, Any], events: Iterable[dict[
     with open(path, "w", encoding="utf-8") as f:
         f.write(json.dumps(header, separators=(",", ":")) + "\n")
         for ev in events:
+            # Canonical key order (FIELDS order): the same events give the same bytes.
+            ev = dict(sorted(ev.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER))))
             f.write(json.dumps(ev, separators=(",", ":")) + "\n")
 
 

@@ -15,8 +15,8 @@ import json
 from checkers.history.result import Verdict
 from traces.history import History, Op
 
-MAX_ANOMALIES = 20
-MAX_PANEL_OPS = 300
+MAX_ANOMALIES = 12
+MAX_PANEL_OPS = 100
 MAX_LANES = 120
 BINS = 240
 WIDTH = 1100
