@@ -29,7 +29,7 @@ def commit_regression(part: Part) -> list[Anomaly]:
         for c in by_group[g]:
             while done and done[0][0] < c.inv:
                 _, _, d = heapq.heappop(done)
-                if top is None or d.offset > top.offset:
+                if top is None or d.offset >= top.offset:   # the latest of equals
                     top = d
             if top is not None and c.offset < top.offset:
                 out.append(Anomaly("commit-regression", (top.id, c.id),

@@ -74,6 +74,11 @@ class Part:
         r = self._rank
         return [r[o] for o in offsets]
 
+    def offset_at_rank(self, rank: int) -> int:
+        if self._dense_base is not None:
+            return self._dense_base + rank
+        return sorted(self.log)[rank]
+
     def ops_showing(self, offset: int, value: str) -> list[Op]:
         """Operations that show `value` at `offset` (send ack or poll record), by invoke time."""
         out = [op for op in self.sends if op.type == "ok" and op.offset == offset and op.value == value]

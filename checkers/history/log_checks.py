@@ -106,11 +106,13 @@ def poll_order(part: Part) -> list[Anomaly]:
         if prev is not None:
             pr, pop = prev
             if r[0] > pr + 1:
-                out.append(Anomaly("poll-skip", (pop.id, op.id),
+                o = part.offset_at_rank(pr + 1)
+                shown = part.ops_showing(o, part.log[o])[0]
+                out.append(Anomaly("poll-skip", _ids(pop, op, shown),
                                    f"process {op.process} polled {part.tp} up to offset "
                                    f"{pop.offsets[-1]} (#{pop.id}), then resumed at offset "
-                                   f"{offs[0]} (#{op.id}), skipping {r[0] - pr - 1} record(s).",
-                                   part.tp))
+                                   f"{offs[0]} (#{op.id}), skipping {r[0] - pr - 1} record(s) "
+                                   f"such as offset {o} (see #{shown.id}).", part.tp))
             elif r[0] <= pr:
                 out.append(Anomaly("nonmonotonic-poll", (pop.id, op.id),
                                    f"process {op.process} polled {part.tp} up to offset "
@@ -125,10 +127,15 @@ def _internal_poll_anomaly(part: Part, op: Op, r: list[int]) -> Anomaly:
     for i in range(len(r) - 1):
         if r[i + 1] != r[i] + 1:
             a, b = op.offsets[i], op.offsets[i + 1]
-            kind = "poll-skip" if r[i + 1] > r[i] + 1 else "nonmonotonic-poll"
-            what = "skips from" if kind == "poll-skip" else "goes back from"
-            return Anomaly(kind, (op.id,), f"poll #{op.id} of {part.tp} {what} offset {a} to "
-                                           f"offset {b} within one response.", part.tp)
+            if r[i + 1] <= r[i]:
+                return Anomaly("nonmonotonic-poll", (op.id,), f"poll #{op.id} of {part.tp} goes "
+                               f"back from offset {a} to offset {b} within one response.", part.tp)
+            # A skip needs a second operation: the one that shows a record was skipped.
+            o = part.offset_at_rank(r[i] + 1)
+            shown = part.ops_showing(o, part.log[o])[0]
+            return Anomaly("poll-skip", _ids(op, shown), f"poll #{op.id} of {part.tp} skips from "
+                           f"offset {a} to offset {b} within one response, passing over offset "
+                           f"{o} ({part.log[o]!r}, see #{shown.id}).", part.tp)
     raise AssertionError("unreachable: caller saw a gap")
 
 
