@@ -112,10 +112,11 @@ def _neighbourhood(h: History, witness: set[int], by_id: dict[int, Op]) -> tuple
     hi = max(_end(o, o.inv) if o.end is not None else o.inv for o in wops)
     pad = max((hi - lo) // 2, 1_000)
     lo, hi = lo - pad, hi + pad
-    center = (lo + hi) // 2
+    anchors = [o.inv for o in wops]
     near = [o for o in h.ops if o.inv <= hi and (o.end if o.end is not None else hi) >= lo
             and o.id not in witness]
-    near.sort(key=lambda o: (abs(o.inv - center), o.id))
+    # Closest to any witness operation first: far-apart witnesses each keep their context.
+    near.sort(key=lambda o: (min(abs(o.inv - a) for a in anchors), o.id))
     return wops + near[:MAX_PANEL_OPS - len(wops)], lo, hi
 
 
