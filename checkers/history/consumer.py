@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from itertools import accumulate, repeat
+from operator import attrgetter
 
 from checkers.history.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
@@ -73,34 +75,26 @@ def at_least_once(part: Part, group_of: dict[int, str], g: str) -> list[Anomaly]
     starts = [a.offset for a in part.assigns if a.group == g and a.type == "ok" and a.offset is not None]
     start = min(starts, default=0)
     offsets = sorted(o for o in part.log if o >= start)
-    first_read: dict[int, int] = {}
-    for p in _group_polls(part, group_of, g):
-        for o in p.offsets:
-            t = first_read.get(o)
-            if t is None or p.comp < t:
-                first_read[o] = p.comp
-    # prefix[i] = (latest first-read time, its offset) over offsets[:i+1]
-    prefix: list[tuple[float, int]] = []
-    cur: tuple[float, int] = (-1, -1)
-    for o in offsets:
-        t = first_read.get(o, INF)
-        if t > cur[0]:
-            cur = (t, o)
-        prefix.append(cur)
+    first_read: dict[int, float] = {}
+    # Latest completions first, so that the earliest read of each offset is written last.
+    for p in sorted(_group_polls(part, group_of, g), key=attrgetter("comp"), reverse=True):
+        first_read.update(zip(p.offsets, repeat(p.comp)))
+    times = [first_read.get(o, INF) for o in offsets]
+    prefix = list(accumulate(times, max))    # prefix[i]: latest first read over offsets[:i+1]
     out = []
     reported: set[int] = set()     # one anomaly per unprocessed offset: its first commit
     for c in part.commits:
         if c.group != g:
             continue
         i = bisect.bisect_left(offsets, c.offset) - 1
-        if i < 0 or prefix[i][0] < c.inv:
+        if i < 0 or prefix[i] < c.inv:
             continue
-        o = prefix[i][1]
+        o = offsets[times.index(prefix[i])]      # the offset that was read last (or never)
         if o in reported:
             continue
         reported.add(o)
         shown = part.ops_showing(o, part.log[o])[0]
-        when = "never polled" if prefix[i][0] == INF else "had not polled when the commit began"
+        when = "never polled" if prefix[i] == INF else "had not polled when the commit began"
         out.append(Anomaly("delivery-at-least-once", (shown.id, c.id),
                            f"group {g} declared at-least-once, but commit #{c.id} of offset "
                            f"{c.offset} of {part.tp} passed offset {o} ({part.log[o]!r}, see "

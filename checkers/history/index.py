@@ -14,6 +14,7 @@ class Part:
     sends: list[Op] = field(default_factory=list)      # every send, any outcome, by invoke time
     polls: list[Op] = field(default_factory=list)      # ok polls, by invoke time
     assigns: list[Op] = field(default_factory=list)    # ok/info assign+subscribe, by invoke time
+    consumer_ops: list[Op] = field(default_factory=list)  # ok polls and assigns, by invoke time
     commits: list[Op] = field(default_factory=list)    # ok commits, by invoke time
     # Derived by build():
     log: dict[int, str] = field(default_factory=dict)  # first value observed at each offset
@@ -24,16 +25,23 @@ class Part:
     max_read: int = -1                                   # highest offset some poll returned
     max_read_op: Op | None = None
     send_of: dict[str, Op] = field(default_factory=dict)  # value -> its send
+    poll_max: list[int] = field(default_factory=list)     # per poll (parallel): highest offset, -1 if empty
+    irregular: list[Op] = field(default_factory=list)     # polls that told the log something new
     _rank: dict[int, int] | None = None
     _dense_base: int | None = None
 
     def build(self) -> None:
         log, conflicts, first, dups = self.log, self.conflicts, self.first_offset, self.dups
-        send_of = self.send_of
-        for op in self.sends:
-            send_of[op.value] = op
-            if op.type == "ok":
-                o, v = op.offset, op.value
+        self.send_of.update({op.value: op for op in self.sends})
+        acks = [(op.offset, op.value) for op in self.sends if op.type == "ok"]
+        log.update(acks)
+        first.update({v: o for o, v in acks})
+        if len(log) != len(acks) or len(first) != len(acks):
+            # Some offset or value repeats among acknowledgements: redo it record by record,
+            # keeping the first and noting the second (rare; the bulk path above is C-level).
+            log.clear()
+            first.clear()
+            for o, v in acks:
                 w = log.setdefault(o, v)
                 if w != v and o not in conflicts:
                     conflicts[o] = v
@@ -42,14 +50,24 @@ class Part:
                     dups[v] = o
         read = self.read
         max_read, max_op = -1, None
+        poll_max, irregular = self.poll_max, self.irregular
+        log_get = log.get
         for op in self.polls:
             offs, vals = op.offsets, op.values
             if not offs:
+                poll_max.append(-1)
                 continue
             read.update(vals)
             m = max(offs)
+            poll_max.append(m)
             if m > max_read:
                 max_read, max_op = m, op
+            # Fast path (one C-level pass): every record matches what the log already holds,
+            # so it adds no offset, value or conflict. Values are unique per partition, so
+            # first_offset agrees too.
+            if list(map(log_get, offs)) == vals:
+                continue
+            irregular.append(op)
             for o, v in zip(offs, vals):
                 w = log.setdefault(o, v)
                 if w != v and o not in conflicts:
@@ -125,11 +143,13 @@ def build(history: History) -> Index:
         elif f == "poll":
             if op.type == "ok":
                 part.polls.append(op)
+                part.consumer_ops.append(op)
         elif f == "commit":
             if op.type == "ok":
                 part.commits.append(op)
         elif op.type != "fail":          # assign / subscribe
             part.assigns.append(op)
+            part.consumer_ops.append(op)
             if op.group is not None:
                 group_of[op.process] = op.group
     for part in parts.values():

@@ -38,7 +38,9 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
                 continue
             at[op.offset] = op
     # Reads place info sends (their value read at o) and must agree with acknowledgements.
-    for p in part.polls:
+    # Only polls that told the index something new need a look: any other poll's records
+    # all match offsets and values already placed (by an ack or an earlier irregular poll).
+    for p in part.irregular:
         for o, v in zip(p.offsets, p.values):
             s = part.send_of.get(v)
             if s is None:
@@ -71,10 +73,9 @@ def check_partition(part: Part) -> list[Anomaly]:
     for o, s in at.items():
         if s.comp is not None:
             deadline[o] = (s.comp, s)
-    for p in part.polls:
-        if not p.offsets:
+    for p, m in zip(part.polls, part.poll_max):
+        if m < 0:
             continue
-        m = max(p.offsets)
         d = deadline.get(m)
         if d is None or p.comp < d[0]:
             deadline[m] = (p.comp, p)

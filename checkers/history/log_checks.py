@@ -87,11 +87,10 @@ def poll_order(part: Part) -> list[Anomaly]:
     jump forward is a poll-skip, a step back or a repeat a nonmonotonic-poll. An assign or
     subscribe of the partition by the process resets its position (Jepsen resets likewise)."""
     out = []
-    # Merge polls and assigns in invoke order; the last rank read per process is its position.
-    events = sorted(part.polls + part.assigns, key=lambda o: (o.inv, o.id))
+    # Polls and assigns in invoke order; the last rank read per process is its position.
     last: dict[int, tuple[int, Op]] = {}
     ranks = part.ranks
-    for op in events:
+    for op in part.consumer_ops:
         if op.f != "poll":
             last.pop(op.process, None)
             continue
@@ -189,7 +188,6 @@ def check_log(index: Index) -> list[CheckResult]:
     notes: list[Anomaly] = []
     records = sends = polls = undecided = 0
     for part in index.sorted_parts():
-        acked = sum(1 for s in part.sends if s.type == "ok")
         sends += len(part.sends)
         polls += len(part.polls)
         records += len(part.log)
@@ -202,7 +200,6 @@ def check_log(index: Index) -> list[CheckResult]:
         a, n = send_order(part, index.config)
         found["sends"] += a
         notes += n
-        del acked
     unknown = (f"{undecided} acknowledged write(s) were never read and no final read began after "
                "them: lost or merely lagging cannot be told apart") if undecided else ""
     return [
