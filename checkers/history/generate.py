@@ -262,3 +262,57 @@ def generate(p: Params, seed_anomalies: dict[str, float] | None = None) -> Histo
         h.header.setdefault("meta", {})
         h.header["meta"]["seeded"] = {k: seed_anomalies[k] for k in sorted(seed_anomalies)}
     return h
+
+
+def small_log_history(seed: int, n_ops: int, mutate: int = 0, overlap: int = 6) -> History:
+    """A one-partition history of 3 processes over a correct log, each op's effect at a random
+    point of its interval (longer `overlap`, more concurrency), then `mutate` random
+    perturbations (times moved, offsets or values changed, outcomes flipped), so that both
+    verdicts occur. For the differential test and the exhaustive checker's growth benchmark."""
+    rng = random.Random(seed)
+    log: list[str] = []
+    timed = []
+    t = 0
+    for i in range(n_ops):
+        inv = t + rng.randint(0, 4)
+        eff = inv + rng.randint(0, overlap)
+        comp = eff + rng.randint(0, overlap)
+        timed.append((eff, i, inv, comp))
+        t += rng.randint(0, 5)
+    ops: list[Op] = []
+    for eff, i, inv, comp in sorted(timed):
+        common = dict(id=len(ops), process=i % 3, inv=inv, end=comp, topic=TOPIC, partition=0)
+        if rng.random() < 0.55:
+            kind = rng.choices(["ok", "info", "fail"], [0.7, 0.2, 0.1])[0]
+            v = f"v{i}"
+            if kind == "ok" or (kind == "info" and rng.random() < 0.5):
+                log.append(v)
+            ops.append(Op(f="send", type=kind, comp=None if kind == "info" else comp, value=v,
+                          offset=len(log) - 1 if kind == "ok" else None, **common))
+        else:
+            lo = rng.randint(0, len(log)) if log else 0
+            hi = min(len(log), lo + rng.randint(0, 3))
+            ops.append(Op(f="poll", type="ok", comp=comp, offsets=list(range(lo, hi)),
+                          values=log[lo:hi], **common))
+    for _ in range(mutate):
+        op = rng.choice(ops)
+        r = rng.random()
+        if r < 0.3:
+            d = rng.randint(-15, 15)
+            op.inv = max(0, op.inv + d)
+            if op.comp is not None:
+                op.comp = op.end = max(op.inv, op.comp + d)
+        elif r < 0.5 and op.f == "send" and op.type == "ok":
+            op.offset = max(0, op.offset + rng.choice([-1, 1]))
+        elif r < 0.7 and op.f == "poll" and op.values:
+            j = rng.randrange(len(op.values))
+            op.values[j] = rng.choice([o.value for o in ops if o.f == "send"])
+        elif r < 0.85 and op.f == "send":
+            op.type = rng.choice(["ok", "info", "fail"])
+            op.comp = None if op.type == "info" else op.end
+            op.offset = ((op.offset if op.offset is not None else rng.randint(0, 3))
+                         if op.type == "ok" else None)
+        elif op.f == "poll" and op.offsets:
+            op.offsets[0] += rng.choice([-1, 1])
+    ops.sort(key=lambda o: (o.inv, o.id))
+    return History(make_header(trace_id=f"small-{seed}"), ops)
