@@ -127,3 +127,18 @@ def test_bad_parquet_input_names_the_row(tmp_path):
     pq.write_table(t2, tmp_path / "two.parquet")
     with pytest.raises(th.HistoryError, match="holds 2 histories"):
         th.load(tmp_path / "two.parquet")
+
+
+def test_documented_example_is_a_valid_history(tmp_path):
+    """docs/history-format.md's example must stay true: it parses and checks valid."""
+    from pathlib import Path
+
+    from checkers.history.run import check_history
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "history-format.md").read_text()
+    block = doc.split("## JSON lines (one run)")[1].split("```")[1].strip()
+    p = tmp_path / "doc.jsonl"
+    p.write_text(block + "\n")
+    h = th.load(p)
+    assert len(h.ops) == 6
+    v = check_history(h)
+    assert v.status == "valid", [(c.name, c.status, c.reason) for c in v.checks]

@@ -87,7 +87,9 @@ def at_least_once(part: Part, group_of: dict[int, str], g: str) -> list[Anomaly]
         if c.group != g:
             continue
         i = bisect.bisect_left(offsets, c.offset) - 1
-        if i < 0 or prefix[i] < c.inv:
+        # Generous at equal timestamps (coarse clocks): only a read strictly after the
+        # commit began, or none, is a violation.
+        if i < 0 or prefix[i] <= c.inv:
             continue
         o = offsets[times.index(prefix[i])]      # the offset that was read last (or never)
         if o in reported:

@@ -33,7 +33,9 @@ class Params:
 
 
 class _Sim:
-    """Discrete-event simulation; each client is a sequential process (one op at a time)."""
+    """Discrete-event simulation; each client is a sequential process (one op at a time), whose
+    next operation begins strictly after the previous one completed (ties in time would leave
+    real-time order undecided)."""
 
     def __init__(self, p: Params):
         self.p = p
@@ -150,7 +152,7 @@ class _Sim:
             op.offset = len(log)
             log.append(op.value)
             self.complete(op, done, "ok")
-        self.push(done + self.rng.randint(0, 500_000), "send", proc)
+        self.push(done + self.rng.randint(1, 500_000), "send", proc)
 
     # -- consumers
     def on_start_consumer(self, t: int, c: int, _: object) -> None:
@@ -221,7 +223,7 @@ class _Sim:
             if vals and op.partition not in self.c_commit[c]:
                 self.c_commit[c].append(op.partition)
             self.complete(op, done, "ok")
-        self.push(done + self.rng.randint(0, 300_000), "start-consumer", c)
+        self.push(done + self.rng.randint(1, 300_000), "start-consumer", c)
 
     # -- final reads: from offset 0 of every partition, after everything else completed
     def final_reads(self, t: int) -> None:

@@ -67,32 +67,28 @@ def check_partition(part: Part) -> list[Anomaly]:
     at, bad = effective_appends(part)
     if bad:
         return bad
-    # Deadline of each offset: the append's completion, or an earlier completion of a poll
-    # whose highest record is that offset.
-    deadline: dict[int, tuple[int, Op]] = {}
-    for o, s in at.items():
-        if s.comp is not None:
-            deadline[o] = (s.comp, s)
+    # Deadline that polls set on an offset: the earliest completion of a poll whose highest
+    # record is that offset (the poll must follow that offset's append).
+    polled: dict[int, tuple[int, Op]] = {}
     for p, m in zip(part.polls, part.poll_max):
-        if m < 0:
-            continue
-        d = deadline.get(m)
-        if d is None or p.comp < d[0]:
-            deadline[m] = (p.comp, p)
+        if m >= 0:
+            d = polled.get(m)
+            if d is None or p.comp < d[0]:
+                polled[m] = (p.comp, p)
     out = []
-    best_inv, best = -1, None
+    best_inv, best = -1, None          # latest invoke among appends at lower offsets
     for o in sorted(at):
         s = at[o]
-        d = deadline.get(o)
-        if d is not None:
-            t, by = d
-            # The append itself counts against a poll's deadline (read before write), but not
-            # against its own completion.
-            cand_inv, cand = (best_inv, best) if by is s else max((best_inv, best), (s.inv, s), key=lambda x: x[0])
-            if cand is not None and cand_inv > t:
-                out.append(_violation(part, cand, s, by, o))
+        # An append's own completion bounds the appends below it (not itself) ...
+        if s.comp is not None and best_inv > s.comp:
+            out.append(_violation(part, best, s, s, o))
+            continue
         if s.inv > best_inv:
             best_inv, best = s.inv, s
+        # ... and a poll's completion bounds the append it read and every one below.
+        d = polled.get(o)
+        if d is not None and best_inv > d[0]:
+            out.append(_violation(part, best, s, d[1], o))
     return out
 
 
