@@ -7,7 +7,6 @@ commit may or may not have happened."""
 from __future__ import annotations
 
 import bisect
-import heapq
 from itertools import accumulate, repeat
 from operator import attrgetter
 
@@ -26,18 +25,19 @@ def commit_regression(part: Part) -> list[Anomaly]:
     for c in part.commits:
         by_group.setdefault(c.group, []).append(c)
     for g in sorted(by_group):
-        done: list[tuple[int, int, Op]] = []   # heap of (completion, id, op) not yet passed
-        top: Op | None = None                  # highest offset among commits completed so far
-        for c in by_group[g]:
-            while done and done[0][0] < c.inv:
-                _, _, d = heapq.heappop(done)
+        mine = by_group[g]                              # by invoke time
+        ended = sorted(mine, key=attrgetter("comp"))    # by completion time
+        j, top = 0, None                                # highest offset completed so far
+        for c in mine:
+            while j < len(ended) and ended[j].comp < c.inv:
+                d = ended[j]
                 if top is None or d.offset >= top.offset:   # the latest of equals
                     top = d
+                j += 1
             if top is not None and c.offset < top.offset:
                 out.append(Anomaly("commit-regression", (top.id, c.id),
                                    f"group {g} committed offset {top.offset} of {part.tp} (#{top.id}); "
                                    f"a later commit #{c.id} set it back to {c.offset}.", part.tp))
-            heapq.heappush(done, (c.comp, c.id, c))
     return out
 
 

@@ -24,7 +24,8 @@ class Part:
     read: set[str] = field(default_factory=set)         # values some poll returned
     max_read: int = -1                                   # highest offset some poll returned
     max_read_op: Op | None = None
-    send_of: dict[str, Op] = field(default_factory=dict)  # value -> its send
+    unread_acks: list[Op] = field(default_factory=list)   # ok sends whose value no poll returned
+    _send_of: dict[str, Op] | None = None
     poll_max: list[int] = field(default_factory=list)     # per poll (parallel): highest offset, -1 if empty
     irregular: list[Op] = field(default_factory=list)     # polls that told the log something new
     _rank: dict[int, int] | None = None
@@ -32,7 +33,6 @@ class Part:
 
     def build(self) -> None:
         log, conflicts, first, dups = self.log, self.conflicts, self.first_offset, self.dups
-        self.send_of.update({op.value: op for op in self.sends})
         acks = [(op.offset, op.value) for op in self.sends if op.type == "ok"]
         log.update(acks)
         first.update({v: o for o, v in acks})
@@ -76,6 +76,7 @@ class Part:
                 if u != o and v not in dups:
                     dups[v] = o
         self.max_read, self.max_read_op = max_read, max_op
+        self.unread_acks = [op for op in self.sends if op.type == "ok" and op.value not in read]
         if log:
             lo, hi = min(log), max(log)
             if hi - lo + 1 == len(log):
@@ -91,6 +92,13 @@ class Part:
             self._rank = {o: i for i, o in enumerate(sorted(self.log))}
         r = self._rank
         return [r[o] for o in offsets]
+
+    @property
+    def send_of(self) -> dict[str, Op]:
+        """value -> its send (built on first use: only irregular reads and cycles need it)."""
+        if self._send_of is None:
+            self._send_of = {op.value: op for op in self.sends}
+        return self._send_of
 
     def offset_at_rank(self, rank: int) -> int:
         if self._dense_base is not None:
@@ -125,7 +133,7 @@ class Index:
 
 
 def build(history: History) -> Index:
-    parts: dict[str, Part] = {}
+    parts: dict[tuple, Part] = {}
     config: dict[int, dict] = {}
     group_of: dict[int, str] = {}
     for op in history.ops:
@@ -134,10 +142,10 @@ def build(history: History) -> Index:
             if op.type != "fail":
                 config[op.process] = op.config or {}
             continue
-        tp = f"{op.topic}-{op.partition}"
-        part = parts.get(tp)
+        key = (op.topic, op.partition)
+        part = parts.get(key)
         if part is None:
-            part = parts[tp] = Part(tp)
+            part = parts[key] = Part(f"{op.topic}-{op.partition}")
         if f == "send":
             part.sends.append(op)
         elif f == "poll":
@@ -154,4 +162,4 @@ def build(history: History) -> Index:
                 group_of[op.process] = op.group
     for part in parts.values():
         part.build()
-    return Index(parts, config, group_of, history)
+    return Index({p.tp: p for p in parts.values()}, config, group_of, history)

@@ -27,10 +27,12 @@ TYPE = "nonlinearizable"
 def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
     """offset -> the send that put it there, for every send that must have taken effect; plus
     the anomalies found on the way (records no single log can explain)."""
-    at: dict[int, Op] = {}
+    acked = [op for op in part.sends if op.type == "ok"]
+    at: dict[int, Op] = {op.offset: op for op in acked}
     bad: list[Anomaly] = []
-    for op in part.sends:
-        if op.type == "ok":
+    if len(at) != len(acked):      # two acknowledgements of one offset (rare): find them
+        at = {}
+        for op in acked:
             other = at.get(op.offset)
             if other is not None:
                 bad.append(_a((other, op), f"sends #{other.id} and #{op.id} were both "

@@ -38,9 +38,9 @@ def lost_writes(part: Part) -> list[Anomaly]:
     """Acknowledged at offset o, a later offset of the partition was read, but o's value never
     was: the write vanished from the log (Jepsen's lost-write)."""
     out = []
-    read, hi, witness = part.read, part.max_read, part.max_read_op
-    for op in part.sends:
-        if op.type == "ok" and op.offset < hi and op.value not in read:
+    hi, witness = part.max_read, part.max_read_op
+    for op in part.unread_acks:
+        if op.offset < hi:
             out.append(Anomaly("lost-write", (op.id, witness.id),
                                f"send #{op.id} of {op.value!r} was acknowledged at offset "
                                f"{op.offset} of {part.tp}; poll #{witness.id} read the later "
@@ -54,9 +54,9 @@ def unseen_writes(part: Part) -> tuple[list[Anomaly], int]:
     were unread with no final read to decide them (those make the check unknown, not valid)."""
     out, undecided = [], 0
     finals = [p for p in part.polls if p.final]
-    read, hi = part.read, part.max_read
-    for op in part.sends:
-        if op.type != "ok" or op.value in read or op.offset < hi:
+    hi = part.max_read
+    for op in part.unread_acks:
+        if op.offset < hi:
             continue
         after = [p for p in finals if p.inv > op.comp]
         if not after:
