@@ -18,6 +18,7 @@ GROUP = "g1"
 WALL_BASE_NS = 1_700_000_000_000_000_000   # fixed, so that a seed reproduces wall times too
 P_INFO = 0.02
 P_FAIL = 0.02
+P_RETRY = 0.02         # sends whose first attempt times out inside the client and is retried
 P_CRASH = 0.3          # share of info sends whose producer crashes (no completion at all)
 FINAL_CHUNK = 100      # records per final read
 
@@ -55,6 +56,7 @@ class _Sim:
         self.c_pos: dict[int, dict[int, int]] = {}
         self.c_todo: dict[int, list[int]] = {}      # partitions still to assign
         self.c_commit: dict[int, list[int]] = {}    # partitions polled and not yet committed
+        self.first_attempt: dict[int, int] = {}     # send id -> offset its first attempt took
 
     def pid(self) -> int:
         self.next_pid += 1
@@ -148,10 +150,31 @@ class _Sim:
                 self.push(done, "start-producer", self.pid())
                 return
             self.complete(op, done, "info", "REQUEST_TIMED_OUT")
+        elif r < P_FAIL + P_INFO + P_RETRY:
+            # The request timed out inside the client, which retries (retries=5). The first
+            # attempt may have been appended; the idempotent broker then answers the retry
+            # with the original offset instead of appending again (KIP-98).
+            if self.rng.random() < 0.5:
+                self.first_attempt[op.id] = len(log)
+                log.append(op.value)
+            self.push(done, "send-retry", proc, op)
+            return
         else:
             op.offset = len(log)
             log.append(op.value)
             self.complete(op, done, "ok")
+        self.push(done + self.rng.randint(1, 500_000), "send", proc)
+
+    def on_send_retry(self, t: int, proc: int, op: Op) -> None:
+        log = self.log[op.partition]
+        first = self.first_attempt.pop(op.id, None)
+        if first is not None:
+            op.offset = first             # deduplicated: the original offset
+        else:
+            op.offset = len(log)
+            log.append(op.value)
+        done = t + self.delay()
+        self.complete(op, done, "ok")
         self.push(done + self.rng.randint(1, 500_000), "send", proc)
 
     # -- consumers
