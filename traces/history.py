@@ -306,11 +306,14 @@ def iter_jsonl(path: str | Path) -> tuple[dict[str, Any], Iterator[tuple[str, di
         f = open(path, "rb")
     except OSError as e:
         raise HistoryError(p, "", f"cannot open: {e.strerror}") from None
-    first = f.readline()
-    if not first:
+    try:
+        first = f.readline()
+        if not first:
+            raise HistoryError(p, "", "empty file: no header line")
+        header = check_header(p, "line 1", _loads(p, 1, first, at_end=not first.endswith(b"\n")))
+    except BaseException:
         f.close()
-        raise HistoryError(p, "", "empty file: no header line")
-    header = check_header(p, "line 1", _loads(p, 1, first, at_end=not first.endswith(b"\n")))
+        raise
 
     def events() -> Iterator[tuple[str, dict[str, Any]]]:
         with f:
@@ -329,15 +332,6 @@ def _loads(path: str, lineno: int, raw: bytes, at_end: bool) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         hint = " — the file looks truncated (its last line is incomplete)" if at_end else ""
         raise HistoryError(path, f"line {lineno}", f"not valid JSON ({e}){hint}") from None
-
-
-def read_events_jsonl(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    header, it = iter_jsonl(path)
-    evs = []
-    for where, ev in it:
-        check_event(str(path), where, ev)
-        evs.append(ev)
-    return header, evs
 
 
 def write_jsonl(path: str | Path, header: dict[str, Any], events: Iterable[dict[str, Any]]) -> None:

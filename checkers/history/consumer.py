@@ -41,14 +41,13 @@ def commit_regression(part: Part) -> list[Anomaly]:
     return out
 
 
-def fenced_commits(part: Part) -> list[Anomaly]:
+def fenced_commits(part: Part, assigns: dict[str, list[Op]]) -> list[Anomaly]:
     """A commit of generation g that succeeded although the group had already completed a
-    rebalance to a newer generation (an assign of g' > g finished before the commit began)."""
+    rebalance to a newer generation: an assign or subscribe of g' > g, of any partition of the
+    group (the generation is the group's), finished before the commit began."""
     out = []
-    assigns = sorted((a for a in part.assigns if a.type == "ok" and a.group is not None
-                      and a.generation is not None), key=lambda a: (a.comp, a.id))
     for g in sorted({c.group for c in part.commits}):
-        mine = [a for a in assigns if a.group == g]
+        mine = assigns.get(g, [])                    # by completion time
         i, newest = 0, None
         for c in (c for c in part.commits if c.group == g):
             while i < len(mine) and mine[i].comp < c.inv:
@@ -125,13 +124,18 @@ def check(index: Index) -> CheckResult:
     anomalies: list[Anomaly] = []
     examined = 0
     modes: dict[str, str] = {}
+    assigns: dict[str, list[Op]] = {}
     for part in index.sorted_parts():
         for a in part.assigns:
             if a.group is not None and a.delivery is not None:
                 modes.setdefault(a.group, a.delivery)
+            if a.group is not None and a.type == "ok" and a.generation is not None:
+                assigns.setdefault(a.group, []).append(a)
+    for g in assigns:
+        assigns[g].sort(key=lambda a: (a.comp, a.id))
     for part in index.sorted_parts():
         examined += len(part.commits)
-        anomalies += commit_regression(part) + fenced_commits(part)
+        anomalies += commit_regression(part) + fenced_commits(part, assigns)
         for g in sorted(modes):
             if modes[g] == "at-least-once":
                 anomalies += at_least_once(part, index.group_of, g)

@@ -268,7 +268,9 @@ class _Sim:
 
 
 def generate_valid(p: Params) -> History:
-    ops = _Sim(p).run()
+    from checkers.history.run import quiet_gc
+    with quiet_gc():
+        ops = _Sim(p).run()
     ops.sort(key=lambda o: (o.inv, o.id))
     return History(make_header(trace_id=f"gen-{p.seed}", generator="kafkaverify.gen-history",
                                seed=p.seed, ops=p.ops, partitions=p.partitions), ops)
