@@ -17,18 +17,24 @@ exponential search (Porcupine's docs note the same for a log with offsets).
 """
 from __future__ import annotations
 
+from itertools import accumulate, repeat
+from operator import attrgetter, gt, itemgetter
+
 from checkers.history.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
 
 TYPE = "nonlinearizable"
+INF = float("inf")
+_OFFSET, _INV, _COMP, _FIRST = attrgetter("offset"), attrgetter("inv"), attrgetter("comp"), itemgetter(0)
+_NONE = (INF, None)
 
 
 def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
     """offset -> the send that put it there, for every send that must have taken effect; plus
     the anomalies found on the way (records no single log can explain)."""
-    acked = [op for op in part.sends if op.type == "ok"]
-    at: dict[int, Op] = {op.offset: op for op in acked}
+    acked = part.acked
+    at: dict[int, Op] = dict(zip(map(_OFFSET, acked), acked))
     bad: list[Anomaly] = []
     if len(at) != len(acked):      # two acknowledgements of one offset (rare): find them
         at = {}
@@ -42,6 +48,7 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
     # Reads place info sends (their value read at o) and must agree with acknowledgements.
     # Only polls that told the index something new need a look: any other poll's records
     # all match offsets and values already placed (by an ack or an earlier irregular poll).
+    placed: dict[int, tuple[int, Op]] = {}    # info send id -> (offset, first poll placing it)
     for p in part.irregular:
         for o, v in zip(p.offsets, p.values):
             s = part.send_of.get(v)
@@ -56,8 +63,14 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
                                       f"but poll #{p.id} read it at offset {o}.", part))
             elif s.type == "info":
                 other = at.get(o)
-                if other is None:
+                seen = placed.get(s.id)
+                if seen is not None and seen[0] != o:
+                    bad.append(_a((seen[1], p), f"polls #{seen[1].id} and #{p.id} read {v!r} (an "
+                                                f"unacknowledged send, #{s.id}) at offsets "
+                                                f"{seen[0]} and {o} of {part.tp}.", part))
+                elif other is None:
                     at[o] = s
+                    placed[s.id] = (o, p)
                 elif other is not s:
                     bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of "
                                               f"{part.tp}, which send #{other.id} holds "
@@ -77,9 +90,12 @@ def check_partition(part: Part) -> list[Anomaly]:
             d = polled.get(m)
             if d is None or p.comp < d[0]:
                 polled[m] = (p.comp, p)
+    order = sorted(at)
+    if not _may_violate(at, order, polled):
+        return []
     out = []
     best_inv, best = -1, None          # latest invoke among appends at lower offsets
-    for o in sorted(at):
+    for o in order:
         s = at[o]
         # An append's own completion bounds the appends below it (not itself) ...
         if s.comp is not None and best_inv > s.comp:
@@ -92,6 +108,22 @@ def check_partition(part: Part) -> list[Anomaly]:
         if d is not None and best_inv > d[0]:
             out.append(_violation(part, best, s, d[1], o))
     return out
+
+
+def _may_violate(at: dict[int, Op], order: list[int], polled: dict[int, tuple[int, Op]]) -> bool:
+    """The same condition as the loop in check_partition, as C-level passes (map, accumulate):
+    is some deadline (an append's completion, or a poll's) earlier than the latest invoke at or
+    below its offset? Only then does the loop run, to find witnesses."""
+    ops = list(map(at.__getitem__, order))
+    latest = list(accumulate(map(_INV, ops), max))
+    # An append's own completion against the appends strictly below it.
+    comps = [INF if c is None else c for c in map(_COMP, ops)]
+    if any(map(gt, latest, comps[1:])):
+        return True
+    if not polled:
+        return False
+    pd = list(map(polled.get, order, repeat(_NONE)))
+    return any(map(gt, latest, map(_FIRST, pd)))
 
 
 def _violation(part: Part, a: Op, b: Op, by: Op, o: int) -> Anomaly:

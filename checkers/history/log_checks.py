@@ -5,9 +5,13 @@ Each rule is one function over an index.Part; each anomaly carries its smallest 
 `info` sends are never counted as lost or unseen: they may not have happened (STYLE §10)."""
 from __future__ import annotations
 
+from operator import and_, attrgetter, eq, ge
+
 from checkers.history.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
+
+_PROCESS, _OFFSET = attrgetter("process"), attrgetter("offset")
 
 
 def inconsistent_offsets(part: Part) -> list[Anomaly]:
@@ -53,7 +57,7 @@ def unseen_writes(part: Part) -> tuple[list[Anomaly], int]:
     began after the acknowledgement. Returns the anomalies and how many acknowledged writes
     were unread with no final read to decide them (those make the check unknown, not valid)."""
     out, undecided = [], 0
-    finals = [p for p in part.polls if p.final]
+    finals = part.finals
     hi = part.max_read
     for op in part.unread_acks:
         if op.offset < hi:
@@ -73,8 +77,8 @@ def unseen_writes(part: Part) -> tuple[list[Anomaly], int]:
 def failed_writes_observed(part: Part) -> list[Anomaly]:
     """A send that completed `fail` (known not to have happened) whose value was read."""
     out = []
-    for op in part.sends:
-        if op.type == "fail" and op.value in part.read:
+    for op in part.failed:
+        if op.value in part.read:
             p = part.polls_reading(op.value)[0]
             out.append(Anomaly("failed-write-observed", (op.id, p.id),
                                f"send #{op.id} of {op.value!r} to {part.tp} failed, yet poll "
@@ -153,10 +157,10 @@ def send_order(part: Part, config: dict[int, dict]) -> tuple[list[Anomaly], list
     two sends in flight together that swapped are a send-reorder, an anomaly unless the
     producer's settings permit it (then a note). Returns (anomalies, notes)."""
     out, notes = [], []
+    if not _any_producer_descent(part.acked):
+        return out, notes
     last: dict[int, Op] = {}
-    for op in part.sends:
-        if op.type != "ok":
-            continue
+    for op in part.acked:
         prev = last.get(op.process)
         last[op.process] = op
         if prev is None or op.offset > prev.offset:
@@ -180,6 +184,14 @@ def send_order(part: Part, config: dict[int, dict]) -> tuple[list[Anomaly], list
         else:
             out.append(Anomaly("send-reorder", w, text + " — which forbid this.", part.tp))
     return out, notes
+
+
+def _any_producer_descent(acked: list[Op]) -> bool:
+    """Screen for send_order, in C-level passes: does any producer's offset sequence (in send
+    order) fail to increase? Stable sort by process keeps each producer's send order."""
+    by = sorted(acked, key=_PROCESS)
+    procs, offs = list(map(_PROCESS, by)), list(map(_OFFSET, by))
+    return any(map(and_, map(eq, procs, procs[1:]), map(ge, offs, offs[1:])))
 
 
 def check_log(index: Index) -> list[CheckResult]:
