@@ -73,12 +73,14 @@ def at_least_once(part: Part, group_of: dict[int, str], g: str) -> list[Anomaly]
     processing. A commit ahead of processing lets a crash skip records."""
     starts = [a.offset for a in part.assigns if a.group == g and a.type == "ok" and a.offset is not None]
     start = min(starts, default=0)
-    offsets = sorted(o for o in part.log if o >= start)
+    offsets = sorted(part.log)
+    if offsets and offsets[0] < start:
+        offsets = offsets[bisect.bisect_left(offsets, start):]
     first_read: dict[int, float] = {}
     # Latest completions first, so that the earliest read of each offset is written last.
     for p in sorted(_group_polls(part, group_of, g), key=attrgetter("comp"), reverse=True):
         first_read.update(zip(p.offsets, repeat(p.comp)))
-    times = [first_read.get(o, INF) for o in offsets]
+    times = list(map(first_read.get, offsets, repeat(INF)))
     prefix = list(accumulate(times, max))    # prefix[i]: latest first read over offsets[:i+1]
     out = []
     reported: set[int] = set()     # one anomaly per unprocessed offset: its first commit

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from operator import attrgetter
+from bisect import bisect_right
+from itertools import accumulate, chain, compress, count
+from operator import attrgetter, ne
 
 from traces.history import History, Op
 
 _OFFSET, _VALUE = attrgetter("offset"), attrgetter("value")
+_OFFSETS, _VALUES = attrgetter("offsets"), attrgetter("values")
 
 
 @dataclass
@@ -60,33 +63,32 @@ class Part:
                 u = first.setdefault(v, o)
                 if u != o and v not in dups:
                     dups[v] = o
+        # Polls, in bulk: flatten every record of the partition once.
+        polls = self.polls
+        offs_lists, vals_lists = list(map(_OFFSETS, polls)), list(map(_VALUES, polls))
+        flat_o = list(chain.from_iterable(offs_lists))
+        flat_v = list(chain.from_iterable(vals_lists))
         read = self.read
-        max_read, max_op = -1, None
-        poll_max, irregular = self.poll_max, self.irregular
-        log_get = log.get
-        for op in self.polls:
-            offs, vals = op.offsets, op.values
-            if not offs:
-                poll_max.append(-1)
-                continue
-            read.update(vals)
-            m = max(offs)
-            poll_max.append(m)
-            if m > max_read:
-                max_read, max_op = m, op
-            # Fast path (one C-level pass): every record matches what the log already holds,
-            # so it adds no offset, value or conflict. Values are unique per partition, so
-            # first_offset agrees too.
-            if list(map(log_get, offs)) == vals:
-                continue
-            irregular.append(op)
-            for o, v in zip(offs, vals):
-                w = log.setdefault(o, v)
-                if w != v and o not in conflicts:
-                    conflicts[o] = v
-                u = first.setdefault(v, o)
-                if u != o and v not in dups:
-                    dups[v] = o
+        read.update(flat_v)
+        self.poll_max = poll_max = [max(o) if o else -1 for o in offs_lists]
+        max_read = max(poll_max, default=-1)
+        max_op = polls[poll_max.index(max_read)] if max_read >= 0 else None
+        got = list(map(log.get, flat_o))
+        if got != flat_v:
+            # Some records tell the log something new (an unacknowledged send's offset) or
+            # contradict it: only the polls holding them go record by record, in order.
+            ends = list(accumulate(map(len, offs_lists)))
+            odd = sorted({bisect_right(ends, i) for i in compress(count(), map(ne, got, flat_v))})
+            for k in odd:
+                op = polls[k]
+                self.irregular.append(op)
+                for o, v in zip(op.offsets, op.values):
+                    w = log.setdefault(o, v)
+                    if w != v and o not in conflicts:
+                        conflicts[o] = v
+                    u = first.setdefault(v, o)
+                    if u != o and v not in dups:
+                        dups[v] = o
         self.max_read, self.max_read_op = max_read, max_op
         unread = set(ack_vals).difference(read)
         self.unread_acks = [op for op in acked if op.value in unread] if unread else []

@@ -49,9 +49,10 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
     # Only polls that told the index something new need a look: any other poll's records
     # all match offsets and values already placed (by an ack or an earlier irregular poll).
     placed: dict[int, tuple[int, Op]] = {}    # info send id -> (offset, first poll placing it)
+    send_of = part.send_of
     for p in part.irregular:
         for o, v in zip(p.offsets, p.values):
-            s = part.send_of.get(v)
+            s = send_of.get(v)
             if s is None:
                 bad.append(_a((p,), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, a value "
                                     "no one sent.", part))
