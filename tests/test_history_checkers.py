@@ -168,3 +168,15 @@ def test_equal_timestamps_are_not_an_order():
     b.commit(5, 10, 11, gen=1, offset=1)     # begins at the ns the poll completed
     b.poll(9, [(0, "a")], 20, 21, final=True)
     assert check_history(b.history()).status == VALID
+
+
+def test_commit_without_generation_is_accepted_and_not_fenced():
+    b = B()
+    b.send(1, "a", 0, 1, offset=0)
+    b.assign(5, 2, 3, gen=1)
+    b.assign(6, 4, 5, gen=2)
+    b.poll(5, [(0, "a")], 6, 7)
+    b.commit(5, 8, 9, gen=None, offset=1)     # client did not expose the generation
+    b.poll(9, [(0, "a")], 20, 21, final=True)
+    v = check_history(b.history())
+    assert v.status == VALID and [c for c in v.checks if c.name == "consumer-offsets"][0].examined == 1

@@ -54,7 +54,7 @@ def fenced_commits(part: Part, assigns: dict[str, list[Op]]) -> list[Anomaly]:
                 if newest is None or mine[i].generation > newest.generation:
                     newest = mine[i]
                 i += 1
-            if newest is not None and newest.generation > c.generation:
+            if newest is not None and c.generation is not None and newest.generation > c.generation:
                 out.append(Anomaly("fenced-commit", (newest.id, c.id),
                                    f"group {g} rebalanced to generation {newest.generation} "
                                    f"(#{newest.id}) before commit #{c.id} of generation "
