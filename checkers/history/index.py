@@ -37,7 +37,8 @@ class Part:
     finals: list[Op] = field(default_factory=list)        # ok final polls
     _send_of: dict[str, Op] | None = None
     poll_max: list[int] = field(default_factory=list)     # per poll (parallel): highest offset, -1 if empty
-    irregular: list[Op] = field(default_factory=list)     # polls that told the log something new
+    # (poll, offset, value) of every record that disagrees with the acknowledgements
+    odd_records: list[tuple[Op, int, str]] = field(default_factory=list)
     _rank: dict[int, int] | None = None
     _dense_base: int | None = None
 
@@ -77,18 +78,19 @@ class Part:
         if got != flat_v:
             # Some records tell the log something new (an unacknowledged send's offset) or
             # contradict it: only the polls holding them go record by record, in order.
+            # Records that disagree with the acknowledgements (an unacknowledged send's offset,
+            # or a contradiction) go one by one, in poll order; the rest need nothing.
             ends = list(accumulate(map(len, offs_lists)))
-            odd = sorted({bisect_right(ends, i) for i in compress(count(), map(ne, got, flat_v))})
-            for k in odd:
-                op = polls[k]
-                self.irregular.append(op)
-                for o, v in zip(op.offsets, op.values):
-                    w = log.setdefault(o, v)
-                    if w != v and o not in conflicts:
-                        conflicts[o] = v
-                    u = first.setdefault(v, o)
-                    if u != o and v not in dups:
-                        dups[v] = o
+            odd = self.odd_records
+            for i in compress(count(), map(ne, got, flat_v)):
+                o, v = flat_o[i], flat_v[i]
+                odd.append((polls[bisect_right(ends, i)], o, v))
+                w = log.setdefault(o, v)
+                if w != v and o not in conflicts:
+                    conflicts[o] = v
+                u = first.setdefault(v, o)
+                if u != o and v not in dups:
+                    dups[v] = o
         self.max_read, self.max_read_op = max_read, max_op
         unread = set(ack_vals).difference(read)
         self.unread_acks = [op for op in acked if op.value in unread] if unread else []

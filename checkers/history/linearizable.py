@@ -17,8 +17,8 @@ exponential search (Porcupine's docs note the same for a log with offsets).
 """
 from __future__ import annotations
 
-from itertools import accumulate, repeat
-from operator import attrgetter, gt, itemgetter
+from itertools import accumulate, compress, count, repeat
+from operator import attrgetter, ge, gt, sub
 
 from checkers.history.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
@@ -26,8 +26,7 @@ from traces.history import Op
 
 TYPE = "nonlinearizable"
 INF = float("inf")
-_OFFSET, _INV, _COMP, _FIRST = attrgetter("offset"), attrgetter("inv"), attrgetter("comp"), itemgetter(0)
-_NONE = (INF, None)
+_OFFSET, _INV, _COMP = attrgetter("offset"), attrgetter("inv"), attrgetter("comp")
 
 
 def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
@@ -46,36 +45,35 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
                 continue
             at[op.offset] = op
     # Reads place info sends (their value read at o) and must agree with acknowledgements.
-    # Only polls that told the index something new need a look: any other poll's records
-    # all match offsets and values already placed (by an ack or an earlier irregular poll).
+    # Only records that disagree with the acknowledgements need a look: every other record
+    # is an acknowledged send read at its own offset.
     placed: dict[int, tuple[int, Op]] = {}    # info send id -> (offset, first poll placing it)
     send_of = part.send_of
-    for p in part.irregular:
-        for o, v in zip(p.offsets, p.values):
-            s = send_of.get(v)
-            if s is None:
-                bad.append(_a((p,), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, a value "
-                                    "no one sent.", part))
-            elif s.type == "fail":
-                bad.append(_a((s, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, but "
-                                      f"its send #{s.id} failed and so never took effect.", part))
-            elif s.type == "ok" and s.offset != o:
-                bad.append(_a((s, p), f"send #{s.id} put {v!r} at offset {s.offset} of {part.tp}, "
-                                      f"but poll #{p.id} read it at offset {o}.", part))
-            elif s.type == "info":
-                other = at.get(o)
-                seen = placed.get(s.id)
-                if seen is not None and seen[0] != o:
-                    bad.append(_a((seen[1], p), f"polls #{seen[1].id} and #{p.id} read {v!r} (an "
-                                                f"unacknowledged send, #{s.id}) at offsets "
-                                                f"{seen[0]} and {o} of {part.tp}.", part))
-                elif other is None:
-                    at[o] = s
-                    placed[s.id] = (o, p)
-                elif other is not s:
-                    bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of "
-                                              f"{part.tp}, which send #{other.id} holds "
-                                              f"({other.value!r}).", part))
+    for p, o, v in part.odd_records:
+        s = send_of.get(v)
+        if s is None:
+            bad.append(_a((p,), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, a value "
+                                "no one sent.", part))
+        elif s.type == "fail":
+            bad.append(_a((s, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, but "
+                                  f"its send #{s.id} failed and so never took effect.", part))
+        elif s.type == "ok" and s.offset != o:
+            bad.append(_a((s, p), f"send #{s.id} put {v!r} at offset {s.offset} of {part.tp}, "
+                                  f"but poll #{p.id} read it at offset {o}.", part))
+        elif s.type == "info":
+            other = at.get(o)
+            seen = placed.get(s.id)
+            if seen is not None and seen[0] != o:
+                bad.append(_a((seen[1], p), f"polls #{seen[1].id} and #{p.id} read {v!r} (an "
+                                            f"unacknowledged send, #{s.id}) at offsets "
+                                            f"{seen[0]} and {o} of {part.tp}.", part))
+            elif other is None:
+                at[o] = s
+                placed[s.id] = (o, p)
+            elif other is not s:
+                bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of "
+                                          f"{part.tp}, which send #{other.id} holds "
+                                          f"({other.value!r}).", part))
     return at, bad
 
 
@@ -83,6 +81,9 @@ def check_partition(part: Part) -> list[Anomaly]:
     at, bad = effective_appends(part)
     if bad:
         return bad
+    order = sorted(at)
+    if not _may_violate(at, order, part):
+        return []
     # Deadline that polls set on an offset: the earliest completion of a poll whose highest
     # record is that offset (the poll must follow that offset's append).
     polled: dict[int, tuple[int, Op]] = {}
@@ -91,9 +92,6 @@ def check_partition(part: Part) -> list[Anomaly]:
             d = polled.get(m)
             if d is None or p.comp < d[0]:
                 polled[m] = (p.comp, p)
-    order = sorted(at)
-    if not _may_violate(at, order, polled):
-        return []
     out = []
     best_inv, best = -1, None          # latest invoke among appends at lower offsets
     for o in order:
@@ -111,20 +109,28 @@ def check_partition(part: Part) -> list[Anomaly]:
     return out
 
 
-def _may_violate(at: dict[int, Op], order: list[int], polled: dict[int, tuple[int, Op]]) -> bool:
-    """The same condition as the loop in check_partition, as C-level passes (map, accumulate):
-    is some deadline (an append's completion, or a poll's) earlier than the latest invoke at or
-    below its offset? Only then does the loop run, to find witnesses."""
+def _may_violate(at: dict[int, Op], order: list[int], part: Part) -> bool:
+    """The same condition as the loop in check_partition, as C-level passes (map, accumulate,
+    compress): is some deadline (an append's completion, or a poll's) earlier than the latest
+    invoke at or below its offset? Only then does the loop run, to find witnesses."""
     ops = list(map(at.__getitem__, order))
     latest = list(accumulate(map(_INV, ops), max))
     # An append's own completion against the appends strictly below it.
     comps = [INF if c is None else c for c in map(_COMP, ops)]
     if any(map(gt, latest, comps[1:])):
         return True
-    if not polled:
+    # A poll's completion against the appends at or below its highest offset (every record
+    # it read is in `at`: effective_appends found nothing bad).
+    keep = list(map(ge, part.poll_max, repeat(0)))
+    highest = list(compress(part.poll_max, keep))
+    if not highest:
         return False
-    pd = list(map(polled.get, order, repeat(_NONE)))
-    return any(map(gt, latest, map(_FIRST, pd)))
+    ends = map(_COMP, compress(part.polls, keep))
+    if order[-1] - order[0] + 1 == len(order):           # contiguous offsets: index by arithmetic
+        pos = map(sub, highest, repeat(order[0]))
+    else:
+        pos = map(dict(zip(order, count())).__getitem__, highest)
+    return any(map(gt, map(latest.__getitem__, pos), ends))
 
 
 def _violation(part: Part, a: Op, b: Op, by: Op, o: int) -> Anomaly:
