@@ -327,8 +327,9 @@ def small_log_history(seed: int, n_ops: int, mutate: int = 0, overlap: int = 6) 
         if r < 0.3:
             d = rng.randint(-15, 15)
             op.inv = max(0, op.inv + d)
+            op.end = max(op.inv, op.end + d)      # a completion never precedes its invoke
             if op.comp is not None:
-                op.comp = op.end = max(op.inv, op.comp + d)
+                op.comp = op.end
         elif r < 0.5 and op.f == "send" and op.type == "ok":
             op.offset = max(0, op.offset + rng.choice([-1, 1]))
         elif r < 0.7 and op.f == "poll" and op.values:
