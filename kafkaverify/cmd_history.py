@@ -55,6 +55,18 @@ def _summary(console: Console, h, verdict, seconds: float) -> None:
                   ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())), c.reason)
     console.print(t)
     by_id = h.by_id()
+    if verdict.anomalies:
+        first: dict[str, object] = {}
+        counts: dict[str, int] = {}
+        for a in verdict.anomalies:
+            counts[a.type] = counts.get(a.type, 0) + 1
+            first.setdefault(a.type, a)
+        at = Table(title="anomalies")
+        for col in ("type", "count", "first witness (op ids)"):
+            at.add_column(col)
+        for k in sorted(counts):
+            at.add_row(k, str(counts[k]), " ".join(f"#{i}" for i in first[k].witness))
+        console.print(at)
     for a in verdict.anomalies[:FIRST_WITNESSES]:
         console.print(f"[bold]{a.type}[/bold]: {a.explanation}", highlight=False, markup=True)
         for i in a.witness:
