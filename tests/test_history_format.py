@@ -142,3 +142,18 @@ def test_documented_example_is_a_valid_history(tmp_path):
     assert len(h.ops) == 6
     v = check_history(h)
     assert v.status == "valid", [(c.name, c.status, c.reason) for c in v.checks]
+
+
+def test_bulk_parquet_holds_many_histories(tmp_path):
+    from checkers.history.run import check_history
+    hs = [generate(Params(seed=s, ops=300), {"lost-write": 0.05} if s == 2 else None) for s in (1, 2, 3)]
+    p = tmp_path / "bulk.parquet"
+    th.write_bulk_parquet(p, [(h.header, th.history_events(h.ops)) for h in hs])
+    got = list(th.read_bulk_parquet(p))
+    assert [tid for tid, _ in got] == ["gen-1", "gen-2", "gen-3"]
+    for (tid, h2), h in zip(got, hs):
+        assert [o.describe() for o in h2.ops] == [o.describe() for o in h.ops]
+        assert check_history(h2).status == check_history(h).status
+    assert check_history(got[1][1]).status == "invalid"
+    with pytest.raises(th.HistoryError, match="holds 3 histories"):
+        th.load(p)

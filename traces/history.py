@@ -139,7 +139,8 @@ class Op:
         elif self.f in ("assign", "subscribe"):
             body = f" {self.tp} gen={self.generation}"
         else:
-            body = f" {self.config}"
+            cfg = self.config or {}
+            body = " " + " ".join(f"{k}={cfg[k]}" for k in sorted(cfg))
         return f"{head}{body} {self.type}"
 
 
@@ -414,6 +415,45 @@ def read_events_parquet(path: str | Path) -> tuple[dict[str, Any], list[tuple[st
         ev = {n: v for n, v in zip(names, row) if v is not None}
         out.append((f"row {i + 1}", ev))
     return header, out
+
+
+def write_bulk_parquet(path: str | Path, histories: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
+    """Many histories in one Parquet file (for mining): rows of each history carry its
+    trace_id (which must be set and distinct); the schema metadata holds the first header."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    tables, seen = [], set()
+    for header, events in histories:
+        tid = header.get("trace_id")
+        if tid is None or tid in seen:
+            raise ValueError(f"bulk histories need distinct trace_ids (got {tid!r})")
+        seen.add(tid)
+        tables.append(events_to_table(header, events))
+    pq.write_table(pa.concat_tables(tables), str(path), compression="zstd")
+
+
+def read_bulk_parquet(path: str | Path) -> Iterator[tuple[str, History]]:
+    """(trace_id, History) for every history of a bulk file, in trace_id order; events of one
+    history keep their file order. Errors name the file's row (1-based)."""
+    import pyarrow.parquet as pq
+    p = str(path)
+    table = pq.read_table(p)
+    meta = table.schema.metadata or {}
+    if PARQUET_META_KEY not in meta:
+        raise HistoryError(p, "", f"not a {FORMAT} Parquet file")
+    base = check_header(p, "metadata", json.loads(meta[PARQUET_META_KEY]))
+    ids = table.column("trace_id").to_pylist()
+    names = [n for n in table.column_names if n != "trace_id"]
+    data = [table.column(n).to_pylist() for n in names]
+    rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for i, (tid, row) in enumerate(zip(ids, zip(*data))):
+        ev = {n: v for n, v in zip(names, row) if v is not None}
+        rows.setdefault(tid, []).append((f"row {i + 1}", ev))
+    for tid in sorted(rows, key=lambda t: (t is None, t or "")):
+        header = {k: v for k, v in base.items() if k not in ("trace_id", "meta")}
+        if tid is not None:
+            header["trace_id"] = tid
+        yield tid, pair(p, header, rows[tid])
 
 
 # ---------------------------------------------------------------------------------------------
