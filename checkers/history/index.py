@@ -112,7 +112,7 @@ class Part:
 
     @property
     def send_of(self) -> dict[str, Op]:
-        """value -> its send (built on first use: only irregular reads and cycles need it)."""
+        """value -> its send (built on first use: only odd records, fail sends and cycles need it)."""
         if self._send_of is None:
             self._send_of = dict(zip(map(_VALUE, self.sends), self.sends))
         return self._send_of
