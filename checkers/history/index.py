@@ -76,8 +76,6 @@ class Part:
         max_op = polls[poll_max.index(max_read)] if max_read >= 0 else None
         got = list(map(log.get, flat_o))
         if got != flat_v:
-            # Some records tell the log something new (an unacknowledged send's offset) or
-            # contradict it: only the polls holding them go record by record, in order.
             # Records that disagree with the acknowledgements (an unacknowledged send's offset,
             # or a contradiction) go one by one, in poll order; the rest need nothing.
             ends = list(accumulate(map(len, offs_lists)))
@@ -112,7 +110,7 @@ class Part:
 
     @property
     def send_of(self) -> dict[str, Op]:
-        """value -> its send (built on first use: only odd records, fail sends and cycles need it)."""
+        """value -> its send (built on first use: only odd records and cycles need it)."""
         if self._send_of is None:
             self._send_of = dict(zip(map(_VALUE, self.sends), self.sends))
         return self._send_of
