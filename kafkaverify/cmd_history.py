@@ -44,28 +44,24 @@ def _write_history(path: str, header: dict, ops) -> None:
 
 
 def _summary(console: Console, h, verdict, seconds: float) -> None:
+    from checkers.history.result import counts
     t = Table(title=f"{len(h.ops)} operations checked in {seconds:.2f} s: {verdict.status.upper()}")
     for col in ("check", "status", "examined", "anomalies", "note"):
         t.add_column(col)
     for c in verdict.checks:
-        counts = {}
-        for a in c.anomalies:
-            counts[a.type] = counts.get(a.type, 0) + 1
         t.add_row(c.name, c.status, str(c.examined),
-                  ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())), c.reason)
+                  ", ".join(f"{k}: {n}" for k, n in counts(c.anomalies).items()), c.reason)
     console.print(t)
     by_id = h.by_id()
     if verdict.anomalies:
         first: dict[str, object] = {}
-        counts: dict[str, int] = {}
         for a in verdict.anomalies:
-            counts[a.type] = counts.get(a.type, 0) + 1
             first.setdefault(a.type, a)
         at = Table(title="anomalies")
         for col in ("type", "count", "first witness (op ids)"):
             at.add_column(col)
-        for k in sorted(counts):
-            at.add_row(k, str(counts[k]), " ".join(f"#{i}" for i in first[k].witness))
+        for k, n in counts(verdict.anomalies).items():
+            at.add_row(k, str(n), " ".join(f"#{i}" for i in first[k].witness))
         console.print(at)
     for a in verdict.anomalies[:FIRST_WITNESSES]:
         console.print(f"[bold]{a.type}[/bold]: {a.explanation}", highlight=False, markup=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 
-from checkers.history.result import Verdict
+from checkers.history.result import Verdict, counts
 from traces.history import History, Op
 
 MAX_ANOMALIES = 12
@@ -183,7 +183,7 @@ def render(h: History, verdict: Verdict, title: str = "history") -> str:
              "<table><tr><th>check</th><th>status</th><th>examined</th><th>anomalies</th><th>note</th></tr>"]
     for c in verdict.checks:
         parts.append(f"<tr><td>{_e(c.name)}</td><td class='status-{c.status}'>{c.status}</td>"
-                     f"<td>{c.examined}</td><td>{_e(', '.join(f'{k}: {n}' for k, n in sorted(_counts(c.anomalies).items())))}</td>"
+                     f"<td>{c.examined}</td><td>{_e(', '.join(f'{k}: {n}' for k, n in sorted(counts(c.anomalies).items())))}</td>"
                      f"<td>{_e(c.reason)}</td></tr>")
     parts.append("</table><h2>Anomalies</h2><ol id='anomaly-list'></ol>"
                  "<div id='hover' class='ops'></div>")
@@ -206,9 +206,3 @@ def render(h: History, verdict: Verdict, title: str = "history") -> str:
                  f"<script>{SCRIPT}</script></body></html>")
     return "".join(parts)
 
-
-def _counts(anoms) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for a in anoms:
-        out[a.type] = out.get(a.type, 0) + 1
-    return out
