@@ -1,6 +1,157 @@
-"""CLI commands of the history area."""
+"""CLI commands of the history area: check-history, shrink, gen-history. Thin shells: they read
+and write files and print; every decision is in traces/history.py and checkers/history/.
+Exit codes (kafkaverify/exitcodes.py): 0 valid, 1 invalid, 2 unknown or nothing to shrink,
+3 bad input."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
 import click
+from rich.console import Console
+from rich.table import Table
+
+from kafkaverify import exitcodes
+from kafkaverify.exitcodes import InputError
+
+EXIT = {"valid": exitcodes.VALID, "invalid": exitcodes.VIOLATION, "unknown": exitcodes.UNKNOWN}
+FIRST_WITNESSES = 5
+
+
+def _load(path: str, fmt: str | None):
+    from traces.history import HistoryError, load
+    try:
+        return load(path, fmt)
+    except HistoryError as e:
+        raise InputError(str(e)) from None
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _write_history(path: str, header: dict, ops) -> None:
+    from traces.history import history_events, write
+    try:
+        write(path, header, history_events(ops))
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _summary(console: Console, h, verdict, seconds: float) -> None:
+    from checkers.history.result import counts
+    t = Table(title=f"{len(h.ops)} operations checked in {seconds:.2f} s: {verdict.status.upper()}")
+    for col in ("check", "status", "examined", "anomalies", "note"):
+        t.add_column(col)
+    for c in verdict.checks:
+        t.add_row(c.name, c.status, str(c.examined),
+                  ", ".join(f"{k}: {n}" for k, n in counts(c.anomalies).items()), c.reason)
+    console.print(t)
+    by_id = h.by_id()
+    if verdict.anomalies:
+        first: dict[str, object] = {}
+        for a in verdict.anomalies:
+            first.setdefault(a.type, a)
+        at = Table(title="anomalies")
+        for col in ("type", "count", "first witness (op ids)"):
+            at.add_column(col)
+        for k, n in counts(verdict.anomalies).items():
+            at.add_row(k, str(n), " ".join(f"#{i}" for i in first[k].witness))
+        console.print(at)
+    for a in verdict.anomalies[:FIRST_WITNESSES]:
+        console.print(f"[bold]{a.type}[/bold]: {a.explanation}", highlight=False, markup=True)
+        for i in a.witness:
+            console.print(f"    {by_id[i].describe()}  ({by_id[i].where})", highlight=False, markup=False)
+    if verdict.notes:
+        console.print(f"{len(verdict.notes)} note(s) (permitted by configuration), e.g. "
+                      f"{verdict.notes[0].type}: {verdict.notes[0].explanation}", highlight=False, markup=False)
 
 
 def register(group: click.Group) -> None:
-    pass
+    @group.command("check-history")
+    @click.argument("file", type=click.Path(dir_okay=False))
+    @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default=None,
+                  help="input encoding (default: by extension, .parquet or else jsonl)")
+    @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the full result as JSON")
+    @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="write an HTML report")
+    @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+                  help="seconds; checks not finished in time are unknown")
+    def check_history_cmd(file, fmt, json_out, html_out, time_limit):
+        """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input."""
+        from checkers.history.run import check_history
+        h = _load(file, fmt)
+        t0 = time.perf_counter()
+        verdict = check_history(h, time_limit=time_limit)
+        secs = time.perf_counter() - t0
+        _summary(Console(width=160), h, verdict, secs)
+        if json_out:
+            out = verdict.to_json(h.by_id())
+            out["file"], out["seconds"] = file, round(secs, 3)
+            _write_text(json_out, json.dumps(out, indent=1))
+        if html_out:
+            from checkers.history.report_html import render
+            _write_text(html_out, render(h, verdict, title=Path(file).name))
+        return EXIT[verdict.status]
+
+    @group.command("shrink")
+    @click.argument("file", type=click.Path(dir_okay=False))
+    @click.option("--out", required=True, type=click.Path(dir_okay=False),
+                  help="where to write the shrunk history (.parquet or JSON lines)")
+    @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default=None)
+    @click.option("--anomaly", default=None, help="anomaly type to keep (default: the first found)")
+    @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=60.0)
+    def shrink_cmd(file, out, fmt, anomaly, time_limit):
+        """Reduce an invalid history to a small sub-history showing the same anomaly."""
+        from checkers.history.shrink import NothingToShrink, shrink
+        h = _load(file, fmt)
+        try:
+            r = shrink(h, kind=anomaly, time_limit=time_limit)
+        except NothingToShrink as e:
+            click.echo(f"nothing to shrink: {e}", err=True)
+            return exitcodes.UNKNOWN
+        _write_history(out, r.history.header, r.history.ops)
+        click.echo(f"shrunk {len(h.ops)} -> {len(r.history.ops)} operations keeping "
+                   f"{r.anomaly.type} ({r.checks} checks{'' if r.minimal else ', bound hit: not 1-minimal'})")
+        click.echo(f"  {r.anomaly.explanation}")
+        click.echo(f"wrote {out}")
+        return exitcodes.VALID
+
+    @group.command("gen-history")
+    @click.option("--seed", type=int, required=True)
+    @click.option("--ops", type=click.IntRange(min=1), required=True, help="client operations to generate")
+    @click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True)
+    @click.option("--seed-anomaly", "anomalies", multiple=True, metavar="TYPE:RATE",
+                  help="plant an anomaly at RATE (0<RATE<=1) of its eligible sites; repeatable")
+    @click.option("--out", required=True, type=click.Path(dir_okay=False))
+    def gen_history_cmd(seed, ops, partitions, anomalies, out):
+        """Generate a history (valid, unless anomalies are seeded); JSON lines or .parquet."""
+        from checkers.history.generate import Params, generate
+        from checkers.history.seeding import SEEDABLE
+        plan = {}
+        valid = ", ".join(sorted(SEEDABLE))
+        for spec in anomalies:
+            kind, sep, rate_s = spec.rpartition(":")
+            if not sep or kind not in SEEDABLE:
+                raise InputError(f"bad --seed-anomaly {spec!r}: unknown type {kind or spec!r}; "
+                                 f"valid types: {valid}")
+            try:
+                rate = float(rate_s)
+            except ValueError:
+                rate = -1.0
+            if not 0 < rate <= 1:
+                raise InputError(f"bad --seed-anomaly {spec!r}: RATE must be a number in (0, 1]")
+            plan[kind] = rate
+        click.echo(f"seed={seed} ops={ops} partitions={partitions} anomalies={plan or 'none'}", err=True)
+        h = generate(Params(seed=seed, ops=ops, partitions=partitions), plan)
+        _write_history(out, h.header, h.ops)
+        click.echo(f"wrote {len(h.ops)} operations to {out}")
+        return exitcodes.VALID
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use: python -m kafkaverify ...")

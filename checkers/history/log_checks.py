@@ -1,0 +1,230 @@
+"""Per-partition rules on the observed log, after Jepsen's Kafka checker (jepsen/tests/kafka.clj):
+inconsistent offsets, duplicates, lost / unseen writes, failed writes that were observed, poll
+skips and non-monotonic polls per consumer, non-monotonic sends and reordering per producer.
+Each rule is one function over an index.Part; each anomaly carries its smallest witness.
+`info` sends are never counted as lost or unseen: they may not have happened (STYLE §10)."""
+from __future__ import annotations
+
+from operator import and_, attrgetter, eq, ge
+
+from checkers.history.index import Index, Part
+from checkers.history.result import Anomaly, CheckResult, finish
+from traces.history import Op
+
+_PROCESS, _OFFSET = attrgetter("process"), attrgetter("offset")
+
+
+def inconsistent_offsets(part: Part) -> list[Anomaly]:
+    """One offset, two values: two clients disagree about the log (log matching broken)."""
+    out = []
+    for o in sorted(part.conflicts):
+        a = part.ops_showing(o, part.log[o])[0]
+        b = part.ops_showing(o, part.conflicts[o])[0]
+        out.append(Anomaly("inconsistent-offsets", _ids(a, b),
+                           f"offset {o} of {part.tp} holds {part.log[o]!r} according to #{a.id} "
+                           f"but {part.conflicts[o]!r} according to #{b.id}.", part.tp))
+    return out
+
+
+def duplicates(part: Part) -> list[Anomaly]:
+    """One value at two offsets: the record was written twice (e.g. a non-idempotent retry)."""
+    out = []
+    for v in sorted(part.dups):
+        o1, o2 = part.first_offset[v], part.dups[v]
+        a, b = part.ops_showing(o1, v)[0], part.ops_showing(o2, v)[0]
+        out.append(Anomaly("duplicate", _ids(a, b),
+                           f"value {v!r} appears at offset {o1} (#{a.id}) and at offset {o2} "
+                           f"(#{b.id}) of {part.tp}.", part.tp))
+    return out
+
+
+def lost_writes(part: Part) -> list[Anomaly]:
+    """Acknowledged at offset o, a later offset of the partition was read, but o's value never
+    was: the write vanished from the log (Jepsen's lost-write)."""
+    out = []
+    hi, witness = part.max_read, part.max_read_op
+    for op in part.unread_acks:
+        if op.offset < hi:
+            out.append(Anomaly("lost-write", (op.id, witness.id),
+                               f"send #{op.id} of {op.value!r} was acknowledged at offset "
+                               f"{op.offset} of {part.tp}; poll #{witness.id} read the later "
+                               f"offset {hi}, yet no poll ever read {op.value!r}.", part.tp))
+    return out
+
+
+def unseen_writes(part: Part) -> tuple[list[Anomaly], int]:
+    """Acknowledged, above every offset anyone read, and not returned even by a final read that
+    began after the acknowledgement. Returns the anomalies and how many acknowledged writes
+    were unread with no final read to decide them (those make the check unknown, not valid)."""
+    out, undecided = [], 0
+    finals = part.finals
+    hi = part.max_read
+    for op in part.unread_acks:
+        if op.offset < hi:
+            continue
+        after = [p for p in finals if p.inv > op.comp]
+        if not after:
+            undecided += 1
+            continue
+        p = after[-1]
+        out.append(Anomaly("unseen-write", (op.id, p.id),
+                           f"send #{op.id} of {op.value!r} was acknowledged at offset {op.offset} "
+                           f"of {part.tp}, but the final read #{p.id}, begun afterwards, did not "
+                           f"return it (nor did any other poll).", part.tp))
+    return out, undecided
+
+
+def failed_writes_observed(part: Part) -> list[Anomaly]:
+    """A send that completed `fail` (known not to have happened) whose value was read."""
+    out = []
+    for op in part.failed:
+        if op.value in part.read:
+            p = part.polls_reading(op.value)[0]
+            out.append(Anomaly("failed-write-observed", (op.id, p.id),
+                               f"send #{op.id} of {op.value!r} to {part.tp} failed, yet poll "
+                               f"#{p.id} read it.", part.tp))
+    return out
+
+
+def poll_order(part: Part) -> list[Anomaly]:
+    """Per consumer process, successive records it polls must be successive in log order: a
+    jump forward is a poll-skip, a step back or a repeat a nonmonotonic-poll. An assign or
+    subscribe of the partition by the process resets its position (Jepsen resets likewise)."""
+    out = []
+    # Polls and assigns in invoke order; the last rank read per process is its position.
+    last: dict[int, tuple[int, Op]] = {}
+    ranks = part.ranks
+    for op in part.consumer_ops:
+        if op.f != "poll":
+            last.pop(op.process, None)
+            continue
+        offs = op.offsets
+        if not offs:
+            continue
+        r = ranks(offs)
+        n = len(r)
+        if r[-1] - r[0] != n - 1 or (n > 2 and r != list(range(r[0], r[0] + n))):
+            out.append(_internal_poll_anomaly(part, op, r))
+        prev = last.get(op.process)
+        if prev is not None:
+            pr, pop = prev
+            if r[0] > pr + 1:
+                o = part.offset_at_rank(pr + 1)
+                shown = part.ops_showing(o, part.log[o])[0]
+                out.append(Anomaly("poll-skip", _ids(pop, op, shown),
+                                   f"process {op.process} polled {part.tp} up to offset "
+                                   f"{pop.offsets[-1]} (#{pop.id}), then resumed at offset "
+                                   f"{offs[0]} (#{op.id}), skipping {r[0] - pr - 1} record(s) "
+                                   f"such as offset {o} (see #{shown.id}).", part.tp))
+            elif r[0] <= pr:
+                out.append(Anomaly("nonmonotonic-poll", (pop.id, op.id),
+                                   f"process {op.process} polled {part.tp} up to offset "
+                                   f"{pop.offsets[-1]} (#{pop.id}), then went back to offset "
+                                   f"{offs[0]} (#{op.id}) without an assign or subscribe.",
+                                   part.tp))
+        last[op.process] = (r[-1], op)
+    return out
+
+
+def _internal_poll_anomaly(part: Part, op: Op, r: list[int]) -> Anomaly:
+    for i in range(len(r) - 1):
+        if r[i + 1] != r[i] + 1:
+            a, b = op.offsets[i], op.offsets[i + 1]
+            if r[i + 1] <= r[i]:
+                return Anomaly("nonmonotonic-poll", (op.id,), f"poll #{op.id} of {part.tp} goes "
+                               f"back from offset {a} to offset {b} within one response.", part.tp)
+            # A skip needs a second operation: the one that shows a record was skipped.
+            o = part.offset_at_rank(r[i] + 1)
+            shown = part.ops_showing(o, part.log[o])[0]
+            return Anomaly("poll-skip", _ids(op, shown), f"poll #{op.id} of {part.tp} skips from "
+                           f"offset {a} to offset {b} within one response, passing over offset "
+                           f"{o} ({part.log[o]!r}, see #{shown.id}).", part.tp)
+    raise AssertionError("unreachable: caller saw a gap")
+
+
+def reorder_permitted(cfg: dict | None) -> bool:
+    """Kafka may reorder one producer's records only without idempotence, with retries and more
+    than one request in flight (KIP-98; replication.md 'Idempotent producer')."""
+    if not cfg:
+        return False   # unknown settings: since Kafka 3.0 the default is idempotent
+    return (cfg.get("idempotence") is False and (cfg.get("retries") or 0) > 0
+            and (cfg.get("max_in_flight") or 1) > 1)
+
+
+def send_order(part: Part, config: dict[int, dict]) -> tuple[list[Anomaly], list[Anomaly]]:
+    """Per producer process, acknowledged sends take offsets in send (invoke) order. A send
+    that completed before the next began and still got a later offset is a nonmonotonic-send;
+    two sends in flight together that swapped are a send-reorder, an anomaly unless the
+    producer's settings permit it (then a note). Returns (anomalies, notes)."""
+    out, notes = [], []
+    if not _any_producer_descent(part.acked):
+        return out, notes
+    last: dict[int, Op] = {}
+    for op in part.acked:
+        prev = last.get(op.process)
+        last[op.process] = op
+        if prev is None or op.offset > prev.offset:
+            continue
+        w = (prev.id, op.id)
+        if prev.comp < op.inv:
+            out.append(Anomaly("nonmonotonic-send", w,
+                               f"process {op.process} sent {prev.value!r} (#{prev.id}, offset "
+                               f"{prev.offset}) and, after it was acknowledged, {op.value!r} "
+                               f"(#{op.id}), which got the earlier offset {op.offset} of {part.tp}.",
+                               part.tp))
+            continue
+        cfg = config.get(op.process)
+        settings = (", ".join(f"{k}={cfg[k]}" for k in sorted(cfg)) if cfg
+                    else "no producer_config recorded")
+        text = (f"process {op.process} sent {prev.value!r} (#{prev.id}) before {op.value!r} "
+                f"(#{op.id}), both in flight, but the log of {part.tp} has them the other way "
+                f"round (#{op.id} at offset {op.offset}, #{prev.id} at {prev.offset}); producer settings: {settings}")
+        if reorder_permitted(cfg):
+            notes.append(Anomaly("send-reorder", w, text + " — which permit this.", part.tp))
+        else:
+            out.append(Anomaly("send-reorder", w, text + " — which forbid this.", part.tp))
+    return out, notes
+
+
+def _any_producer_descent(acked: list[Op]) -> bool:
+    """Screen for send_order, in C-level passes: does any producer's offset sequence (in send
+    order) fail to increase? Stable sort by process keeps each producer's send order."""
+    by = sorted(acked, key=_PROCESS)
+    procs, offs = list(map(_PROCESS, by)), list(map(_OFFSET, by))
+    return any(map(and_, map(eq, procs, procs[1:]), map(ge, offs, offs[1:])))
+
+
+def check_log(index: Index) -> list[CheckResult]:
+    """Runs every rule of this module over every partition (in sorted order: deterministic)."""
+    found: dict[str, list[Anomaly]] = {k: [] for k in ("offsets", "writes", "polls", "sends")}
+    notes: list[Anomaly] = []
+    records = sends = polls = undecided = 0
+    for part in index.sorted_parts():
+        sends += len(part.sends)
+        polls += len(part.polls)
+        records += len(part.log)
+        found["offsets"] += inconsistent_offsets(part) + duplicates(part)
+        found["writes"] += lost_writes(part) + failed_writes_observed(part)
+        unseen, und = unseen_writes(part)
+        found["writes"] += unseen
+        undecided += und
+        found["polls"] += poll_order(part)
+        a, n = send_order(part, index.config)
+        found["sends"] += a
+        notes += n
+    unknown = (f"{undecided} acknowledged write(s) were never read and no final read began after "
+               "them: lost or merely lagging cannot be told apart") if undecided else ""
+    return [
+        finish("offsets", records, found["offsets"]),
+        finish("writes", sends, found["writes"], unknown=unknown, limited=bool(undecided)),
+        finish("polls", polls, found["polls"]),
+        finish("sends", sends, found["sends"], notes),
+    ]
+
+
+def _ids(*ops: Op) -> tuple[int, ...]:
+    """Distinct op ids in invoke order (one op may show two facts)."""
+    seen: dict[int, Op] = {}
+    for op in ops:
+        seen[op.id] = op
+    return tuple(o.id for o in sorted(seen.values(), key=lambda o: (o.inv, o.id)))

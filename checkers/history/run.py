@@ -1,0 +1,70 @@
+"""Runs every history check in a fixed order under one time limit and combines the verdict.
+The per-partition checks come first (cheap, near-linear); the cycle search last. A check not
+reached before the deadline is unknown (limited), never silently valid."""
+from __future__ import annotations
+
+import gc
+import time
+from contextlib import contextmanager
+
+from checkers.history import consumer, cycles, linearizable, log_checks
+from checkers.history.index import build
+from checkers.history.result import CheckResult, Verdict, combine, finish
+from traces.history import History
+
+CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
+
+
+@contextmanager
+def quiet_gc():
+    """No cyclic garbage collection while checking: the checkers build no reference cycles,
+    and with 10^6 live operations every full collection walks them all (measured at 10^6
+    ops: 5.3 s -> 3.5 s for the per-partition checks). Restored afterwards."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def check_history(history: History, time_limit: float | None = None,
+                  cycle_max_ops: int = 200_000) -> Verdict:
+    with quiet_gc():
+        return _check_history(history, time_limit, cycle_max_ops)
+
+
+def _check_history(history: History, time_limit: float | None, cycle_max_ops: int) -> Verdict:
+    deadline = time.monotonic() + time_limit if time_limit else None
+    results: list[CheckResult] = []
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
+    index = build(history)
+    results += log_checks.check_log(index)
+    steps = [("linearizable", lambda: linearizable.check(index)),
+             ("consumer-offsets", lambda: consumer.check(index)),
+             ("cycles", lambda: cycles.check(index, lin_ok=_lin_ok(results), max_ops=cycle_max_ops,
+                                             deadline=deadline))]
+    for name, step in steps:
+        if late():
+            results.append(finish(name, 0, [], unknown="time limit reached before this check",
+                                  limited=True))
+        else:
+            results.append(step())
+    return combine(results, len(history.ops))
+
+
+def check_per_partition(history: History) -> Verdict:
+    """The near-linear per-partition set (what the benchmark measures): log rules, consumer
+    offsets and offset-witness linearizability, without the cross-partition cycle search."""
+    with quiet_gc():
+        index = build(history)
+        results = log_checks.check_log(index) + [linearizable.check(index), consumer.check(index)]
+        return combine(results, len(history.ops))
+
+
+def _lin_ok(results: list[CheckResult]) -> bool:
+    return any(r.name == "linearizable" and r.status == "valid" for r in results)

@@ -1,0 +1,534 @@
+"""The client-history format: what Kafka clients did, as invoke/complete event pairs.
+
+This module owns the schema (field names, types, which fields each operation needs), its two
+encodings (JSON lines for one run, Parquet for bulk) and the pairing of events into operations.
+It imports neither spec/ nor impl/. docs/history-format.md is the user-facing description.
+
+    {"format": "kafkaverify-history", "version": 1, "trace_id": "run-7", "meta": {...}}
+    {"id": 0, "type": "invoke", "process": 1, "f": "send", "topic": "t", "partition": 0,
+     "key": "k1", "value": "v1", "mono_ns": 1000}
+    {"id": 0, "type": "ok", "process": 1, "f": "send", "offset": 0, "mono_ns": 2000}
+
+Every event concerns at most one partition, so the Parquet layout is flat and columnar (one row
+per event, a `trace_id` column lets one file hold many histories for Spark). Readers raise
+HistoryError with the 1-based line (JSONL) or row (Parquet) for anything malformed; nothing is
+silently dropped. Conversion is lossless: an event is exactly its present (non-null) fields.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+FORMAT = "kafkaverify-history"
+VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+PARQUET_META_KEY = b"kafkaverify-history"
+
+TYPES = ("invoke", "ok", "fail", "info")
+# `assign` and `subscribe` both mean "this consumer now owns this partition": they reset the
+# consumer's poll position, which is all the checkers need to know of them.
+FS = ("send", "poll", "commit", "assign", "subscribe", "producer_config")
+DELIVERY_MODES = ("at-least-once", "at-most-once")
+
+# Field name -> (Python type, Arrow type name). Order is the Parquet column order.
+FIELDS: dict[str, tuple[type, str]] = {
+    "id": (int, "int64"),
+    "type": (str, "string"),
+    "process": (int, "int64"),
+    "f": (str, "string"),
+    "topic": (str, "string"),
+    "partition": (int, "int32"),
+    "key": (str, "string"),
+    "value": (str, "string"),
+    "offset": (int, "int64"),
+    "offsets": (list, "list<int64>"),
+    "values": (list, "list<string>"),
+    "group": (str, "string"),
+    "generation": (int, "int64"),
+    "final": (bool, "bool"),
+    "delivery": (str, "string"),
+    "retries": (int, "int32"),
+    "max_in_flight": (int, "int32"),
+    "idempotence": (bool, "bool"),
+    "acks": (str, "string"),
+    "error": (str, "string"),
+    "mono_ns": (int, "int64"),
+    "wall_ns": (int, "int64"),
+}
+_ORDER = {n: i for i, n in enumerate(FIELDS)}
+REQUIRED = ("id", "type", "process", "f", "mono_ns")
+# Fields an operation's invoke must carry, by operation.
+INVOKE_NEEDS: dict[str, tuple[str, ...]] = {
+    "send": ("topic", "partition", "value"),
+    "poll": ("topic", "partition"),
+    # generation is optional: not every client exposes it (then no fencing check for it).
+    "commit": ("topic", "partition", "group", "offset"),
+    "assign": ("topic", "partition"),
+    "subscribe": ("topic", "partition"),
+    "producer_config": (),
+}
+# Fields only a completion may set (the operation's result); everything else belongs to the
+# invoke, and a completion that restates it must agree.
+RESULT_FIELDS: dict[str, frozenset[str]] = {
+    "send": frozenset({"offset"}),
+    "poll": frozenset({"offsets", "values"}),
+    "commit": frozenset(),
+    "assign": frozenset({"generation", "offset"}),
+    "subscribe": frozenset({"generation", "offset"}),
+    "producer_config": frozenset(),
+}
+ALWAYS_OWN = frozenset({"id", "type", "process", "f", "mono_ns", "wall_ns", "error"})
+
+
+class HistoryError(Exception):
+    """Malformed history input; `where` is e.g. 'line 7' or 'row 7' (empty: the whole file)."""
+
+    def __init__(self, path: str, where: str, message: str):
+        self.path, self.where, self.message = path, where, message
+        super().__init__(f"{path}: {where}: {message}" if where else f"{path}: {message}")
+
+
+@dataclass(slots=True, eq=False)   # identity: two ops are never "equal"
+class Op:
+    """One client operation: its invoke merged with its completion. `comp` is None when the
+    outcome is unknown for good (an `info` completion or no completion at all): such an
+    operation may take effect at any time after `inv`, or never."""
+    id: int
+    process: int
+    f: str
+    type: str                       # ok | fail | info
+    inv: int                        # monotonic ns of the invoke
+    comp: int | None                # monotonic ns of an ok/fail completion, else None
+    end: int | None                 # monotonic ns of the completion event, if any (for display)
+    topic: str | None = None
+    partition: int | None = None
+    key: str | None = None
+    value: str | None = None
+    offset: int | None = None
+    offsets: list | None = None
+    values: list | None = None
+    group: str | None = None
+    generation: int | None = None
+    final: bool = False
+    delivery: str | None = None
+    config: dict | None = None      # producer_config: retries, max_in_flight, idempotence, acks
+    error: str | None = None
+    where: str = ""                 # 'line N' / 'row N' of the invoke, for messages
+    inv_wall: int | None = None     # wall-clock ns (display only; never used for ordering)
+    end_wall: int | None = None
+
+    @property
+    def tp(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def describe(self) -> str:
+        """One line, so that a witness reads like a story."""
+        head = f"#{self.id} p{self.process} {self.f}"
+        if self.f == "send":
+            at = f"@{self.offset}" if self.offset is not None else ""
+            body = f" {self.value!r}→{self.tp}{at}"
+        elif self.f == "poll":
+            pairs = [f"{o}:{v!r}" for o, v in zip(self.offsets or [], self.values or [])]
+            if len(pairs) > 4:   # keep a witness line readable: first two … last one
+                pairs = pairs[:2] + [f"… {len(pairs) - 3} more …"] + pairs[-1:]
+            body = f" {self.tp} [{', '.join(pairs)}]" + (" (final)" if self.final else "")
+        elif self.f == "commit":
+            body = f" {self.group} {self.tp} offset={self.offset} gen={self.generation}"
+        elif self.f in ("assign", "subscribe"):
+            body = f" {self.tp} gen={self.generation}"
+        else:
+            cfg = self.config or {}
+            body = " " + " ".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+        return f"{head}{body} {self.type}"
+
+
+@dataclass
+class History:
+    header: dict[str, Any]
+    ops: list[Op] = field(default_factory=list)   # sorted by invoke time, then id
+
+    def by_id(self) -> dict[int, Op]:
+        return {op.id: op for op in self.ops}
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+def make_header(trace_id: str | None = None, **meta: Any) -> dict[str, Any]:
+    h: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+    if trace_id is not None:
+        h["trace_id"] = trace_id
+    if meta:
+        h["meta"] = meta
+    return h
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and pairing (shared by both encodings).
+
+def check_header(path: str, where: str, h: Any) -> dict[str, Any]:
+    if not isinstance(h, dict) or h.get("format") != FORMAT:
+        raise HistoryError(path, where, f"not a {FORMAT} file: the header must carry "
+                                        f"\"format\": \"{FORMAT}\"")
+    if h.get("version") not in SUPPORTED_VERSIONS:
+        raise HistoryError(path, where, f"unsupported format version {h.get('version')!r} "
+                                        f"(this kafkaverify reads {', '.join(map(str, SUPPORTED_VERSIONS))})")
+    extra = sorted(set(h) - {"format", "version", "trace_id", "meta"})
+    if extra:
+        raise HistoryError(path, where, f"unknown header field(s) {', '.join(extra)}")
+    return h
+
+
+def check_event(path: str, where: str, ev: Any) -> None:
+    """Types and presence of one event's fields (not yet its relation to other events)."""
+    if not isinstance(ev, dict):
+        raise HistoryError(path, where, "an event must be a JSON object")
+    for name, val in ev.items():
+        spec = FIELDS.get(name)
+        if spec is None:
+            raise HistoryError(path, where, f"unknown field {name!r}")
+        want = spec[0]
+        # bool is a subclass of int in Python; keep them apart so true is not offset 1.
+        if want is int and (not isinstance(val, int) or isinstance(val, bool)):
+            raise HistoryError(path, where, f"field {name!r} must be an integer, got {val!r}")
+        if want is not int and not isinstance(val, want):
+            raise HistoryError(path, where, f"field {name!r} must be a {spec[1]}, got {val!r}")
+    missing = [n for n in REQUIRED if n not in ev]
+    if missing:
+        raise HistoryError(path, where, f"missing field(s) {', '.join(missing)}")
+    if ev["type"] not in TYPES:
+        raise HistoryError(path, where, f"unknown type {ev['type']!r} (expected one of {', '.join(TYPES)})")
+    if ev["f"] not in FS:
+        raise HistoryError(path, where, f"unknown operation f={ev['f']!r} (expected one of {', '.join(FS)})")
+    if "offsets" in ev and any(not isinstance(o, int) or isinstance(o, bool) for o in ev["offsets"]):
+        raise HistoryError(path, where, "'offsets' must be a list of integers")
+    if "values" in ev and any(not isinstance(v, str) for v in ev["values"]):
+        raise HistoryError(path, where, "'values' must be a list of strings")
+    if "delivery" in ev and ev["delivery"] not in DELIVERY_MODES:
+        raise HistoryError(path, where, f"unknown delivery mode {ev['delivery']!r} "
+                                        f"(expected one of {', '.join(DELIVERY_MODES)})")
+
+
+def pair(path: str, header: dict[str, Any], events: Iterable[tuple[str, dict[str, Any]]]) -> History:
+    """Pairs invokes with completions (by `id`) into operations. An invoke never completed is
+    an `info` operation: the client may have crashed with the request in flight."""
+    pending: dict[int, tuple[str, dict[str, Any]]] = {}
+    done: set[int] = set()
+    ops: list[Op] = []
+    sent: dict[tuple[str, int, str], str] = {}
+    for where, ev in events:
+        check_event(path, where, ev)
+        oid = ev["id"]
+        if ev["type"] == "invoke":
+            if oid in pending or oid in done:
+                raise HistoryError(path, where, f"operation id {oid} is invoked twice")
+            need = [n for n in INVOKE_NEEDS[ev["f"]] if n not in ev]
+            if need:
+                raise HistoryError(path, where, f"{ev['f']} invoke lacks field(s) {', '.join(need)}")
+            if ev["f"] == "send":
+                k = (ev["topic"], ev["partition"], ev["value"])
+                if k in sent:
+                    # Checkers identify a record by its value, as Jepsen does.
+                    raise HistoryError(path, where, f"value {ev['value']!r} was already sent to "
+                                                    f"{ev['topic']}-{ev['partition']} ({sent[k]}); "
+                                                    "sent values must be unique per partition")
+                sent[k] = where
+            pending[oid] = (where, ev)
+            continue
+        if oid not in pending:
+            what = "completed twice" if oid in done else "completed without an invoke"
+            raise HistoryError(path, where, f"operation id {oid} {what}")
+        iwhere, inv = pending.pop(oid)
+        done.add(oid)
+        for n in ("process", "f"):
+            if ev[n] != inv[n]:
+                raise HistoryError(path, where, f"completion of operation {oid} has {n}={ev[n]!r} "
+                                                f"but its invoke ({iwhere}) has {inv[n]!r}")
+        if ev["mono_ns"] < inv["mono_ns"]:
+            raise HistoryError(path, where, f"operation {oid} completes (mono_ns={ev['mono_ns']}) "
+                                            f"before it is invoked (mono_ns={inv['mono_ns']})")
+        results = RESULT_FIELDS[ev["f"]]
+        for n, v in ev.items():
+            if n in ALWAYS_OWN or n in results:
+                continue
+            if inv.get(n) != v:
+                raise HistoryError(path, where, f"completion of operation {oid} sets {n}={v!r}, "
+                                                f"which its invoke ({iwhere}) does not say")
+        ops.append(_make_op(path, where, iwhere, inv, ev))
+    for oid in sorted(pending, key=lambda i: pending[i][1]["mono_ns"]):
+        iwhere, inv = pending[oid]
+        ops.append(_make_op(path, iwhere, iwhere, inv, None))
+    ops.sort(key=lambda o: (o.inv, o.id))
+    return History(header=header, ops=ops)
+
+
+def _make_op(path: str, where: str, iwhere: str, inv: dict, comp: dict | None) -> Op:
+    f = inv["f"]
+    kind = comp["type"] if comp is not None else "info"
+    merged = dict(inv)
+    if comp is not None:
+        for n in RESULT_FIELDS[f]:
+            if n in comp:
+                merged[n] = comp[n]
+    if kind == "ok":
+        if f == "send" and "offset" not in merged:
+            raise HistoryError(path, where, "an ok send must carry the acknowledged 'offset' "
+                                            "(record acks=0 sends as info)")
+        if f == "poll":
+            if "offsets" not in merged or "values" not in merged:
+                raise HistoryError(path, where, "an ok poll must carry 'offsets' and 'values'")
+            if len(merged["offsets"]) != len(merged["values"]):
+                raise HistoryError(path, where, "'offsets' and 'values' differ in length")
+    config = None
+    if f == "producer_config":
+        config = {n: merged[n] for n in ("retries", "max_in_flight", "idempotence", "acks") if n in merged}
+    return Op(
+        id=inv["id"], process=inv["process"], f=f, type=kind, inv=inv["mono_ns"],
+        comp=comp["mono_ns"] if comp is not None and kind != "info" else None,
+        end=comp["mono_ns"] if comp is not None else None,
+        topic=merged.get("topic"), partition=merged.get("partition"), key=merged.get("key"),
+        value=merged.get("value"), offset=merged.get("offset"),
+        offsets=merged.get("offsets") if kind == "ok" else None,
+        values=merged.get("values") if kind == "ok" else None,
+        group=merged.get("group"), generation=merged.get("generation"),
+        final=bool(merged.get("final", False)), delivery=merged.get("delivery"),
+        config=config, error=(comp or {}).get("error", inv.get("error")), where=iwhere,
+        inv_wall=inv.get("wall_ns"), end_wall=(comp or {}).get("wall_ns"))
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON lines.
+
+def iter_jsonl(path: str | Path) -> tuple[dict[str, Any], Iterator[tuple[str, dict[str, Any]]]]:
+    """Returns the header and an iterator of ('line N', event)."""
+    p = str(path)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise HistoryError(p, "", f"cannot open: {e.strerror}") from None
+    try:
+        first = f.readline()
+        if not first:
+            raise HistoryError(p, "", "empty file: no header line")
+        header = check_header(p, "line 1", _loads(p, 1, first, at_end=not first.endswith(b"\n")))
+    except BaseException:
+        f.close()
+        raise
+
+    def events() -> Iterator[tuple[str, dict[str, Any]]]:
+        with f:
+            lineno = 1
+            for raw in f:
+                lineno += 1
+                if not raw.strip():
+                    continue
+                yield f"line {lineno}", _loads(p, lineno, raw, at_end=not raw.endswith(b"\n"))
+    return header, events()
+
+
+def _loads(path: str, lineno: int, raw: bytes, at_end: bool) -> Any:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        hint = " — the file looks truncated (its last line is incomplete)" if at_end else ""
+        raise HistoryError(path, f"line {lineno}", f"not valid JSON ({e}){hint}") from None
+
+
+def write_jsonl(path: str | Path, header: dict[str, Any], events: Iterable[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(header, separators=(",", ":")) + "\n")
+        for ev in events:
+            # Canonical key order (FIELDS order): the same events give the same bytes.
+            ev = dict(sorted(ev.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER))))
+            f.write(json.dumps(ev, separators=(",", ":")) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parquet (pyarrow imported lazily: the JSONL path does not need it).
+
+def arrow_schema():
+    import pyarrow as pa
+    types = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_(),
+             "list<int64>": pa.list_(pa.int64()), "list<string>": pa.list_(pa.string())}
+    cols = [pa.field("trace_id", pa.string())]
+    cols += [pa.field(n, types[t], nullable=n not in REQUIRED) for n, (_, t) in FIELDS.items()]
+    return pa.schema(cols)
+
+
+def events_to_table(header: dict[str, Any], events: list[dict[str, Any]]):
+    import pyarrow as pa
+    schema = arrow_schema()
+    cols: dict[str, list] = {n: [] for n in schema.names}
+    tid = header.get("trace_id")
+    for ev in events:
+        cols["trace_id"].append(tid)
+        for n in FIELDS:
+            cols[n].append(ev.get(n))
+    meta = {PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()}
+    return pa.Table.from_pydict(cols, schema=schema.with_metadata(meta))
+
+
+def write_parquet(path: str | Path, header: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    import pyarrow.parquet as pq
+    pq.write_table(events_to_table(header, events), str(path), compression="zstd")
+
+
+def read_events_parquet(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """Returns the header and ('row N', event) pairs (rows 1-based). One history per file here;
+    bulk files with several trace_ids are for mining tools, which group by trace_id."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    p = str(path)
+    try:
+        table = pq.read_table(p)
+    except FileNotFoundError:
+        raise HistoryError(p, "", "cannot open: No such file or directory") from None
+    except (pa.ArrowException, OSError) as e:
+        raise HistoryError(p, "", f"not a readable Parquet file ({e})") from None
+    meta = table.schema.metadata or {}
+    if PARQUET_META_KEY not in meta:
+        raise HistoryError(p, "", f"not a {FORMAT} Parquet file (no '{PARQUET_META_KEY.decode()}' "
+                                  "schema metadata)")
+    try:
+        header = json.loads(meta[PARQUET_META_KEY])
+    except json.JSONDecodeError as e:
+        raise HistoryError(p, "", f"bad header metadata ({e})") from None
+    check_header(p, "metadata", header)
+    missing = [n for n in REQUIRED if n not in table.column_names]
+    if missing:
+        raise HistoryError(p, "", f"missing column(s) {', '.join(missing)}")
+    unknown = sorted(set(table.column_names) - set(FIELDS) - {"trace_id"})
+    if unknown:
+        raise HistoryError(p, "", f"unknown column(s) {', '.join(unknown)}")
+    if "trace_id" in table.column_names:
+        ids = sorted(x for x in set(table.column("trace_id").to_pylist()) if x is not None)
+        if len(ids) > 1:
+            raise HistoryError(p, "", f"the file holds {len(ids)} histories (trace_id "
+                                      f"{', '.join(ids[:5])}{', …' if len(ids) > 5 else ''}); "
+                                      "check one history per file")
+    names = [n for n in table.column_names if n != "trace_id"]
+    data = [table.column(n).to_pylist() for n in names]
+    out = []
+    for i, row in enumerate(zip(*data)):
+        ev = {n: v for n, v in zip(names, row) if v is not None}
+        out.append((f"row {i + 1}", ev))
+    return header, out
+
+
+def write_bulk_parquet(path: str | Path, histories: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
+    """Many histories in one Parquet file (for mining): rows of each history carry its
+    trace_id (which must be set and distinct); the schema metadata holds the first header."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    tables, seen = [], set()
+    for header, events in histories:
+        tid = header.get("trace_id")
+        if tid is None or tid in seen:
+            raise ValueError(f"bulk histories need distinct trace_ids (got {tid!r})")
+        seen.add(tid)
+        tables.append(events_to_table(header, events))
+    pq.write_table(pa.concat_tables(tables), str(path), compression="zstd")
+
+
+def read_bulk_parquet(path: str | Path) -> Iterator[tuple[str, History]]:
+    """(trace_id, History) for every history of a bulk file, in trace_id order; events of one
+    history keep their file order. Errors name the file's row (1-based)."""
+    import pyarrow.parquet as pq
+    p = str(path)
+    table = pq.read_table(p)
+    meta = table.schema.metadata or {}
+    if PARQUET_META_KEY not in meta:
+        raise HistoryError(p, "", f"not a {FORMAT} Parquet file")
+    base = check_header(p, "metadata", json.loads(meta[PARQUET_META_KEY]))
+    ids = table.column("trace_id").to_pylist()
+    names = [n for n in table.column_names if n != "trace_id"]
+    data = [table.column(n).to_pylist() for n in names]
+    rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for i, (tid, row) in enumerate(zip(ids, zip(*data))):
+        ev = {n: v for n, v in zip(names, row) if v is not None}
+        rows.setdefault(tid, []).append((f"row {i + 1}", ev))
+    for tid in sorted(rows, key=lambda t: (t is None, t or "")):
+        header = {k: v for k, v in base.items() if k not in ("trace_id", "meta")}
+        if tid is not None:
+            header["trace_id"] = tid
+        yield tid, pair(p, header, rows[tid])
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points.
+
+def detect_format(path: str | Path, fmt: str | None = None) -> str:
+    if fmt:
+        return fmt
+    return "parquet" if str(path).endswith(".parquet") else "jsonl"
+
+
+def read_events(path: str | Path, fmt: str | None = None) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    if detect_format(path, fmt) == "parquet":
+        return read_events_parquet(path)
+    header, it = iter_jsonl(path)
+    return header, list(it)
+
+
+def load(path: str | Path, fmt: str | None = None) -> History:
+    header, evs = read_events(path, fmt)
+    return pair(str(path), header, evs)
+
+
+def write(path: str | Path, header: dict[str, Any], events: list[dict[str, Any]], fmt: str | None = None) -> None:
+    if detect_format(path, fmt) == "parquet":
+        write_parquet(path, header, events)
+    else:
+        write_jsonl(path, header, events)
+
+
+def op_events(op: Op) -> list[dict[str, Any]]:
+    """The invoke and completion events of one operation (inverse of pairing)."""
+    inv: dict[str, Any] = {"id": op.id, "type": "invoke", "process": op.process, "f": op.f}
+    for n in ("topic", "partition", "key", "value", "group", "delivery"):
+        v = getattr(op, n)
+        if v is not None:
+            inv[n] = v
+    if op.f == "commit":
+        inv["offset"] = op.offset
+        if op.generation is not None:
+            inv["generation"] = op.generation
+    if op.final:
+        inv["final"] = True
+    if op.config:
+        inv.update(op.config)
+    inv["mono_ns"] = op.inv
+    if op.inv_wall is not None:
+        inv["wall_ns"] = op.inv_wall
+    out = [inv]
+    if op.end is None:
+        return out
+    comp: dict[str, Any] = {"id": op.id, "type": op.type, "process": op.process, "f": op.f}
+    if op.type == "ok":
+        if op.f == "send":
+            comp["offset"] = op.offset
+        elif op.f == "poll":
+            comp["offsets"], comp["values"] = list(op.offsets or []), list(op.values or [])
+        elif op.f in ("assign", "subscribe"):
+            if op.generation is not None:
+                comp["generation"] = op.generation
+            if op.offset is not None:
+                comp["offset"] = op.offset
+    if op.error is not None:
+        comp["error"] = op.error
+    comp["mono_ns"] = op.end
+    if op.end_wall is not None:
+        comp["wall_ns"] = op.end_wall
+    out.append(comp)
+    return out
+
+
+def history_events(ops: Iterable[Op]) -> list[dict[str, Any]]:
+    """Events of a set of operations, in time order (used to write generated/shrunk histories)."""
+    evs = []
+    for op in ops:
+        evs.extend(op_events(op))
+    evs.sort(key=lambda e: (e["mono_ns"], e["type"] != "invoke", e["id"]))
+    return evs
