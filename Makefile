@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+APT_PKGS := zookeeper chromium
 
-.PHONY: check test bench setup clean
+.PHONY: check test bench system-deps setup clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,14 +15,27 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Debian packages the tests use: a real ZooKeeper (and Java) and headless Chromium.
+system-deps:
+	@missing=""; \
+	[ -d /usr/share/zookeeper ] || missing="$$missing zookeeper"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+	  echo "installing Debian packages:$$missing"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@command -v java >/dev/null || { echo "java not found: ZooKeeper needs a JRE (apt-get install default-jre-headless)"; exit 1; }
+
 check: $(STAMP)
 	$(BIN)/kafkaverify check
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --timeout 600 -q
+test: system-deps $(STAMP)
+	KAFKAVERIFY_REQUIRE_ALL=1 $(BIN)/python -m pytest -n 2 --timeout 600 -q
 
 bench: $(STAMP)
-	$(BIN)/python -m kafkaverify.bench
+	$(BIN)/python -m kafkaverify.bench.model
+	$(BIN)/python -m kafkaverify.bench.history
 
 clean:
 	rm -rf $(VENV)

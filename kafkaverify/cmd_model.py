@@ -196,7 +196,9 @@ def register(group: click.Group) -> None:
     @group.command()
     @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write results as JSON")
     @click.option("--quick", is_flag=True, help="skip the per-fix stages")
-    def check(json_out, quick):
+    @click.option("--stage", "only", multiple=True, metavar="TEXT",
+                  help="run only stages whose name contains TEXT (repeatable)")
+    def check(json_out, quick, only):
         """The invariant suite on its embedded defaults."""
         from kafkaverify.suite import run_suite
-        return run_suite(json_out=json_out, quick=quick)
+        return run_suite(json_out=json_out, quick=quick, only=only)

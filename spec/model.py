@@ -24,6 +24,9 @@ class Action(NamedTuple):
             verb = "delivered to" if k == "Deliver" else "LOST on its way to"
             return (f"LeaderAndIsr(controller epoch {ce}, leader {leader}, epoch {le}, "
                     f"isr {mask_str(isr)}) {verb} b{b}")
+        if k == "ControllerReact":
+            return (f"controller b{b} handles broker changes; partition leader now "
+                    + (f"b{a}" if a >= 0 else "none (offline)"))
         return _TEMPLATES[k].format(b=b, a=a, lossy=" losing its unflushed writes" if a == 1 else "")
 
     def to_json(self) -> dict:
@@ -37,7 +40,7 @@ class Action(NamedTuple):
     @staticmethod
     def from_json(d: dict) -> "Action":
         kind = d.get("type")
-        if kind not in _TEMPLATES and kind not in ("Deliver", "Lose"):
+        if kind not in _TEMPLATES and kind not in ("Deliver", "Lose", "ControllerReact"):
             raise ValueError(f"unknown action type {kind!r}")
         b = d.get("broker")
         if not isinstance(b, int):
@@ -71,7 +74,6 @@ _TEMPLATES = {
     "SessionExpire": "b{b}'s coordination session expires",
     "Reregister": "b{b} notices its expired session and registers again",
     "ControllerElect": "b{b} becomes controller",
-    "ControllerReact": "controller b{b} reacts to broker changes (new leader: {a})",
     "ControllerAlterIsr": "controller b{b} handles leader b{a}'s ISR proposal",
     "ProposeShrink": "leader b{b} proposes removing lagging follower b{a} from the ISR",
     "ZombieElect": "deposed controller b{b} elects b{a} from its stale cache and sends it",
@@ -245,6 +247,10 @@ def _react_plan(cfg: Config, s: State, c: int):
                 new |= 1 << k
                 if h:
                     bounced |= 1 << k
+    if zk.leader >= 0 and zk.sessions[zk.leader] and zk.sessions[zk.leader] != zk.lsess:
+        # The leader re-registered since its election: a bounced leader, even if this
+        # controller never saw it go (it compares the broker epoch kept with the partition).
+        bounced |= 1 << zk.leader
     gone = ~live | bounced
     isr = zk.isr & ~gone
     if not isr:   # the ISR never becomes empty: it keeps its last member
@@ -347,17 +353,11 @@ def _crash(cfg, s, i, lossy):
     if zk.controller == i:
         zk = zk._replace(controller=-1)
     brokers = _set(s.brokers, i, nb)
-    wiped = s.wiped
-    if lossy and len(log) < b.leo:
-        held = 0
-        for o in brokers:
-            for r, _ in o.log:
-                held |= 1 << r
-        for r, _ in b.log[len(log):]:
-            if not (held >> r) & 1:
-                wiped |= 1 << r
-    return s._replace(brokers=brokers, zk=zk, crashes=s.crashes + 1,
-                      lossy=s.lossy + (1 if lossy else 0), wiped=wiped)
+    # Requests addressed to the old incarnation die with it (and KIP-380's broker epoch would
+    # make the new one refuse them).
+    msgs = tuple(m for m in s.msgs if m[0] != i)
+    return s._replace(brokers=brokers, zk=zk, msgs=msgs, crashes=s.crashes + 1,
+                      lossy=s.lossy + (1 if lossy else 0))
 
 
 def _normalize_versions(s: State) -> State:
@@ -395,7 +395,9 @@ def _normalize_sessions(s: State) -> State:
         if cc:
             cc = cc[:4] + (norm_handled(cc[4]),)
         brokers.append(b._replace(gen=2, ctl_cache=cc))
-    zk = s.zk._replace(sessions=tuple(2 if x else 0 for x in s.zk.sessions))
+    zk = s.zk
+    lsess = 0 if zk.leader < 0 or not zk.lsess else 2 if zk.lsess == gens[zk.leader] else 1
+    zk = zk._replace(sessions=tuple(2 if x else 0 for x in zk.sessions), lsess=lsess)
     return s._replace(brokers=tuple(brokers), zk=zk)
 
 
@@ -460,7 +462,8 @@ def _controller_react(cfg, s, c, new_leader):
         isr = isr | (1 << leader) if (isr >> leader) & 1 else 1 << leader   # unclean: ISR = {leader}
     changed = need_leader or isr != zk.isr
     if changed:
-        zk = zk._replace(leader=leader, le=zk.le + 1, isr=isr, ver=zk.ver + 1)
+        zk = zk._replace(leader=leader, le=zk.le + 1, isr=isr, ver=zk.ver + 1,
+                         lsess=zk.sessions[leader] if leader >= 0 else 0)
         targets = _live_mask(s)
     else:
         targets = new

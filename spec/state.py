@@ -48,6 +48,7 @@ class Zk(NamedTuple):
     isr: int
     ver: int            # partition state znode version (compare-and-set)
     sessions: tuple     # /brokers/ids/N: session number per broker, 0 = not registered
+    lsess: int          # the leader's session when it was elected (its broker epoch, KIP-380)
 
 
 class State(NamedTuple):
@@ -63,7 +64,6 @@ class State(NamedTuple):
     elections: int
     losses: int
     lossy: int          # crashes that lost unflushed data
-    wiped: int          # ghost: records whose every copy was lost to unflushed-write loss
 
 
 def bits(mask: int) -> list[int]:
@@ -99,9 +99,9 @@ def initial(cfg) -> State:
             pos=tuple(0 if i == 0 else -1 for i in range(n)) if lead else (),
             trunc=False, fetch=(), ce=1, ctl=1 if b == ctl else 0,
             ctl_cache=(0, 0, everyone, 0, sessions) if b == ctl else (), pend_acks=0))
-    zk = Zk(controller=ctl, ce=1, leader=0, le=0, isr=everyone, ver=0, sessions=sessions)
+    zk = Zk(controller=ctl, ce=1, leader=0, le=0, isr=everyone, ver=0, sessions=sessions, lsess=2)
     return State(brokers=tuple(brokers), zk=zk, msgs=(), acked=0, produced=0, exposed=(),
-                 epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0, wiped=0)
+                 epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0)
 
 
 def _log_str(log: tuple) -> str:

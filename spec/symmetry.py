@@ -58,7 +58,7 @@ def permute(s: State, p: tuple, mt: tuple, inv: tuple) -> tuple:
     zk = s[1]
     c, ld = zk[0], zk[2]
     nzk = (p[c] if c >= 0 else c, zk[1], p[ld] if ld >= 0 else ld, zk[3], mt[zk[4]], zk[5],
-           tuple(zk[6][i] for i in inv))
+           tuple(zk[6][i] for i in inv), zk[7])
     msgs = tuple(sorted((p[d], ce, le, p[l] if l >= 0 else l, mt[isr], ver)
                         for d, ce, le, l, isr, ver in s[2]))
     return (tuple(brokers), nzk, msgs) + tuple(s[3:6]) + (tuple(mt[m] for m in s[6]),) + tuple(s[7:])
