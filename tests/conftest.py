@@ -34,7 +34,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ZK_JAR = "/usr/share/java/zookeeper.jar"
+# Overridable so the missing-ZooKeeper path itself can be tested (test_coord_fixtures.py).
+ZK_JAR = os.environ.get("KAFKAVERIFY_ZK_JAR", "/usr/share/java/zookeeper.jar")
 ZK_MISSING = "Debian's zookeeper package is not installed: apt-get install zookeeper"
 # Startup bounds: the embedded server is ready in well under a second; a JVM on a busy 2-core
 # box can take several seconds. Past these the fixture fails with the server's log.
@@ -235,17 +236,8 @@ _chroots = itertools.count(1)
 
 @pytest.fixture
 def zookeeper_url(zookeeper_server) -> str:
-    from kazoo.client import KazooClient
-
-    chroot = f"/t{os.getpid()}-{next(_chroots)}"
-    client = KazooClient(hosts=f"127.0.0.1:{zookeeper_server.port}", timeout=5.0)
-    client.start(timeout=10.0)
-    try:
-        client.create(chroot)
-    finally:
-        client.stop()
-        client.close()
-    return f"zk://127.0.0.1:{zookeeper_server.port}{chroot}"
+    # A fresh chroot per test: the shared JVM looks empty to each test. connect() creates it.
+    return f"zk://127.0.0.1:{zookeeper_server.port}/t{os.getpid()}-{next(_chroots)}"
 
 
 @pytest.fixture(params=["embedded", "zookeeper"])

@@ -152,8 +152,11 @@ class EmbeddedCoordinator(Coordinator):
                     self._deliver(msg["id"], msg["ok"])
                 if fut is not None:
                     fut.set_result(msg)
-        except (OSError, FrameError, KeyError, TypeError) as e:
+        except (OSError, FrameError) as e:
             self._end(f"connection to the coordination server lost: {e!r}")
+        except Exception as e:  # a malformed message from the server: never hang the session
+            log.exception("coord: bad message from the server")
+            self._end(f"protocol error: {e!r}")
 
     def _heartbeat_loop(self) -> None:
         interval = self.session_timeout_ms / 3000

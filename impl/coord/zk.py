@@ -47,6 +47,7 @@ class ZkCoordinator(Coordinator):
 
     def connect(self) -> None:
         try:
+            self._ensure_chroot()
             self._kz.start(timeout=self.connect_timeout_s)
         except (KazooTimeoutError, kx.KazooException, OSError) as e:
             self._kz.stop()
@@ -57,6 +58,20 @@ class ZkCoordinator(Coordinator):
         # As negotiated: ZooKeeper clamps to [2, 20] * tickTime.
         self.session_timeout_ms = int(getattr(self._kz, "_session_timeout", self.session_timeout_ms))
         self._kz.add_listener(self._state_listener)
+
+    def _ensure_chroot(self) -> None:
+        """Create the chroot if missing, as Kafka does for zookeeper.connect=host:port/chroot;
+        without it every call under the chroot would fail with NoNode."""
+        if "/" not in self.hosts:
+            return
+        base, chroot = self.hosts.split("/", 1)
+        kz = KazooClient(hosts=base, timeout=self.session_timeout_ms / 1000)
+        try:
+            kz.start(timeout=self.connect_timeout_s)
+            kz.ensure_path("/" + chroot)
+        finally:
+            kz.stop()
+            kz.close()
 
     def close(self) -> None:
         with self._lock:
