@@ -85,13 +85,22 @@ class Partition:
         self.last_caught_up: dict[int, float] = {}
         self.last_fetch: dict[int, tuple[float, int]] = {}   # replica -> (time, leader LEO then)
         self.delayed: list[tuple[int, asyncio.Future]] = []
-        self.waiters: list[asyncio.Future] = []
+        self.waiters: list[asyncio.Future] = []       # replica fetches: woken by appends
+        self.hw_waiters: list[asyncio.Future] = []    # consumer fetches: woken by HW advances
         self.isr_inflight = False
         self.needs_truncation = False
         self.fetcher: asyncio.Task | None = None
 
     def notify(self) -> None:
+        """New data: wake replica fetches. Kafka completes a delayed replica fetch on bytes, not
+        on an HW change, so followers learn a new HW only with their next fetch response."""
         ws, self.waiters = self.waiters, []
+        for w in ws:
+            if not w.done():
+                w.set_result(None)
+
+    def notify_hw(self) -> None:
+        ws, self.hw_waiters = self.hw_waiters, []
         for w in ws:
             if not w.done():
                 w.set_result(None)
@@ -389,7 +398,20 @@ class Broker:
 
     # --- control requests (from the controller) -------------------------------------------------
     async def _control(self, corr: int, body: dict) -> bytes:
+        if body.get("op") == "describe":
+            return codec.encode_control_response(corr, self.describe())
         return codec.encode_control_response(corr, self.handle_leader_and_isr(body))
+
+    def describe(self) -> dict:
+        """Read-only state dump (tests, tools): controller epoch seen and each replica's state."""
+        return {"error_code": 0, "node": self.id, "controller_epoch_seen": self.controller_epoch_seen,
+                "generation": self.cfg.generation, "fixes": sorted(self.fixes),
+                "partitions": [{"topic": t, "partition": i, "role": p.role, "leader": p.leader,
+                                "leader_epoch": p.leader_epoch, "isr": sorted(p.isr),
+                                "log_end_offset": p.log.leo, "hw": p.hw,
+                                "log_start_offset": p.log.log_start_offset,
+                                "epochs": p.log.epochs.entries}
+                               for (t, i), p in sorted(self.partitions.items())]}
 
     def handle_leader_and_isr(self, body: dict) -> dict:
         ce = int(body.get("controller_epoch", -1))
@@ -439,6 +461,7 @@ class Broker:
                    isr=sorted(p.isr), log_end_offset=p.log.leo, hw=p.hw)
         self._update_hw(p)
         p.notify()
+        p.notify_hw()
 
     def _become_follower(self, p: Partition, e: dict) -> None:
         old_leader, old_epoch = self._apply_state(p, e)
@@ -457,6 +480,7 @@ class Broker:
             p.fetcher.cancel()
         p.fetcher = asyncio.ensure_future(self._fetcher(p, p.leader, p.leader_epoch))
         p.notify()
+        p.notify_hw()
 
     # --- leader-side rules (shell) --------------------------------------------------------------
     def _update_hw(self, p: Partition) -> None:
@@ -469,7 +493,7 @@ class Broker:
             p.hw = new
             self.event("hw_advanced", topic=p.topic, partition=p.index, hw=new)
             self._complete_delayed(p)
-            p.notify()
+            p.notify_hw()
 
     def _complete_delayed(self, p: Partition) -> None:
         keep = []
@@ -547,9 +571,6 @@ class Broker:
         backoff = 0.05
         try:
             while p.role == "follower" and p.leader == leader and p.leader_epoch == epoch:
-                if pause_file.exists():
-                    await asyncio.sleep(0.05)
-                    continue
                 addr = self.live_brokers.get(leader)
                 if addr is None:
                     await asyncio.sleep(0.1)
@@ -560,6 +581,9 @@ class Broker:
                     if p.needs_truncation:
                         await self._truncate_as_follower(p, conn, epoch)
                         p.needs_truncation = False
+                    if pause_file.exists():      # test hook: truncate, but fetch nothing
+                        await asyncio.sleep(0.05)
+                        continue
                     await self._fetch_once(p, conn, epoch)
                     backoff = 0.05
                 except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
@@ -640,7 +664,6 @@ class Broker:
         if new_hw != p.hw:
             p.hw = new_hw
             self.event("hw_advanced", topic=p.topic, partition=p.index, hw=new_hw)
-            p.notify()
 
     async def _handle_out_of_range(self, p: Partition, conn: AsyncConn) -> None:
         """Pre-KIP-101 behaviour kept in all generations: when our LEO is past the leader's,

@@ -49,7 +49,8 @@ def child_env() -> dict:
 class Cluster:
     def __init__(self, n: int, data_dir: str | Path, generation: str = "current",
                  coordinator: str = "embedded", base_port: int | None = None,
-                 broker_config: dict | None = None, session_timeout_ms: int = 3000):
+                 broker_config: dict | None = None, session_timeout_ms: int = 3000,
+                 broker_configs: dict[int, dict] | None = None):
         if n < 1:
             raise ValueError("a cluster needs at least one broker")
         rules.fixes_for(generation)          # validates
@@ -60,6 +61,7 @@ class Cluster:
         self.ports = [base_port + i if base_port else free_port() for i in range(n)]
         self.broker_config = dict(broker_config or {})
         self.broker_config.setdefault("session_timeout_ms", session_timeout_ms)
+        self.broker_configs = {int(k): dict(v) for k, v in (broker_configs or {}).items()}
         self.procs: dict[int, subprocess.Popen] = {}
         self.coord_proc: subprocess.Popen | None = None
         self.coord_url = ""
@@ -129,7 +131,7 @@ class Cluster:
             [sys.executable, "-m", "impl.broker", "--id", str(i), "--port", str(self.ports[i]),
              "--data-dir", str(self.broker_dir(i)), "--coordinator", self.coord_url,
              "--coord-root", self.coord_root, "--generation", self.generation,
-             "--config", json.dumps(self.broker_config)],
+             "--config", json.dumps({**self.broker_config, **self.broker_configs.get(i, {})})],
             stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=PROJECT_ROOT)
         if wait:
             self.wait_registered(i, timeout_s)

@@ -139,15 +139,16 @@ async def fetch(b, req, version):
             break
         fut = asyncio.get_running_loop().create_future()
         for p in waitable:
-            p.waiters.append(fut)
+            (p.waiters if is_replica else p.hw_waiters).append(fut)
         try:
             await asyncio.wait_for(fut, remaining)
         except asyncio.TimeoutError:
             pass
         finally:
             for p in waitable:
-                if fut in p.waiters:
-                    p.waiters.remove(fut)
+                lst = p.waiters if is_replica else p.hw_waiters
+                if fut in lst:
+                    lst.remove(fut)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": out}
 
 
