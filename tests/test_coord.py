@@ -238,6 +238,7 @@ try:
     print("call-succeeded", flush=True)
 except coord.SessionExpired:
     print("call-raised-SessionExpired", flush=True)
+c.close()  # closing an expired client is harmless
 c2 = coord.connect(url, session_timeout_ms=timeout_ms)
 c2.create("/brokers/ids/7", b"back", ephemeral=True)
 print("re-registered", flush=True)

@@ -35,15 +35,34 @@ def _req(state, conn, now, rid, op, **kw):
     return sm.decide(state, now, sm.Request(conn, {"id": rid, "op": op, **kw}))
 
 
+def _ticks(state, start_ms, end_ms, step_ms=50):
+    """Tick like the server does (every 50 ms here); return all effects."""
+    out = []
+    for now in range(start_ms, end_ms + 1, step_ms):
+        out += sm.decide(state, now, sm.Tick())
+    return out
+
+
+def test_state_does_not_blame_clients_for_a_server_stall():
+    st = sm.State(min_timeout_ms=100)
+    _hello(st, conn=1, now=0)
+    assert _ticks(st, 0, 500) == []
+    # the server was stopped from 500 to 5000 ms: the client's pings sat unread in its socket
+    assert sm.decide(st, 5000, sm.Tick()) == []
+    _req(st, 1, 5001, 1, "ping")  # ...and are read right after
+    assert _ticks(st, 5050, 5950) == []
+    assert [type(e) for e in sm.decide(st, 6001, sm.Tick())] == [sm.Send, sm.Close]  # no more pings
+
+
 def test_state_expires_only_after_the_deadline_and_fires_watches():
     st = sm.State(min_timeout_ms=100)
     a = _hello(st, conn=1, now=0)
     _hello(st, conn=2, now=0, timeout_ms=5000)
     _req(st, 1, 0, 1, "create", path="/controller", data=b2s(b"1"), ephemeral=True)
     _req(st, 2, 0, 1, "watch_data", path="/controller")
-    assert sm.decide(st, 999, sm.Tick()) == []
+    assert _ticks(st, 0, 900) == []
     _req(st, 1, 900, 2, "ping")  # a heartbeat moves the deadline to 1900
-    assert sm.decide(st, 1899, sm.Tick()) == []
+    assert _ticks(st, 950, 1850) == []
     out = sm.decide(st, 1900, sm.Tick())
     assert out == [sm.Send(2, {"watch": 1, "data": None, "version": None}),
                    sm.Send(1, {"expired": "session timeout: no heartbeat"}), sm.Close(1)]

@@ -94,7 +94,8 @@ class State:
         self.sessions: dict[int, Session] = {}
         self.by_conn: dict[int, int] = {}
         self.next_sid = 1
-        self.min_timeout_ms = min_timeout_ms
+        self.min_timeout_ms = min_timeout_ms  # 2 ticks: also the longest normal gap between ticks
+        self.last_tick_ms: int | None = None
         # (kind, path) -> {(sid, wid): None}; a dict keeps registration order for notification.
         self.watchers: dict[tuple[str, str], dict[tuple[int, int], None]] = {}
 
@@ -162,6 +163,7 @@ def _notify(state: State, key: tuple[str, str], body: dict) -> list[Send]:
 def decide(state: State, now_ms: int, event: object) -> list[object]:
     """Apply one event; return the effects, in the order the shell must perform them."""
     if isinstance(event, Tick):
+        server_stall_grace(state, now_ms)
         out: list[object] = []
         for sid in sorted(state.sessions):
             if state.sessions[sid].deadline_ms <= now_ms:
@@ -178,6 +180,17 @@ def decide(state: State, now_ms: int, event: object) -> list[object]:
     if isinstance(event, Request):
         return _request(state, now_ms, event.conn, event.msg)
     raise TypeError(f"unknown event {event!r}")
+
+
+def server_stall_grace(state: State, now_ms: int) -> None:
+    """If the server itself did not tick for a while (it was paused, swapped out, or too busy to
+    tick), clients could not reach it either: their heartbeats wait unread in the sockets. Move
+    every deadline by the stall, so the server expires sessions on evidence of a silent client,
+    not of its own silence. (ZooKeeper lacks this; a paused ZooKeeper expires everyone.)"""
+    last, state.last_tick_ms = state.last_tick_ms, now_ms
+    if last is not None and now_ms - last > state.min_timeout_ms:
+        for sess in state.sessions.values():
+            sess.deadline_ms += now_ms - last
 
 
 def expire_session(state: State, sid: int, reason: str) -> list[object]:

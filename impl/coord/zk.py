@@ -78,9 +78,11 @@ class ZkCoordinator(Coordinator):
             if self._closed_by_us:
                 return
             self._closed_by_us = True
-        # stop() sends closeSession: ZooKeeper deletes our ephemerals at once.
-        self._kz.stop()
-        self._kz.close()
+            alive = self._dead is None
+        if alive:  # else _end has stopped kazoo already (or is doing so)
+            # stop() sends closeSession: ZooKeeper deletes our ephemerals at once.
+            self._kz.stop()
+            self._kz.close()
         self._end("closed by this client")
         self._callbacks.stop()
 
