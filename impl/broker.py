@@ -685,6 +685,8 @@ class Broker:
     async def create_topic(self, name: str, partitions: int, rf: int, configs: dict) -> int:
         if partitions <= 0:
             return codec.INVALID_PARTITIONS
+        if rf > len(self.live_brokers):      # the watch may lag registration: ask directly
+            await self._refresh_ids(await self.cx(self.coord.get_children, self.path("/brokers/ids")))
         live = sorted(self.live_brokers)
         if rf <= 0 or rf > len(live):
             return codec.INVALID_REPLICATION_FACTOR
