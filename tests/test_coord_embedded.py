@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -268,3 +269,34 @@ def test_data_bounds_are_enforced_client_side(embedded_coord_url, coord_connect)
     c.close()
     with pytest.raises(CoordError, match="closed"):
         c.get("/")
+
+
+def test_writes_to_a_stopped_server_fail_instead_of_hanging(embedded_coord_server):
+    """Four writers push ~1 MB frames at a SIGSTOPped server until the socket buffers are full
+    and a send blocks; every call must still end, with an error, in about a session timeout."""
+    c = coord.connect(embedded_coord_server.url, session_timeout_ms=600)
+    c.create("/big")
+    blob = os.urandom(900_000)
+    outcomes: list[BaseException | None] = []
+
+    def writer():
+        try:
+            for _ in range(10):
+                c.set("/big", blob)
+            outcomes.append(None)
+        except BaseException as e:
+            outcomes.append(e)
+
+    os.kill(embedded_coord_server.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=writer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert len(outcomes) == 4 and all(isinstance(e, CoordError) for e in outcomes), outcomes
+        assert time.monotonic() - t0 < 5
+    finally:
+        os.kill(embedded_coord_server.pid, signal.SIGCONT)
+        c.close()

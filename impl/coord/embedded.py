@@ -16,6 +16,7 @@ import concurrent.futures
 import itertools
 import logging
 import socket
+import struct
 import threading
 import time
 from typing import Callable
@@ -57,12 +58,19 @@ class EmbeddedCoordinator(Coordinator):
     # ---- session lifecycle -------------------------------------------------------------------
 
     def connect(self) -> None:
+        if self._sock is not None or self._dead is not None:
+            raise CoordError("connect() may be called once; make a new client to reconnect")
+        sock = None
         try:
+            # The connect timeout also bounds the hello exchange: a port that accepts but never
+            # answers (not our server, or a stopped one) fails here instead of hanging.
             sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.sendall(encode_frame({"id": 0, "op": "hello", "timeout_ms": self.session_timeout_ms}))
             reply = _read_frame(sock)
         except (OSError, FrameError) as e:
+            if sock is not None:
+                sock.close()
             self._callbacks.stop()
             raise CoordError(f"cannot reach the coordination server at {self.host}:{self.port} "
                              f"within {self.connect_timeout_s}s: {e}") from None
@@ -70,7 +78,11 @@ class EmbeddedCoordinator(Coordinator):
             sock.close()
             self._callbacks.stop()
             raise CoordError(f"coordination server refused the session: {reply.get('msg')}")
-        sock.settimeout(None)
+        sock.settimeout(None)  # the reader blocks in recv; silence is the heartbeat's business
+        # ...but a send must not block for ever on a server that stopped reading (its buffer is
+        # full): after a session timeout it fails, and the session is over for us.
+        secs, ms = divmod(self.session_timeout_ms, 1000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", secs, ms * 1000))
         self._sock = sock
         self.session_id = reply["ok"]["session_id"]
         self.session_timeout_ms = reply["ok"]["timeout_ms"]  # as negotiated
@@ -121,7 +133,8 @@ class EmbeddedCoordinator(Coordinator):
                 pass
             self._sock.close()
         for fut in pending.values():
-            fut.set_exception(SessionExpired(f"session {self.session_id} ended: {reason}"))
+            fut.set_exception(CoordError("client is closed") if self._closed_by_us else
+                              SessionExpired(f"session {self.session_id} ended: {reason}"))
         if callbacks:
             log.warning("coord: session %s expired: %s", self.session_id, reason)
         for cb in callbacks:
