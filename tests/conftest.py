@@ -240,7 +240,8 @@ def zookeeper_url(zookeeper_server) -> str:
     return f"zk://127.0.0.1:{zookeeper_server.port}/t{os.getpid()}-{next(_chroots)}"
 
 
-@pytest.fixture(params=["embedded", "zookeeper"])
+# The zookeeper param carries the `zookeeper` marker, so `-m "not zookeeper"` runs embedded only.
+@pytest.fixture(params=["embedded", pytest.param("zookeeper", marks=pytest.mark.zookeeper)])
 def coord_url(request) -> str:
     return request.getfixturevalue(f"{request.param}_coord_url" if request.param == "embedded"
                                    else "zookeeper_url")

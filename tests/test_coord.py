@@ -288,3 +288,14 @@ def test_bad_urls():
     for url in ("http://127.0.0.1:1", "embedded://127.0.0.1", "zk://:5", "embedded://127.0.0.1:5/x"):
         with pytest.raises(ValueError):
             coord.connect(url)
+
+
+def test_tree_command_prints_the_tree(coord_url, coord_connect):
+    c = coord_connect(coord_url)
+    c.create("/brokers/ids/2", b'{"port":9093}', ephemeral=True)
+    c.create("/controller_epoch", b"\xff")
+    r = subprocess.run([sys.executable, "-m", "impl.coord", "tree", coord_url], env=subprocess_env(),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["/  v0  ", "/brokers  v0  ", "/brokers/ids  v0  ",
+                                     '/brokers/ids/2  v0  {"port":9093}', "/controller_epoch  v0  0xff"]

@@ -13,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from impl import coord
 from impl.coord import CoordError
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.zookeeper]
 
 NAMES = ["/a", "/a/b", "/a/b/c", "/b"]
 VERSIONS = st.sampled_from([-1, 0, 1, 2])

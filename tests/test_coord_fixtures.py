@@ -48,3 +48,4 @@ def test_embedded_server_starts_empty_and_writes_into_its_data_dir(embedded_coor
         before = log.stat().st_size
         c.create("/brokers/ids", b"")
     assert log.stat().st_size > before  # acknowledged means written to this test's journal
+

@@ -186,7 +186,8 @@ def server_stall_grace(state: State, now_ms: int) -> None:
     """If the server itself did not tick for a while (it was paused, swapped out, or too busy to
     tick), clients could not reach it either: their heartbeats wait unread in the sockets. Move
     every deadline by the stall, so the server expires sessions on evidence of a silent client,
-    not of its own silence. (ZooKeeper lacks this; a paused ZooKeeper expires everyone.)"""
+    not of its own silence. The stall is any gap above two ticks; a busy server that skips
+    ticks (server.py) thereby delays expiry instead of expiring clients it did not read."""
     last, state.last_tick_ms = state.last_tick_ms, now_ms
     if last is not None and now_ms - last > state.min_timeout_ms:
         for sess in state.sessions.values():
