@@ -182,7 +182,10 @@ def test_garbage_on_the_port_closes_only_that_connection(embedded_coord_server, 
             s.sendall(junk)
             assert _closed_by_server(s), junk
     with socket.create_connection(("127.0.0.1", embedded_coord_server.port)) as s:
-        s.sendall(struct.pack(">I", 100) + b"{")  # a torn frame, then the client vanishes
+        s.sendall(struct.pack(">I", 100) + b"{")  # a torn frame, then silence:
+        t0 = time.monotonic()
+        assert _closed_by_server(s)  # dropped at the fixture's 1 s hello timeout
+        assert 0.5 < time.monotonic() - t0 < 5
     assert embedded_coord_server.proc.poll() is None
     assert c.get("/ok") == (b"1", 0)  # the established session is unharmed
     assert coord_connect(embedded_coord_server.url).get("/ok") == (b"1", 0)

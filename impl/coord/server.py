@@ -6,8 +6,8 @@ performs the effects in batches: all Persist records of a batch are appended and
 any reply or watch notification of that batch leaves (group commit).
 
 Bounds, and what happens when hit:
-  - a frame above protocol.MAX_FRAME_BYTES, bytes that are not our JSON, or no hello within
-    HELLO_TIMEOUT_S: that connection is closed; the server and other sessions carry on;
+  - a frame above protocol.MAX_FRAME_BYTES, bytes that are not our JSON, or no complete hello
+    within --hello-timeout-ms: that connection is closed; the server and other sessions carry on;
   - more than MAX_CONNECTIONS open connections: a new one is closed at once;
   - the event queue holds MAX_QUEUED_EVENTS: connection readers wait (TCP back-pressure);
   - a connection's unsent output above MAX_OUTBUF_BYTES (a client not reading, e.g. SIGSTOPped
@@ -32,7 +32,7 @@ from .protocol import HEADER, FrameError, decode_body, encode_frame, frame_lengt
 
 log = logging.getLogger("coord.server")
 
-HELLO_TIMEOUT_S = 5.0
+HELLO_TIMEOUT_MS = 5000  # default of --hello-timeout-ms
 MAX_CONNECTIONS = 1024
 MAX_QUEUED_EVENTS = 4096
 MAX_OUTBUF_BYTES = 8 * 1024 * 1024
@@ -40,8 +40,9 @@ MAX_BATCH = 256
 
 
 class Server:
-    def __init__(self, data_dir: str, tick_ms: int):
+    def __init__(self, data_dir: str, tick_ms: int, hello_timeout_ms: int = HELLO_TIMEOUT_MS):
         self.tick_ms = tick_ms
+        self.hello_timeout_s = hello_timeout_ms / 1000
         self.journal = Journal(data_dir)
         self.state = sm.State(min_timeout_ms=2 * tick_ms)
         for rec in self.journal.recover():
@@ -66,7 +67,7 @@ class Server:
         try:
             first = True
             while True:  # ends at EOF, on garbage, or when the decide loop closes the writer
-                timeout = HELLO_TIMEOUT_S if first else None
+                timeout = self.hello_timeout_s if first else None
                 header = await asyncio.wait_for(reader.readexactly(HEADER.size), timeout)
                 body = await asyncio.wait_for(reader.readexactly(frame_length(header)), timeout)
                 await self.queue.put(sm.Request(conn, decode_body(body)))
@@ -152,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1; 0 picks a free one")
     p.add_argument("--data-dir", required=True, help="where the snapshot and log live")
     p.add_argument("--tick-ms", type=int, default=100, help="session-expiry check period")
+    p.add_argument("--hello-timeout-ms", type=int, default=HELLO_TIMEOUT_MS,
+                   help="close a new connection that has not sent its hello by then")
     args = p.parse_args(argv)
-    if args.tick_ms <= 0:
-        p.error("--tick-ms must be positive")
+    if args.tick_ms <= 0 or args.hello_timeout_ms <= 0:
+        p.error("--tick-ms and --hello-timeout-ms must be positive")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
-    server = Server(args.data_dir, args.tick_ms)
+    server = Server(args.data_dir, args.tick_ms, args.hello_timeout_ms)
     asyncio.run(server.run(args.port))
     return 0
 
