@@ -65,13 +65,36 @@ def test_state_expires_only_after_the_deadline_and_fires_watches():
     _req(st, 1, 900, 2, "ping")  # a heartbeat moves the deadline to 1900
     assert _ticks(st, 950, 1850) == []
     out = sm.decide(st, 1900, sm.Tick())
-    assert out == [sm.Send(2, {"watch": 1, "data": None, "version": None}),
+    assert out == [sm.Send(2, {"watch": 1, "data": None, "version": None, "mzxid": None}),
                    sm.Send(1, {"expired": "session timeout: no heartbeat"}), sm.Close(1)]
     assert a not in st.sessions and "/controller" not in st.nodes
     # ephemerals are never persisted; a persistent create is, before its reply is sent
     out = _req(st, 2, 1900, 2, "create", path="/p", data=b2s(b"x"))
     assert out[0] == sm.Send(2, {"id": 2, "ok": {}})
     assert sm.Persist({"t": "put", "p": "/p", "d": b2s(b"x"), "v": 0}) in out
+
+
+def test_state_resumes_a_session_on_a_new_connection():
+    st = sm.State(min_timeout_ms=100, secret=b"k")
+    hello = sm.decide(st, 0, sm.Request(1, {"id": 0, "op": "hello", "timeout_ms": 1000}))[0].msg["ok"]
+    sid, password = hello["session_id"], hello["password"]
+    _req(st, 1, 0, 1, "create", path="/e", data="", ephemeral=True)
+    _req(st, 1, 0, 2, "watch_data", path="/e")
+    _req(st, 1, 0, 3, "watch_children", path="/")
+    sm.decide(st, 100, sm.Disconnected(1))
+    assert sm.decide(st, 800, sm.Tick()) == [] and "/e" in st.nodes  # detached, not dead
+    wrong = sm.decide(st, 200, sm.Request(3, {"id": 0, "op": "hello", "timeout_ms": 1000,
+                                              "session_id": sid, "password": "guess"}))
+    assert wrong[0].msg["err"] == "SessionExpired" and wrong[1] == sm.Close(3)
+    out = sm.decide(st, 900, sm.Request(4, {"id": 0, "op": "hello", "timeout_ms": 1000,
+                                            "session_id": sid, "password": password}))
+    assert out[0].msg["ok"]["session_id"] == sid
+    # every watch of the session is re-sent with the current state, marked as a resync
+    assert [e.msg for e in out[1:]] == [
+        {"watch": 2, "resync": True, "data": "", "version": 0, "mzxid": st.nodes["/e"].mzxid},
+        {"watch": 3, "resync": True, "children": ["e"]}]
+    assert _ticks(st, 950, 1850) == []  # the deadline moved with the resume (900 + 1000)
+    assert "/e" in st.nodes
 
 
 def test_state_rejects_protocol_violations_by_closing():
@@ -138,11 +161,15 @@ def test_persistent_nodes_survive_a_restart(embedded_coord_server, how):
     # every write above was acknowledged, so it was fsynced: even kill -9 must keep it
     rc = embedded_coord_server.stop(how)
     assert rc == (0 if how == signal.SIGTERM else -signal.SIGKILL)
-    expired.wait_for(1, timeout_s=10)  # the old session died with the server
-    with pytest.raises(SessionExpired):
-        c.get("/controller_epoch")
+    t0 = time.monotonic()
     embedded_coord_server.start()  # same port, same data dir
     assert embedded_coord_server.url == url
+    # The old client tries to resume; the new server never heard of its session and says so:
+    # expired at once, not at the end of the 5 s session timeout.
+    expired.wait_for(1, timeout_s=10)
+    assert time.monotonic() - t0 < 4
+    with pytest.raises(SessionExpired):
+        c.get("/controller_epoch")
     c2 = coord.connect(url, session_timeout_ms=2000)
     try:
         assert c2.get("/brokers/topics/t/partitions/0/state") == (b'{"leader":2}', 1)

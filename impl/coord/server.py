@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import itertools
 import logging
+import os
 import signal
 import sys
 import time
@@ -44,7 +45,7 @@ class Server:
         self.tick_ms = tick_ms
         self.hello_timeout_s = hello_timeout_ms / 1000
         self.journal = Journal(data_dir)
-        self.state = sm.State(min_timeout_ms=2 * tick_ms)
+        self.state = sm.State(min_timeout_ms=2 * tick_ms, secret=os.urandom(16))
         for rec in self.journal.recover():
             sm.apply_record(self.state, rec)
         self.queue: asyncio.Queue = asyncio.Queue(MAX_QUEUED_EVENTS)

@@ -5,6 +5,11 @@ events and performs the effects it returns. No clocks, sockets or files here: ti
 `now_ms`, output leaves as effects. The shell must write every `Persist` of a batch durably before
 it performs any `Send` of that batch (etcd's Ready contract: persist before you tell anyone).
 
+Sessions outlive their connection, as in ZooKeeper: a client whose connection dropped may
+resume its session on a new connection (hello with session_id and password) until the deadline;
+the resume re-sends the current state of every watch of the session (marked "resync"), since
+events that happened while it was detached were not delivered.
+
 One line each:
   events   Request(conn, msg)  Disconnected(conn)  Evict(conn, reason)  Tick()
   effects  Send(conn, msg)     Persist(record)     Close(conn)
@@ -13,6 +18,8 @@ One line each:
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 
 from .base import MAX_DATA_BYTES, parent_of, validate_path
@@ -30,6 +37,7 @@ class Node:
     data: bytes
     version: int
     owner: int | None  # session id of an ephemeral node, None when persistent
+    mzxid: int = 0  # id of the last change to this node: tells a resync apart from news
     children: set[str] = field(default_factory=set)
 
 
@@ -89,8 +97,10 @@ class RequestError(Exception):
 
 
 class State:
-    def __init__(self, min_timeout_ms: int):
+    def __init__(self, min_timeout_ms: int, secret: bytes = b""):
         self.nodes: dict[str, Node] = {"/": Node(b"", 0, None)}
+        self.secret = secret  # from the shell (random per boot): session passwords derive from it
+        self.zxid = 0  # counts changes; not persisted, since sessions do not outlive the server
         self.sessions: dict[int, Session] = {}
         self.by_conn: dict[int, int] = {}
         self.next_sid = 1
@@ -103,12 +113,13 @@ class State:
 # ---- persistent tree: the one place that mutates nodes ---------------------------------------
 
 def _put(state: State, path: str, data: bytes, version: int, owner: int | None) -> None:
+    state.zxid += 1
     node = state.nodes.get(path)
     if node is None:
-        state.nodes[path] = Node(data, version, owner)
+        state.nodes[path] = Node(data, version, owner, state.zxid)
         state.nodes[parent_of(path)].children.add(path.rsplit("/", 1)[1])
     else:
-        node.data, node.version = data, version
+        node.data, node.version, node.mzxid = data, version, state.zxid
 
 
 def _remove(state: State, path: str) -> None:
@@ -137,16 +148,23 @@ def persistent_records(state: State) -> list[dict]:
 
 # ---- watches ---------------------------------------------------------------------------------
 
-def _notify_data(state: State, path: str) -> list[Send]:
+def _data_body(state: State, path: str) -> dict:
     node = state.nodes.get(path)
-    body = ({"data": b2s(node.data), "version": node.version} if node
-            else {"data": None, "version": None})
-    return _notify(state, ("data", path), body)
+    return ({"data": b2s(node.data), "version": node.version, "mzxid": node.mzxid} if node
+            else {"data": None, "version": None, "mzxid": None})
+
+
+def _children_body(state: State, path: str) -> dict:
+    node = state.nodes.get(path)
+    return {"children": sorted(node.children) if node else []}
+
+
+def _notify_data(state: State, path: str) -> list[Send]:
+    return _notify(state, ("data", path), _data_body(state, path))
 
 
 def _notify_children(state: State, path: str) -> list[Send]:
-    node = state.nodes.get(path)
-    return _notify(state, ("children", path), {"children": sorted(node.children) if node else []})
+    return _notify(state, ("children", path), _children_body(state, path))
 
 
 def _notify(state: State, key: tuple[str, str], body: dict) -> list[Send]:
@@ -238,10 +256,16 @@ def _request(state: State, now_ms: int, conn: int, msg: dict) -> list[object]:
     return [Send(conn, {"id": rid, "ok": result})] + effects
 
 
+def session_password(state: State, sid: int) -> str:
+    return hmac.new(state.secret, str(sid).encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def _hello(state: State, now_ms: int, conn: int, rid: int, msg: dict) -> list[object]:
     asked = msg.get("timeout_ms")
     if not isinstance(asked, int):
         return [Close(conn)]
+    if msg.get("session_id") is not None:
+        return _resume(state, now_ms, conn, rid, msg)
     if len(state.sessions) >= MAX_SESSIONS:
         return [Send(conn, {"id": rid, "err": "BadArguments",
                             "msg": f"server full: {MAX_SESSIONS} sessions"}), Close(conn)]
@@ -250,7 +274,31 @@ def _hello(state: State, now_ms: int, conn: int, rid: int, msg: dict) -> list[ob
     state.next_sid += 1
     state.sessions[sid] = Session(sid, conn, timeout, now_ms + timeout)
     state.by_conn[conn] = sid
-    return [Send(conn, {"id": rid, "ok": {"session_id": sid, "timeout_ms": timeout}})]
+    return [Send(conn, {"id": rid, "ok": {"session_id": sid, "timeout_ms": timeout,
+                                          "password": session_password(state, sid)}})]
+
+
+def _resume(state: State, now_ms: int, conn: int, rid: int, msg: dict) -> list[object]:
+    """Re-attach a live session to a new connection; ZooKeeper's reconnect within the timeout."""
+    sid = msg.get("session_id")
+    sess = state.sessions.get(sid) if isinstance(sid, int) else None
+    if sess is None or not hmac.compare_digest(str(msg.get("password", "")),
+                                               session_password(state, sid)):
+        return [Send(conn, {"id": rid, "err": "SessionExpired",
+                            "msg": f"session {sid} is not alive on this server"}), Close(conn)]
+    out: list[object] = []
+    if sess.conn is not None:  # the old connection is half-dead: the session moves away from it
+        state.by_conn.pop(sess.conn, None)
+        out.append(Close(sess.conn))
+    sess.conn = conn
+    sess.deadline_ms = now_ms + sess.timeout_ms
+    state.by_conn[conn] = sid
+    out.append(Send(conn, {"id": rid, "ok": {"session_id": sid, "timeout_ms": sess.timeout_ms,
+                                             "password": session_password(state, sid)}}))
+    for wid, (kind, path) in sorted(sess.watches.items()):
+        body = (_data_body if kind == "data" else _children_body)(state, path)
+        out.append(Send(conn, {"watch": wid, "resync": True, **body}))
+    return out
 
 
 def _path(msg: dict) -> str:
@@ -372,11 +420,7 @@ def _watch(kind: str):
             raise RequestError("BadArguments", f"watch id {rid} in use")
         sess.watches[rid] = (kind, path)
         state.watchers.setdefault((kind, path), {})[(sess.sid, rid)] = None
-        node = state.nodes.get(path)
-        if kind == "data":
-            return ({"data": b2s(node.data), "version": node.version} if node
-                    else {"data": None, "version": None}), []
-        return {"children": sorted(node.children) if node else []}, []
+        return (_data_body if kind == "data" else _children_body)(state, path), []
     return op
 
 

@@ -10,7 +10,9 @@ the embedded backend, on purpose or by ZooKeeper's nature:
     has expired the session if it is alive, so a controller must stop acting. kazoo would go on
     with a fresh session; we stop it instead, so every later call raises SessionExpired and the
     caller reconnects explicitly, as with the embedded backend;
-  - a call that fails with a lost connection raises ConnectionLoss: it may have taken effect;
+  - a call in flight when the connection drops raises ConnectionLoss (it may have taken
+    effect); a call made while disconnected waits in kazoo's queue for the reconnect, at most
+    until the session ends for us (then SessionExpired);
   - get_children("/") hides ZooKeeper's own /zookeeper node.
 """
 from __future__ import annotations
