@@ -682,7 +682,14 @@ class Broker:
                 self.event("truncated", topic=p.topic, partition=p.index, offset=start, reason="log_start")
 
     # --- topic creation -------------------------------------------------------------------------
-    async def create_topic(self, name: str, partitions: int, rf: int, configs: dict) -> int:
+    async def create_topic(self, name: str, partitions: int, rf: int, configs: dict,
+                           assignment: dict[int, list[int]] | None = None) -> int:
+        if assignment:
+            partitions = len(assignment)
+            rf = len(next(iter(assignment.values())))
+            if sorted(assignment) != list(range(partitions)) or any(
+                    len(r) != rf or len(set(r)) != rf for r in assignment.values()):
+                return codec.INVALID_REQUEST
         if partitions <= 0:
             return codec.INVALID_PARTITIONS
         if rf > len(self.live_brokers):      # the watch may lag registration: ask directly
@@ -693,7 +700,12 @@ class Broker:
         if not name or len(name) > 200 or any(c not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-" for c in name):
             return codec.INVALID_REQUEST
         start = sum(map(ord, name)) % len(live)
-        assignment = {str(i): [live[(start + i + j) % len(live)] for j in range(rf)] for i in range(partitions)}
+        if assignment:
+            if any(b not in live for r in assignment.values() for b in r):
+                return codec.INVALID_REPLICATION_FACTOR
+            assignment = {str(i): list(r) for i, r in sorted(assignment.items())}
+        else:
+            assignment = {str(i): [live[(start + i + j) % len(live)] for j in range(rf)] for i in range(partitions)}
         body = {"version": 1, "partitions": assignment,
                 "config": {"min.insync.replicas": int(configs.get("min.insync.replicas", self.cfg.default_min_insync)),
                            "unclean.leader.election.enable":

@@ -280,10 +280,16 @@ class Cluster:
         raise ClusterError(f"no broker reachable ({last})")
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
-                     min_insync: int = 1, unclean: bool = False, timeout_s: float = 20) -> None:
+                     min_insync: int = 1, unclean: bool = False, timeout_s: float = 20,
+                     assignment: dict[int, list[int]] | None = None) -> None:
+        """Creates a topic; `assignment` ({partition: [replica, ...]}, preferred leader first)
+        overrides partitions / replication_factor."""
+        assigned = [{"partition_index": p, "broker_ids": list(r)} for p, r in sorted((assignment or {}).items())]
+        if assignment:
+            partitions, replication_factor = -1, -1
         with self._any_conn() as c:
             r = c.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
-                                              "replication_factor": replication_factor, "assignments": [],
+                                              "replication_factor": replication_factor, "assignments": assigned,
                                               "configs": [{"name": "min.insync.replicas", "value": str(min_insync)},
                                                           {"name": "unclean.leader.election.enable",
                                                            "value": str(unclean).lower()}]}],

@@ -10,9 +10,9 @@ compare-and-set on the node version, and pushes LeaderAndIsr (private control AP
 its controller epoch) to the replicas. Leaders change the ISR themselves (CAS on the same node);
 the controller re-reads the node before deciding anything.
 
-Events are handled one at a time from a bounded queue (a full queue means the watches fire far
-faster than we decide; the oldest membership event is then redundant since each carries the
-full list, so we block the callback thread briefly instead of dropping).
+Events are handled one at a time; watch events coalesce (each carries the full list), so the
+queue is bounded by construction. LeaderAndIsr sends run as separate tasks so a dead or paused
+broker never stalls the handling of the next event (its own death, typically).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from impl.protocol import codec
 
 log = logging.getLogger("impl.controller")
 
-MAX_EVENTS = 1000
+MAX_EVENTS = 2       # one pending "ids" and one pending "topics" marker (see _post)
 SEND_ATTEMPTS = 50
 
 
@@ -53,17 +53,31 @@ class Controller:
         self.conns: dict[int, AsyncConn] = {}
         self.task: asyncio.Task | None = None
         self.stopped = False
+        self.sends: set[asyncio.Task] = set()
+        self.registered: set[int] = set()     # latest /brokers/ids, ahead of event processing
+        self.latest_topics: list[str] = []
+        self.pending: set[str] = set()
 
     def stop(self) -> None:
         self.stopped = True
         if self.task:
             self.task.cancel()
+        for t in list(self.sends):
+            t.cancel()
         for c in self.conns.values():
             c.close()
 
     def _post(self, ev) -> None:
-        if not self.stopped:
-            self.events.put_nowait(ev)
+        """Watch events carry the full current list, so pending ones coalesce: the queue holds
+        at most one "ids" and one "topics" marker, and the handler reads the latest list."""
+        kind, arg = ev
+        if kind == "ids":
+            self.registered = {int(i) for i in arg}
+        else:
+            self.latest_topics = list(arg)
+        if not self.stopped and kind not in self.pending:
+            self.pending.add(kind)
+            self.events.put_nowait(kind)
 
     async def run(self) -> None:
         self.task = asyncio.current_task()
@@ -77,12 +91,13 @@ class Controller:
             b.coord.watch_children(b.path("/brokers/topics"), lambda ts: b.from_thread(self._post, ("topics", ts)))
             first_ids = True
             while not self.stopped:
-                kind, arg = await self.events.get()
+                kind = await self.events.get()
+                self.pending.discard(kind)
                 if kind == "ids":
-                    await self._on_brokers(set(int(i) for i in arg), first_ids)
+                    await self._on_brokers(set(self.registered), first_ids)
                     first_ids = False
                 elif kind == "topics":
-                    await self._on_topics(arg)
+                    await self._on_topics(list(self.latest_topics))
         except asyncio.CancelledError:
             pass
         except Exception:
@@ -212,16 +227,22 @@ class Controller:
                 if r in self.live:
                     by_broker.setdefault(r, []).append(entry)
         brokers = {str(i): list(addr) for i, addr in self.b.live_brokers.items()}
-        await asyncio.gather(*(self._send_to(bid, {"controller_epoch": self.epoch, "controller_id": self.b.id,
-                                                   "partitions": entries, "brokers": brokers})
-                               for bid, entries in sorted(by_broker.items())))
+        # Sends run as tasks: a dead or paused broker must not stall the event loop (its death
+        # is the next event). Reordering is harmless: brokers ignore a partition entry whose
+        # leader epoch is not above the one they have.
+        for bid, entries in sorted(by_broker.items()):
+            body = {"controller_epoch": self.epoch, "controller_id": self.b.id,
+                    "partitions": entries, "brokers": brokers}
+            if bid == self.b.id:
+                self.b.handle_leader_and_isr(body)
+            else:
+                t = asyncio.ensure_future(self._send_to(bid, body))
+                self.sends.add(t)
+                t.add_done_callback(self.sends.discard)
 
     async def _send_to(self, bid: int, body: dict) -> None:
-        if bid == self.b.id:
-            self.b.handle_leader_and_isr(body)
-            return
         for attempt in range(SEND_ATTEMPTS):
-            if self.stopped or bid not in self.live:
+            if self.stopped or bid not in self.live or bid not in self.registered:
                 return
             addr = self.b.live_brokers.get(bid)
             if addr is None:

@@ -261,7 +261,8 @@ async def create_topics(b, req, version):
         if req.validate_only:
             err = 0
         else:
-            err = await b.create_topic(t.name, n, rf, configs)
+            assignment = {a.partition_index: list(a.broker_ids) for a in (t.assignments or [])} or None
+            err = await b.create_topic(t.name, n, rf, configs, assignment)
             if err == 0 and not await b.wait_for_topic(t.name, req.timeout_ms):
                 err = codec.REQUEST_TIMED_OUT
         out.append({"name": t.name, "error_code": err, "error_message": None,

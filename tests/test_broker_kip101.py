@@ -73,3 +73,77 @@ def test_s1_epoch_truncation_keeps_it(make_cluster, generation):
     y_state, got, truncs = run_s1(make_cluster, generation)
     assert y_state["log_end_offset"] == 2 and truncs == []
     assert got == [(0, b"m0"), (1, b"m1")]
+
+
+def _values(path) -> dict[int, bytes]:
+    from kafka.record.default_records import DefaultRecordBatch
+    from impl.storage.log import PartitionLog
+    lg = PartitionLog(path)
+    try:
+        return {r.offset: r.value for _, data in lg.batches() for r in DefaultRecordBatch(bytes(data))}
+    finally:
+        lg.close()
+
+
+def _produce_raw(c, leader, values, acks=-1) -> int:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    bb = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, v in enumerate(values):
+        bb.append(i, timestamp=int(time.time() * 1000), key=None, value=v, headers=[])
+    with SyncConn(*c.address(leader)) as conn:
+        r = conn.request(0, 7, {"acks": acks, "timeout_ms": 15000, "transactional_id": None, "topic_data": [
+            {"name": "s2", "partition_data": [{"index": 0, "records": bytes(bb.build())}]}]})
+    pr = r.responses[0].partition_responses[0]
+    assert pr.error_code == 0, pr
+    return pr.base_offset
+
+
+def run_s2(make_cluster, generation: str):
+    """KIP-101 S2 with the power-loss fault. A leads, B follows; flush policies: A fsyncs every
+    record, B every 2 records, so B persists the batch [m0a, m0b] but not m1. Power loss hits A,
+    then (after B was elected) B. B returns first and is elected again (it is the whole ISR),
+    appends m2 at offset 2; A returns as follower. With HW truncation A keeps m1 at offset 2 (its
+    HW checkpoint is 3): the replicas diverge at an offset both hold as committed. With epoch
+    truncation A asks B for epoch 0's end (2) and cuts m1. (m1 itself is lost in both
+    generations -- every replica that held it lost power before fsync, and Kafka's durability is
+    replication, not fsync; S2 is about divergence.)"""
+    c = make_cluster(3, generation=generation,
+                     broker_config={"hw_checkpoint_ms": 100, "replica_lag_time_max_ms": 30000})
+    ctl = c.controller()
+    a, b = [i for i in range(3) if i != ctl]
+    # per-broker flush policies: restart A and B with them (the controller stays put)
+    c.broker_configs = {a: {"log": {"flush_messages": 1}}, b: {"log": {"flush_messages": 2}}}
+    for i in (a, b):
+        c.stop_broker(i)
+        c.start_broker(i)
+    assert c.controller() == ctl
+    c.create_topic("s2", assignment={0: [a, b]}, min_insync=1)
+    assert c.wait_for_leaders("s2", isr_size=2) == {0: a}
+    assert _produce_raw(c, a, [b"m0a", b"m0b"]) == 0
+    assert _produce_raw(c, a, [b"m1"]) == 2
+    time.sleep(0.4)                                   # A checkpoints HW 3
+    assert sum(c.power_loss(a).values()) == 0         # A had fsynced everything
+    wait_until(lambda: c.leader_of("s2", 0) == b, what=f"broker {b} elected")
+    assert sum(c.power_loss(b).values()) > 0          # B loses m1
+    wait_until(lambda: c.leader_of("s2", 0) is None, what="partition offline")
+    c.start_broker(b)
+    wait_until(lambda: c.leader_of("s2", 0) == b, what=f"broker {b} elected again")
+    c.wait_for_leaders("s2")
+    assert _produce_raw(c, b, [b"m2"], acks=1) == 2
+    c.start_broker(a)
+    wait_until(lambda: sorted(c.partition_state("s2", 0)["isr"]) == sorted([a, b]), what="A back in the ISR")
+    c.stop_broker(a)
+    c.stop_broker(b)
+    return _values(c.broker_dir(a) / "s2-0"), _values(c.broker_dir(b) / "s2-0")
+
+
+def test_s2_v010_replicas_diverge_after_power_loss(make_cluster):
+    on_a, on_b = run_s2(make_cluster, "v0.10")
+    assert on_b == {0: b"m0a", 1: b"m0b", 2: b"m2"}
+    assert on_a == {0: b"m0a", 1: b"m0b", 2: b"m1"}   # same offset, different record, both in the ISR
+
+
+def test_s2_current_replicas_agree_after_power_loss(make_cluster):
+    on_a, on_b = run_s2(make_cluster, "current")
+    assert on_a == on_b == {0: b"m0a", 1: b"m0b", 2: b"m2"}
