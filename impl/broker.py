@@ -123,7 +123,7 @@ class Broker:
         self.coord = None
         self.controller = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._stopping = asyncio.Event() if False else None
+        self._reconnecting = False
         n = len(list(self.dir.glob("trace-*.jsonl")))
         self.trace = TraceWriter(self.dir / f"trace-{n:03d}.jsonl",
                                  make_header("broker", node=self.id, generation=cfg.generation,
@@ -206,9 +206,36 @@ class Broker:
         self.coord.watch_data(self.path("/controller"), lambda d, v: self.from_thread(self._on_controller, d))
 
     def _session_expired(self) -> None:
-        log.error("broker %d: coordination session expired; exiting for a clean restart", self.id)
-        self.event("broker_started", note="session expired, exiting") if False else None
-        os._exit(4)
+        """Our ephemeral nodes are gone (e.g. we were paused past the session timeout): stop
+        acting as controller, open a new session and register again, as a Kafka broker does.
+        Partition roles stay until the controller's next LeaderAndIsr. Bounded: one reconnect
+        in flight; if it fails the process exits so a supervisor restarts it cleanly."""
+        if self._reconnecting:
+            return
+        self._reconnecting = True
+        log.warning("broker %d: coordination session expired; re-registering", self.id)
+        asyncio.ensure_future(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        from impl.coord import connect
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+        old = self.coord
+        try:
+            await self.cx(old.close)
+        except Exception:
+            pass
+        try:
+            self.coord = await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms)
+            self.coord.on_session_expired(lambda: self.from_thread(self._session_expired))
+            self.topic_assignments = {}          # re-watch every topic on the new session
+            await self._register()
+        except Exception as e:
+            log.error("broker %d: re-registration failed (%s); exiting", self.id, e)
+            os._exit(4)
+        finally:
+            self._reconnecting = False
 
     async def shutdown(self) -> None:
         for p in self.partitions.values():
@@ -732,7 +759,7 @@ class Broker:
 
 
 def _done(value):
-    f = asyncio.get_running_loop().create_future() if False else asyncio.Future()
+    f = asyncio.get_running_loop().create_future()
     f.set_result(value)
     return f
 

@@ -155,3 +155,24 @@ def test_torn_tail_recovery_after_restart(make_cluster, coord_url):
     p = producer(c, acks=1)
     assert p.send("torn", b"next", partition=0).get(10).offset == 20
     p.close()
+
+
+def test_paused_leader_is_replaced_and_rejoins_as_follower(make_cluster):
+    c = make_cluster(3)
+    c.create_topic("pz", partitions=1, replication_factor=3, min_insync=2)
+    old = c.wait_for_leaders("pz", isr_size=3)[0]
+    p = producer(c, acks="all", retries=10, retry_backoff_ms=300, request_timeout_ms=5000)
+    before = [p.send("pz", b"a%d" % i, partition=0).get(10).offset for i in range(20)]
+    c.pause(old)                                    # SIGSTOP past the session timeout
+    wait_until(lambda: c.leader_of("pz", 0) not in (None, old), what="a new leader")
+    after = [p.send("pz", b"b%d" % i, partition=0).get(20).offset for i in range(20)]
+    c.resume(old)
+    # the old leader opens a new session, registers again and follows the new leader
+    wait_until(lambda: old in c.registered(), what="re-registration")
+    wait_until(lambda: sorted(c.partition_state("pz", 0)["isr"]) == [0, 1, 2], timeout_s=30,
+               what="the old leader back in the ISR")
+    assert trace_events(c, old, "became_follower")[-1]["leader"] == c.leader_of("pz", 0)
+    p.close()
+    got = consume_all(c, "pz", 0)
+    assert [v for _, v in got] == [b"a%d" % i for i in range(20)] + [b"b%d" % i for i in range(20)]
+    assert before == list(range(20)) and after == list(range(20, 40))
