@@ -299,3 +299,29 @@ def test_tree_command_prints_the_tree(coord_url, coord_connect):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["/  v0  ", "/brokers  v0  ", "/brokers/ids  v0  ",
                                      '/brokers/ids/2  v0  {"port":9093}', "/controller_epoch  v0  0xff"]
+
+
+def test_a_stuck_callback_ends_the_session_instead_of_dropping_events(coord_url, coord_connect,
+                                                                      monkeypatch):
+    from impl.coord import base
+    monkeypatch.setattr(base, "MAX_PENDING_CALLBACKS", 5)
+    c, writer = coord_connect(coord_url), coord_connect(coord_url)
+    release = threading.Event()
+    seen = Recorder()
+    c.watch_data("/isr", lambda d, v: (release.wait(10), seen(v)))
+    expired = Recorder()
+    c.on_session_expired(lambda: expired("expired"))
+    writer.create("/isr", b"0")
+    deadline = time.monotonic() + 10
+    for i in range(200):  # each set makes one more pending callback (ZooKeeper may fold some)
+        writer.set("/isr", str(i).encode())
+        try:
+            c.exists("/")  # a round trip on c, giving the event time to be queued
+        except SessionExpired:
+            break
+        assert time.monotonic() < deadline
+    with pytest.raises(SessionExpired):
+        c.exists("/")
+    release.set()
+    expired.wait_for(1)  # the expiry notice comes after the callbacks already queued
+    assert seen.events[:2] == [None, 0]
