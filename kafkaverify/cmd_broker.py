@@ -97,3 +97,25 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
         cluster.stop()
         click.echo("stopped", err=True)
     return 0
+
+
+@broker.command("power-loss")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="The cluster's data directory (as given to `broker start`).")
+@click.option("--broker", "broker_id", type=int, default=None, help="Only this broker (default: all).")
+def power_loss_cmd(data_dir, broker_id):
+    """Drop every write a stopped broker had not fsynced (the lose-unflushed-writes fault).
+
+    Run it only on brokers that are dead (kill -9): it truncates each log segment to the length
+    recorded in its partition's flushed.json sidecar."""
+    from impl.storage.log import power_loss
+    root = Path(data_dir)
+    dirs = [root / f"broker-{broker_id}"] if broker_id is not None else sorted(root.glob("broker-*"))
+    dirs = [d for d in dirs if d.is_dir()]
+    if not dirs:
+        raise InputError(f"no broker data directory under {data_dir}"
+                         + (f" for broker {broker_id}" if broker_id is not None else ""))
+    for d in dirs:
+        lost = power_loss(d)
+        click.echo(f"{d.name}: {sum(lost.values())} unflushed bytes dropped in {len(lost)} segment(s)")
+    return 0

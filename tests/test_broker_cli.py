@@ -86,3 +86,31 @@ def test_user_mistakes_exit_3_without_traceback(tmp_path, args, msg):
                        env=child_env(), cwd=PROJECT_ROOT, timeout=60)
     assert r.returncode == 3, r.stderr
     assert msg in r.stderr.decode() and "Traceback" not in r.stderr.decode()
+
+
+def test_power_loss_command_truncates_unflushed_writes(tmp_path):
+    from impl.storage.log import LogConfig, PartitionLog
+    from tests.test_broker_storage import batch
+    d = tmp_path / "data" / "broker-1" / "t-0"
+    lg = PartitionLog(d, LogConfig(flush_messages=2))
+    lg.append_as_leader(batch([b"a", b"b"]), 0)
+    lg.append_as_leader(batch([b"c"]), 0)
+    lg.close()
+    r = subprocess.run(_cli("power-loss", "--data-dir", str(tmp_path / "data"), "--broker", "1"),
+                       capture_output=True, env=child_env(), cwd=PROJECT_ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert b"broker-1:" in r.stdout and b"1 segment(s)" in r.stdout
+    assert PartitionLog(d).leo == 2
+    r = subprocess.run(_cli("power-loss", "--data-dir", str(tmp_path / "data"), "--broker", "7"),
+                       capture_output=True, env=child_env(), cwd=PROJECT_ROOT, timeout=60)
+    assert r.returncode == 3 and b"Traceback" not in r.stderr
+
+
+def test_impl_never_imports_the_model_or_checkers():
+    code = ("import sys, impl.broker, impl.cluster, impl.controller, impl.handlers, impl.storage.log, "
+            "impl.protocol.codec, kafkaverify.cmd_broker;"
+            "bad=[m for m in sys.modules if m.split('.')[0] in ('spec', 'checkers')];"
+            "print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=child_env(), cwd=PROJECT_ROOT,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
