@@ -260,8 +260,9 @@ def test_paused_process_loses_session_and_ephemerals(coord_url, coord_connect):
         t0 = time.monotonic()
         assert rec.wait_for(2, timeout_s=10)[1] == (None, None)
         waited = time.monotonic() - t0
-        # Not before the session timeout (minus scheduling slack), and not much after it.
-        assert 0.7 * SESSION_MS / 1000 <= waited <= SESSION_MS / 1000 + 4, waited
+        # The last heartbeat may precede the SIGSTOP by a third of the timeout, so expiry comes
+        # 2/3 of a timeout after it at the earliest; and not much after a whole timeout.
+        assert 0.5 * SESSION_MS / 1000 <= waited <= SESSION_MS / 1000 + 4, waited
         os.kill(proc.pid, signal.SIGCONT)
         proc.stdin.write("go\n")
         proc.stdin.flush()

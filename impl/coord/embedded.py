@@ -239,9 +239,10 @@ class EmbeddedCoordinator(Coordinator):
                 if self._dead is not None:
                     _kill(sock)
                     return
+                # last_heard first: the heartbeat must not judge the new connection by the old
+                self._last_heard = time.monotonic()
                 self._sock, self._connected = sock, True
                 self._connected_evt.set()
-            self._last_heard = time.monotonic()
             log.warning("coord: session %s resumed", self.session_id)
             return
 
