@@ -50,7 +50,10 @@ class Cluster:
     def __init__(self, n: int, data_dir: str | Path, generation: str = "current",
                  coordinator: str = "embedded", base_port: int | None = None,
                  broker_config: dict | None = None, session_timeout_ms: int = 3000,
-                 broker_configs: dict[int, dict] | None = None):
+                 broker_configs: dict[int, dict] | None = None, coord_root: str | None = None):
+        """coord_root: prefix of every coordination path. None = a fresh random namespace on
+        ZooKeeper (tests: runs never see each other; deleted at stop) and "" on the embedded
+        server; the CLI passes "" so a restarted cluster finds its topics again."""
         if n < 1:
             raise ValueError("a cluster needs at least one broker")
         rules.fixes_for(generation)          # validates
@@ -65,7 +68,9 @@ class Cluster:
         self.procs: dict[int, subprocess.Popen] = {}
         self.coord_proc: subprocess.Popen | None = None
         self.coord_url = ""
-        self.coord_root = ""
+        self._want_root = coord_root
+        self.coord_root = coord_root or ""
+        self._own_root = False
         self._coord = None
 
     # --- coordination ---------------------------------------------------------------------------
@@ -81,9 +86,10 @@ class Cluster:
             self.coord_url = "embedded://" + line.split("coord ready:", 1)[1].strip()
         elif self.coordinator.startswith(("zk://", "embedded://")):
             self.coord_url = self.coordinator
-            if self.coordinator.startswith("zk://"):
+            if self.coordinator.startswith("zk://") and self._want_root is None:
                 # a fresh namespace per cluster so runs never see each other's nodes
                 self.coord_root = f"/kafkaverify-{uuid.uuid4().hex[:12]}"
+                self._own_root = True
         else:
             raise ValueError(f"coordinator must be 'embedded', embedded://HOST:PORT or zk://HOST:PORT, "
                              f"got {self.coordinator!r}")
@@ -239,7 +245,7 @@ class Cluster:
             self.stop_broker(i)
         if self._coord is not None:
             try:
-                if self.coord_root:
+                if self._own_root:
                     self._delete_tree(self.coord_root)
                 self._coord.close()
             except Exception:

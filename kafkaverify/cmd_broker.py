@@ -78,7 +78,7 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
     cfg = {"auto_create_topics": auto_create_topics, "default_replication_factor": rf,
            "default_min_insync": min_insync, "log": log_cfg}
     cluster = Cluster(brokers, data_dir, generation=generation, coordinator=coordinator, base_port=base_port,
-                      broker_config=cfg, session_timeout_ms=session_timeout_ms)
+                      broker_config=cfg, session_timeout_ms=session_timeout_ms, coord_root="")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -176,3 +176,28 @@ def test_paused_leader_is_replaced_and_rejoins_as_follower(make_cluster):
     got = consume_all(c, "pz", 0)
     assert [v for _, v in got] == [b"a%d" % i for i in range(20)] + [b"b%d" % i for i in range(20)]
     assert before == list(range(20)) and after == list(range(20, 40))
+
+
+def test_unclean_election_only_when_the_topic_allows_it(make_cluster):
+    c = make_cluster(3)
+    ctl = c.controller()
+    l, f = [i for i in range(3) if i != ctl]
+    for t, unclean in (("clean", False), ("unclean", True)):
+        c.create_topic(t, assignment={0: [l, f]}, min_insync=1, unclean=unclean)
+        c.wait_for_leaders(t, isr_size=2)
+    c.kill(f)
+    for t in ("clean", "unclean"):
+        wait_until(lambda t=t: c.partition_state(t, 0)["isr"] == [l], what=f"{t}: ISR shrink")
+    p = producer(c, acks="all")
+    for t in ("clean", "unclean"):
+        assert p.send(t, b"only-on-leader", partition=0).get(10).offset == 0
+    p.close()
+    c.kill(l)
+    for t in ("clean", "unclean"):
+        wait_until(lambda t=t: c.leader_of(t, 0) is None, what=f"{t}: offline")
+    c.start_broker(f)                 # the out-of-sync replica returns alone
+    wait_until(lambda: c.leader_of("unclean", 0) == f, what="unclean election of the stale replica")
+    time.sleep(1.0)
+    assert c.leader_of("clean", 0) is None           # clean: stays offline, no data loss by design
+    c.wait_for_leaders("unclean")
+    assert consume_all(c, "unclean", 0, idle_ms=1000) == []   # the committed record is gone (by design)
