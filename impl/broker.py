@@ -271,7 +271,9 @@ class Broker:
             if t - last_ckpt >= self.cfg.hw_checkpoint_ms:
                 last_ckpt = t
                 for p in list(self.partitions.values()):
-                    p.log.checkpoint_hw(p.hw)
+                    if p.hw != p.log.checkpointed_hw:
+                        # the fsync of a checkpoint must not stall produce/fetch handling
+                        await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw)
                     p.log.apply_retention(t, upper_bound=p.hw)
 
     # --- coordination watches -------------------------------------------------------------------

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,8 @@ class LogConfig:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    # unique per thread: a checkpoint may be written from the executor and the loop at once
+    tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
