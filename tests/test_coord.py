@@ -325,4 +325,6 @@ def test_a_stuck_callback_ends_the_session_instead_of_dropping_events(coord_url,
         c.exists("/")
     release.set()
     expired.wait_for(1)  # the expiry notice comes after the callbacks already queued
-    assert seen.events[:2] == [None, 0]
+    # the callbacks queued before the overflow all ran, in order (ZooKeeper may fold some)
+    versions = seen.events[1:]
+    assert seen.events[0] is None and versions and versions == sorted(set(versions))
