@@ -6,6 +6,7 @@ sockets), so both sides agree by construction.
 
 Messages (client -> server), each with an int "id" unique within the connection:
   {"op": "hello", "timeout_ms": int}          first frame; opens a session
+  {"op": "hello", "timeout_ms", "session_id", "password"}   resumes one after a dropped connection
   {"op": "ping"} | {"op": "close"}
   {"op": "create", "path", "data", "ephemeral": bool, "makepath": bool}
   {"op": "get"|"exists"|"children", "path"}
@@ -13,7 +14,9 @@ Messages (client -> server), each with an int "id" unique within the connection:
   {"op": "watch_data"|"watch_children", "path"}   the request id becomes the watch id
 Server -> client:
   {"id", "ok": {...}} | {"id", "err": ErrorName, "msg": str}    one reply per request, in order
-  {"watch": id, "data", "version"} | {"watch": id, "children": [...]}   pushed after a change
+      (hello's ok: {"session_id", "timeout_ms" as negotiated, "password"})
+  {"watch": id, "data", "version", "mzxid"} | {"watch": id, "children": [...]}
+      pushed after a change; after a resume once per watch with "resync": true
   {"expired": reason}                          the session is gone; the server then closes
 """
 from __future__ import annotations
