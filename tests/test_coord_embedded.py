@@ -331,3 +331,13 @@ def test_writes_to_a_stopped_server_fail_instead_of_hanging(embedded_coord_serve
     finally:
         os.kill(embedded_coord_server.pid, signal.SIGCONT)
         c.close()
+
+
+def test_session_timeout_is_negotiated(embedded_coord_url):
+    # the fixture's server ticks every 50 ms: it grants at least two ticks, at most 60 s
+    with coord.connect(embedded_coord_url, session_timeout_ms=10) as c:
+        assert c.session_timeout_ms == 100
+        c.create("/alive")  # heartbeats every ~33 ms keep even this short session
+    with coord.connect(embedded_coord_url, session_timeout_ms=3_600_000) as c:
+        assert c.session_timeout_ms == 60_000
+        assert c.exists("/alive") == 0

@@ -107,14 +107,19 @@ class EmbeddedCoordinator(Coordinator):
         try:
             sock, ok = self._open(self.connect_timeout_s, resume=False)
         except (OSError, FrameError) as e:
+            self._dead = "connect failed"
             self._callbacks.stop()
             raise CoordError(f"cannot reach the coordination server at {self.host}:{self.port} "
                              f"within {self.connect_timeout_s}s: {e}") from None
         except _Refused as e:
+            self._dead = "connect refused"
             self._callbacks.stop()
             raise CoordError(f"coordination server refused the session: {e}") from None
         self.session_id, self._password = ok["session_id"], ok["password"]
-        self.session_timeout_ms = ok["timeout_ms"]  # as negotiated
+        if ok["timeout_ms"] != self.session_timeout_ms:  # negotiated: clamped by the server
+            self.session_timeout_ms = ok["timeout_ms"]
+            secs, ms = divmod(self.session_timeout_ms, 1000)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", secs, ms * 1000))
         self._sock, self._connected = sock, True
         self._connected_evt.set()
         self._last_heard = time.monotonic()
