@@ -241,6 +241,12 @@ class Cluster:
             pass
 
     def stop(self) -> None:
+        # SIGTERM everyone first: stopping one by one would hand the controller around
+        for p in self.procs.values():
+            if p.poll() is None:
+                p._expected_dead = True
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
         for i in list(self.procs):
             self.stop_broker(i)
         if self._coord is not None:

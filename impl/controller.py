@@ -131,7 +131,9 @@ class Controller:
         return a
 
     # --- events ---------------------------------------------------------------------------------
-    async def _on_topics(self, names: list[str]) -> None:
+    async def _on_topics(self, names: list[str], send_existing: bool = True) -> None:
+        if not self.live:
+            return       # before the first /brokers/ids event; that event handles every topic
         for t in names:
             if t in self.topics:
                 continue
@@ -154,7 +156,9 @@ class Controller:
                         if e.__class__.__name__ != "NodeExists":
                             raise
                         st, ver = await self._read_state(t, int(pi))
-                changed.append((t, int(pi), st, ver))
+                    changed.append((t, int(pi), st, ver))
+                elif send_existing:
+                    changed.append((t, int(pi), st, ver))
             await self._send(changed)
 
     async def _on_brokers(self, live: set[int], first: bool) -> None:
@@ -162,9 +166,10 @@ class Controller:
         new = live - self.live
         self.live = live
         if first:
+            # A previous controller may have died between a topic's creation and its partition
+            # state nodes: create whatever is missing (the loop below sends the rest).
             names = await self.b.cx(self.b.coord.get_children, self.b.path("/brokers/topics"))
-            for t in names:
-                await self._load_topic(t)
+            await self._on_topics(names, send_existing=False)
         changed = []
         for t, a in sorted(self.topics.items()):
             unclean = bool(a.get("config", {}).get("unclean.leader.election.enable", False))
