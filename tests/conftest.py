@@ -50,7 +50,7 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -162,7 +162,7 @@ class ZooKeeperServer:
         from kazoo.client import KazooClient
         from kazoo.handlers.threading import KazooTimeoutError
 
-        self.port = _free_port()
+        self.port = free_port()
         data = os.path.join(self.work_dir, "data")
         os.makedirs(data, exist_ok=True)
         cfg = os.path.join(self.work_dir, "zoo.cfg")

@@ -15,7 +15,7 @@ import pytest
 
 from impl import coord
 from impl.coord import BadVersion, CoordError, NodeExists, NoNode, NotEmpty, SessionExpired
-from tests.conftest import _free_port, subprocess_env
+from tests.conftest import free_port, subprocess_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -278,7 +278,7 @@ def test_paused_process_loses_session_and_ephemerals(coord_url, coord_connect):
 
 @pytest.mark.parametrize("scheme", ["embedded", "zk"])
 def test_connect_to_nothing_fails_within_the_bound(scheme):
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     t0 = time.monotonic()
     with pytest.raises(CoordError, match="cannot reach"):
         coord.connect(f"{scheme}://127.0.0.1:{port}", session_timeout_ms=1000, connect_timeout_s=1.0)

@@ -11,7 +11,6 @@ import urllib.parse
 
 import pytest
 
-from impl import coord
 from impl.coord import SessionExpired
 from tests.test_coord import Recorder
 
