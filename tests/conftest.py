@@ -3,12 +3,14 @@
 Owned by the coordination layer (impl/coord); the broker's fixtures live in broker_fixtures.py.
 
   embedded_coord_server  function: a fresh `python -m impl.coord.server --port 0` subprocess
-                         (EmbeddedCoordServer: .url .port .data_dir .stop() .start() .restart())
+                         (EmbeddedCoordServer: .url .port .pid .data_dir .log() .stop(sig)
+                         .start() .restart(); restarts keep the port and the data dir)
   embedded_coord_url     function: its url, embedded://127.0.0.1:PORT
   zookeeper_server       session: one Debian ZooKeeper JVM per test process (xdist worker)
   zookeeper_url          function: zk://127.0.0.1:PORT/<fresh chroot>, so each test sees an
                          empty tree although the JVM is shared
   coord_url              function, parametrized ["embedded", "zookeeper"]: run a test on both
+                         (the zookeeper param carries the `zookeeper` marker)
   coord_connect          function: coord_connect(url, session_timeout_ms=...) -> connected
                          Coordinator, closed at teardown
 
@@ -16,6 +18,8 @@ ZooKeeper missing (no Java or no `zookeeper` package): the zookeeper fixtures sk
 reason, or FAIL when KAFKAVERIFY_REQUIRE_ALL=1 (CI), so nothing is skipped silently there.
 Test session timeouts: the embedded server accepts >= 2 * tick (tick 50 ms here); the test
 ZooKeeper runs with tickTime=250 and minSessionTimeout=500.
+Helpers: subprocess_env() (PYTHONPATH with the project root, for Python subprocesses),
+free_port(). KAFKAVERIFY_ZK_JAR overrides the ZooKeeper jar path (used to test the missing case).
 """
 from __future__ import annotations
 
