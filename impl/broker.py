@@ -137,8 +137,24 @@ class Broker:
         return self.cfg.coord_root + p
 
     async def cx(self, fn, *args, **kw):
-        """Run a blocking coordinator call off the event loop."""
+        """Run a blocking call off the event loop."""
         return await self.loop.run_in_executor(None, lambda: fn(*args, **kw))
+
+    async def cc(self, method: str, *args, **kw):
+        """A coordinator call on the *current* session, off the event loop. If the session is
+        being replaced (expiry, see _session_expired), retry on the new one (bounded)."""
+        from impl.coord.base import CoordError, NodeExists, NoNode, BadVersion
+        for attempt in range(50):
+            coord = self.coord
+            try:
+                return await self.loop.run_in_executor(None, lambda: getattr(coord, method)(*args, **kw))
+            except (NodeExists, NoNode, BadVersion):
+                raise
+            except CoordError:
+                if coord is self.coord and not self._reconnecting:
+                    raise
+                await asyncio.sleep(0.1)
+        raise TimeoutError(f"coordination call {method} kept failing during re-registration")
 
     def from_thread(self, fn, *args) -> None:
         try:
@@ -187,15 +203,15 @@ class Broker:
 
     async def _register(self) -> None:
         for p in ("/brokers/ids", "/brokers/topics"):
-            if await self.cx(self.coord.exists, self.path(p)) is None:
+            if await self.cc("exists", self.path(p)) is None:
                 try:
-                    await self.cx(self.coord.create, self.path(p), b"", makepath=True)
+                    await self.cc("create", self.path(p), b"", makepath=True)
                 except Exception:
                     pass
         body = json.dumps({"host": self.cfg.host, "port": self.cfg.port}).encode()
         for _ in range(int(self.cfg.session_timeout_ms / 200) + 10):
             try:
-                await self.cx(self.coord.create, self.path(f"/brokers/ids/{self.id}"), body, ephemeral=True)
+                await self.cc("create", self.path(f"/brokers/ids/{self.id}"), body, ephemeral=True)
                 break
             except Exception as e:   # our previous session's node lingers until it expires
                 if e.__class__.__name__ != "NodeExists":
@@ -249,7 +265,7 @@ class Broker:
         if self.controller:
             self.controller.stop()
         try:
-            await self.cx(self.coord.close)
+            await self.cc("close")
         except Exception:
             pass
         self.server.close()
@@ -284,7 +300,7 @@ class Broker:
         live = {}
         for i in ids:
             try:
-                data, _ = await self.cx(self.coord.get, self.path(f"/brokers/ids/{i}"))
+                data, _ = await self.cc("get", self.path(f"/brokers/ids/{i}"))
                 d = json.loads(data)
                 live[int(i)] = (d["host"], d["port"])
             except Exception:
@@ -299,7 +315,7 @@ class Broker:
 
     async def _watch_topic(self, topic: str) -> None:
         try:
-            data, _ = await self.cx(self.coord.get, self.path(f"/brokers/topics/{topic}"))
+            data, _ = await self.cc("get", self.path(f"/brokers/topics/{topic}"))
         except Exception:
             self.topic_assignments.pop(topic, None)
             return
@@ -339,7 +355,7 @@ class Broker:
         if self.controller is not None:
             return
         try:
-            await self.cx(self.coord.create, self.path("/controller"),
+            await self.cc("create", self.path("/controller"),
                           json.dumps({"brokerid": self.id}).encode(), ephemeral=True)
         except Exception:
             return   # someone else won (NodeExists) or the call failed; the watch tells us more
@@ -566,14 +582,14 @@ class Broker:
                 body = json.dumps({"controller_epoch": self.controller_epoch_seen, "leader": self.id,
                                    "leader_epoch": epoch, "isr": sorted(new_isr), "version": 1}).encode()
                 try:
-                    p.zk_version = await self.cx(self.coord.set, path, body, p.zk_version)
+                    p.zk_version = await self.cc("set", path, body, p.zk_version)
                     ok = True
                     break
                 except Exception as e:
                     if e.__class__.__name__ != "BadVersion":
                         log.warning("ISR write for %s-%d failed: %s", p.topic, p.index, e)
                         break
-                    data, ver = await self.cx(self.coord.get, path)
+                    data, ver = await self.cc("get", path)
                     st = json.loads(data)
                     if st.get("leader_epoch") != epoch or st.get("leader") != self.id:
                         break      # the controller moved on; its LeaderAndIsr will tell us
@@ -722,7 +738,7 @@ class Broker:
         if partitions <= 0:
             return codec.INVALID_PARTITIONS
         if rf > len(self.live_brokers):      # the watch may lag registration: ask directly
-            await self._refresh_ids(await self.cx(self.coord.get_children, self.path("/brokers/ids")))
+            await self._refresh_ids(await self.cc("get_children", self.path("/brokers/ids")))
         live = sorted(self.live_brokers)
         if rf <= 0 or rf > len(live):
             return codec.INVALID_REPLICATION_FACTOR
@@ -741,7 +757,7 @@ class Broker:
                                str(configs.get("unclean.leader.election.enable",
                                                self.cfg.unclean_leader_election)).lower() == "true"}}
         try:
-            await self.cx(self.coord.create, self.path(f"/brokers/topics/{name}"),
+            await self.cc("create", self.path(f"/brokers/topics/{name}"),
                           json.dumps(body, sort_keys=True).encode(), makepath=True)
         except Exception as e:
             if e.__class__.__name__ == "NodeExists":

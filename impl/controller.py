@@ -46,6 +46,7 @@ def elect_leader(assigned: list[int], isr: list[int], live: set[int], unclean: b
 class Controller:
     def __init__(self, broker):
         self.b = broker
+        self.coord = broker.coord
         self.epoch = -1
         self.live: set[int] = set()
         self.topics: dict[str, dict] = {}
@@ -57,6 +58,12 @@ class Controller:
         self.registered: set[int] = set()     # latest /brokers/ids, ahead of event processing
         self.latest_topics: list[str] = []
         self.pending: set[str] = set()
+
+    async def _c(self, method: str, *args, **kw):
+        """A coordination call on the session this controller was elected in -- never retried on
+        a newer session: a controller whose session expired must fail, not act (zombie)."""
+        coord = self.coord
+        return await self.b.cx(lambda: getattr(coord, method)(*args, **kw))
 
     def stop(self) -> None:
         self.stopped = True
@@ -83,12 +90,12 @@ class Controller:
         self.task = asyncio.current_task()
         b = self.b
         try:
-            self.epoch = await b.cx(b.coord.increment, b.path("/controller_epoch"))
+            self.epoch = await self._c("increment", b.path("/controller_epoch"))
             b.controller_epoch_seen = max(b.controller_epoch_seen, self.epoch)
             b.event("controller_elected", controller_epoch=self.epoch)
             log.info("broker %d is controller, epoch %d", b.id, self.epoch)
-            b.coord.watch_children(b.path("/brokers/ids"), lambda ids: b.from_thread(self._post, ("ids", ids)))
-            b.coord.watch_children(b.path("/brokers/topics"), lambda ts: b.from_thread(self._post, ("topics", ts)))
+            self.coord.watch_children(b.path("/brokers/ids"), lambda ids: b.from_thread(self._post, ("ids", ids)))
+            self.coord.watch_children(b.path("/brokers/topics"), lambda ts: b.from_thread(self._post, ("topics", ts)))
             first_ids = True
             while not self.stopped:
                 kind = await self.events.get()
@@ -103,7 +110,7 @@ class Controller:
         except Exception:
             log.exception("controller failed; resigning")
             try:
-                await b.cx(b.coord.delete, b.path("/controller"))
+                await self._c("delete", b.path("/controller"))
             except Exception:
                 pass
             b.controller = None
@@ -114,7 +121,7 @@ class Controller:
 
     async def _read_state(self, t: str, p: int):
         try:
-            data, ver = await self.b.cx(self.b.coord.get, self._state_path(t, p))
+            data, ver = await self._c("get", self._state_path(t, p))
             return json.loads(data), ver
         except Exception as e:
             if e.__class__.__name__ == "NoNode":
@@ -123,7 +130,7 @@ class Controller:
 
     async def _load_topic(self, t: str) -> dict | None:
         try:
-            data, _ = await self.b.cx(self.b.coord.get, self.b.path(f"/brokers/topics/{t}"))
+            data, _ = await self._c("get", self.b.path(f"/brokers/topics/{t}"))
         except Exception:
             return None
         a = json.loads(data)
@@ -149,7 +156,7 @@ class Controller:
                     st = {"controller_epoch": self.epoch, "leader": leader, "leader_epoch": 0,
                           "isr": live_replicas, "version": 1}
                     try:
-                        await self.b.cx(self.b.coord.create, self._state_path(t, int(pi)),
+                        await self._c("create", self._state_path(t, int(pi)),
                                         json.dumps(st).encode(), makepath=True)
                         ver = 0
                     except Exception as e:
@@ -168,7 +175,7 @@ class Controller:
         if first:
             # A previous controller may have died between a topic's creation and its partition
             # state nodes: create whatever is missing (the loop below sends the rest).
-            names = await self.b.cx(self.b.coord.get_children, self.b.path("/brokers/topics"))
+            names = await self._c("get_children", self.b.path("/brokers/topics"))
             await self._on_topics(names, send_existing=False)
         changed = []
         for t, a in sorted(self.topics.items()):
@@ -210,7 +217,7 @@ class Controller:
             new = {"controller_epoch": self.epoch, "leader": new_leader,
                    "leader_epoch": st["leader_epoch"] + 1, "isr": new_isr, "version": 1}
             try:
-                ver = await self.b.cx(self.b.coord.set, self._state_path(t, p), json.dumps(new).encode(), ver)
+                ver = await self._c("set", self._state_path(t, p), json.dumps(new).encode(), ver)
                 return (t, p, new, ver)
             except Exception as e:
                 if e.__class__.__name__ != "BadVersion":
@@ -272,7 +279,7 @@ class Controller:
 
     async def _refresh_addr(self, bid: int) -> None:
         try:
-            data, _ = await self.b.cx(self.b.coord.get, self.b.path(f"/brokers/ids/{bid}"))
+            data, _ = await self._c("get", self.b.path(f"/brokers/ids/{bid}"))
             d = json.loads(data)
             self.b.live_brokers[bid] = (d["host"], d["port"])
         except Exception:

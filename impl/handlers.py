@@ -262,7 +262,11 @@ async def create_topics(b, req, version):
             err = 0
         else:
             assignment = {a.partition_index: list(a.broker_ids) for a in (t.assignments or [])} or None
-            err = await b.create_topic(t.name, n, rf, configs, assignment)
+            try:
+                err = await b.create_topic(t.name, n, rf, configs, assignment)
+            except Exception as e:      # coordination unavailable: retriable for the client
+                b_log_error(b, f"CreateTopics {t.name}: {e}")
+                err = codec.REQUEST_TIMED_OUT
             if err == 0 and not await b.wait_for_topic(t.name, req.timeout_ms):
                 err = codec.REQUEST_TIMED_OUT
         out.append({"name": t.name, "error_code": err, "error_message": None,

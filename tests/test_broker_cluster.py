@@ -201,3 +201,21 @@ def test_unclean_election_only_when_the_topic_allows_it(make_cluster):
     assert c.leader_of("clean", 0) is None           # clean: stays offline, no data loss by design
     c.wait_for_leaders("unclean")
     assert consume_all(c, "unclean", 0, idle_ms=1000) == []   # the committed record is gone (by design)
+
+
+def test_cluster_recovers_after_the_coordination_server_stalls(make_cluster):
+    import signal as _signal
+    c = make_cluster(3)                              # embedded: we own the server process
+    c.create_topic("before", partitions=1, replication_factor=3, min_insync=2)
+    c.wait_for_leaders("before", isr_size=3)
+    epoch = c.controller_epoch()
+    c.coord_proc.send_signal(_signal.SIGSTOP)        # every session outlives its timeout
+    time.sleep(4)
+    c.coord_proc.send_signal(_signal.SIGCONT)
+    wait_until(lambda: c.registered() == {0, 1, 2} and c.controller() is not None, what="re-registration")
+    c.create_topic("after", partitions=1, replication_factor=3, min_insync=2)
+    p = producer(c, acks="all", retries=10, retry_backoff_ms=300)
+    for t in ("before", "after"):
+        assert p.send(t, b"x", partition=0).get(20).offset == 0
+    p.close()
+    assert c.controller_epoch() > epoch
