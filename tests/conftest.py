@@ -64,10 +64,12 @@ class EmbeddedCoordServer:
     """One embedded coordination server subprocess. Restartable on the same port and data dir,
     so clients and persistence survive a stop()/start() cycle in tests."""
 
-    def __init__(self, data_dir: str, tick_ms: int = 50, hello_timeout_ms: int = 1000):
+    def __init__(self, data_dir: str, tick_ms: int = 50, hello_timeout_ms: int = 1000,
+                 extra_args: tuple[str, ...] = ()):
         self.data_dir = data_dir
         self.tick_ms = tick_ms
         self.hello_timeout_ms = hello_timeout_ms
+        self.extra_args = tuple(extra_args)  # e.g. ("--compact-after", "5")
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(data_dir, "server.stderr")
@@ -87,7 +89,7 @@ class EmbeddedCoordServer:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "impl.coord.server", "--port", str(self.port),
                  "--data-dir", self.data_dir, "--tick-ms", str(self.tick_ms),
-                 "--hello-timeout-ms", str(self.hello_timeout_ms)],
+                 "--hello-timeout-ms", str(self.hello_timeout_ms), *self.extra_args],
                 stdout=subprocess.PIPE, stderr=err, env=subprocess_env(), cwd=str(ROOT))
         deadline = time.monotonic() + EMBEDDED_START_TIMEOUT_S
         line = b""

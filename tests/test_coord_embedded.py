@@ -114,7 +114,7 @@ def test_state_rejects_protocol_violations_by_closing():
 
 # ---- the journal ------------------------------------------------------------------------------
 
-def test_journal_truncates_a_torn_tail_and_compacts(tmp_path, monkeypatch):
+def test_journal_truncates_a_torn_tail_and_compacts(tmp_path):
     j = journal_mod.Journal(str(tmp_path))
     assert j.recover() == []
     recs = [{"t": "put", "p": f"/n{i}", "d": "", "v": 0} for i in range(5)]
@@ -123,24 +123,23 @@ def test_journal_truncates_a_torn_tail_and_compacts(tmp_path, monkeypatch):
     log = tmp_path / "coord.0.log"
     with open(log, "ab") as f:
         f.write(struct.pack(">II", 100, 0) + b'{"t":"put"')  # a crash mid-append
-    j = journal_mod.Journal(str(tmp_path))
+    j = journal_mod.Journal(str(tmp_path), compact_after=3)
     assert j.recover() == recs
     assert log.stat().st_size == sum(len(journal_mod._frame(r)) for r in recs)
     # compaction: snapshot the tree, continue in generation 1; recovery gives the same tree
-    monkeypatch.setattr(journal_mod, "COMPACT_AFTER_RECORDS", 3)
     assert j.needs_compaction()
-    st = sm.State(100)
+    tree = sm.State(100)
     for r in recs:
-        sm.apply_record(st, r)
-    j.compact(sm.persistent_records(st))
+        sm.apply_record(tree, r)
+    j.compact(sm.persistent_records(tree))
     j.append([{"t": "del", "p": "/n0"}])
     j.close()
     assert sorted(os.listdir(tmp_path)) == ["LOCK", "coord.1.log", "coord.snap"]
     j = journal_mod.Journal(str(tmp_path))
-    st2 = sm.State(100)
+    tree2 = sm.State(100)
     for r in j.recover():
-        sm.apply_record(st2, r)
-    assert sorted(st2.nodes) == ["/", "/n1", "/n2", "/n3", "/n4"]
+        sm.apply_record(tree2, r)
+    assert sorted(tree2.nodes) == ["/", "/n1", "/n2", "/n3", "/n4"]
     with pytest.raises(SystemExit, match="in use"):  # one server per data dir
         journal_mod.Journal(str(tmp_path))
     j.close()
@@ -389,3 +388,24 @@ def test_decide_survives_any_well_framed_message(msgs):
             elif isinstance(e, sm.Persist):
                 journal_mod._frame(e.record)
                 assert e.record["p"].startswith("/")
+
+
+def test_server_compacts_its_log_and_recovers_from_the_snapshot(tmp_path):
+    from tests.conftest import EmbeddedCoordServer
+    server = EmbeddedCoordServer(str(tmp_path / "coord"), extra_args=("--compact-after", "5"))
+    os.makedirs(server.data_dir)
+    server.start()
+    try:
+        with coord.connect(server.url, session_timeout_ms=2000) as c:
+            for i in range(12):  # 1 create + 12 sets + 1 delete: two compactions on the way
+                c.increment("/controller_epoch")
+            c.create("/brokers/topics/t", b"{}")
+            c.delete("/brokers/topics/t")
+        names = sorted(os.listdir(server.data_dir))
+        assert "coord.snap" in names and "coord.0.log" not in names, names
+        server.restart()
+        with coord.connect(server.url, session_timeout_ms=2000) as c:
+            assert c.get("/controller_epoch") == (b"12", 11)
+            assert c.get_children("/brokers/topics") == []
+    finally:
+        server.stop()

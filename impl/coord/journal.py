@@ -57,8 +57,9 @@ def _fsync_dir(path: str) -> None:
 
 
 class Journal:
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, compact_after: int | None = None):
         os.makedirs(data_dir, exist_ok=True)
+        self.compact_after = compact_after or COMPACT_AFTER_RECORDS
         self.dir = data_dir
         self._lock = open(os.path.join(data_dir, "LOCK"), "a")
         try:
@@ -112,7 +113,7 @@ class Journal:
         self._appended += len(records)
 
     def needs_compaction(self) -> bool:
-        return self._appended >= COMPACT_AFTER_RECORDS
+        return self._appended >= self.compact_after
 
     def compact(self, tree_records: list[dict]) -> None:
         """Write a snapshot of the whole persistent tree and switch to an empty log.

@@ -41,10 +41,11 @@ MAX_BATCH = 256
 
 
 class Server:
-    def __init__(self, data_dir: str, tick_ms: int, hello_timeout_ms: int = HELLO_TIMEOUT_MS):
+    def __init__(self, data_dir: str, tick_ms: int, hello_timeout_ms: int = HELLO_TIMEOUT_MS,
+                 compact_after: int | None = None):
         self.tick_ms = tick_ms
         self.hello_timeout_s = hello_timeout_ms / 1000
-        self.journal = Journal(data_dir)
+        self.journal = Journal(data_dir, compact_after)
         self.state = sm.State(min_timeout_ms=2 * tick_ms, secret=os.urandom(16))
         for rec in self.journal.recover():
             sm.apply_record(self.state, rec)
@@ -156,11 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tick-ms", type=int, default=100, help="session-expiry check period")
     p.add_argument("--hello-timeout-ms", type=int, default=HELLO_TIMEOUT_MS,
                    help="close a new connection that has not sent its hello by then")
+    p.add_argument("--compact-after", type=int, default=None,
+                   help="log records before a snapshot (default 10000; small values for tests)")
     args = p.parse_args(argv)
-    if args.tick_ms <= 0 or args.hello_timeout_ms <= 0:
-        p.error("--tick-ms and --hello-timeout-ms must be positive")
+    if args.tick_ms <= 0 or args.hello_timeout_ms <= 0 or (args.compact_after or 1) <= 0:
+        p.error("--tick-ms, --hello-timeout-ms and --compact-after must be positive")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
-    server = Server(args.data_dir, args.tick_ms, args.hello_timeout_ms)
+    server = Server(args.data_dir, args.tick_ms, args.hello_timeout_ms, args.compact_after)
     asyncio.run(server.run(args.port))
     return 0
 
