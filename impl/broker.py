@@ -124,6 +124,7 @@ class Broker:
         self.controller = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._reconnecting = False
+        self._ids_seq = 0
         n = len(list(self.dir.glob("trace-*.jsonl")))
         self.trace = TraceWriter(self.dir / f"trace-{n:03d}.jsonl",
                                  make_header("broker", node=self.id, generation=cfg.generation,
@@ -297,6 +298,9 @@ class Broker:
         asyncio.ensure_future(self._refresh_ids(ids))
 
     async def _refresh_ids(self, ids: list[str]) -> None:
+        # refreshes may overlap; only the newest one may publish its view
+        self._ids_seq += 1
+        seq = self._ids_seq
         live = {}
         for i in ids:
             try:
@@ -305,7 +309,8 @@ class Broker:
                 live[int(i)] = (d["host"], d["port"])
             except Exception:
                 continue
-        self.live_brokers = live
+        if seq == self._ids_seq:
+            self.live_brokers = live
 
     def _on_topics(self, topics: list[str]) -> None:
         for t in topics:
@@ -737,7 +742,9 @@ class Broker:
                 return codec.INVALID_REQUEST
         if partitions <= 0:
             return codec.INVALID_PARTITIONS
-        if rf > len(self.live_brokers):      # the watch may lag registration: ask directly
+        wanted = {r for reps in (assignment or {}).values() for r in reps}
+        if rf > len(self.live_brokers) or not wanted <= set(self.live_brokers):
+            # the watch may lag registration: ask directly
             await self._refresh_ids(await self.cc("get_children", self.path("/brokers/ids")))
         live = sorted(self.live_brokers)
         if rf <= 0 or rf > len(live):
