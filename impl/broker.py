@@ -59,7 +59,7 @@ class BrokerConfig:
     coord_root: str = ""
     session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 3000
-    replica_fetch_wait_ms: int = 200
+    replica_fetch_wait_ms: int = 500            # Kafka: replica.fetch.wait.max.ms
     hw_checkpoint_ms: int = 1000
     auto_create_topics: bool = False
     default_replication_factor: int = 1

@@ -4,7 +4,8 @@
 
 1. throughput, acks=1, one broker, RF=1
 2. throughput, acks=all, three brokers, RF=3, min.insync=2
-3. p50/p99 produce latency (produce call -> delivery callback) at half of (2)'s rate
+3. p50/p99 produce latency (produce call -> delivery callback) at half of (2)'s rate, and at a
+   fixed 20,000 records/s for comparison across runs
 4. fail-over: time from kill -9 of the leader to the first acknowledged acks=all write that was
    sent after the kill (embedded coordinator; session timeout given by --session-timeout-ms)
 """
@@ -140,6 +141,7 @@ def main(argv=None) -> None:
             c.wait_for_leaders("b3", isr_size=3)
             res["acksall_rf3_records_per_s"] = rate = round(throughput(c.bootstrap, "b3", "all", n))
             res["latency_at_half_rate"] = latency(c.bootstrap, "b3", rate / 2, secs)
+            res["latency_at_20000_per_s"] = latency(c.bootstrap, "b3", 20_000, secs)
             c.create_topic("fo", 1, 3, min_insync=2)
             c.wait_for_leaders("fo", isr_size=3)
             res["failover_s"] = round(failover(c, "fo"), 3)
