@@ -42,6 +42,7 @@ log = logging.getLogger("impl.broker")
 MAX_INFLIGHT_PER_CONN = 100       # pipelined requests per connection awaiting their turn
 MAX_FETCH_WAIT_MS = 30_000
 REPLICA_FETCH_MAX_BYTES = 4 << 20
+RELIST_MS = 2000                  # periodic re-listing of brokers/topics (missed watch events)
 
 
 def now_ms() -> float:
@@ -210,13 +211,18 @@ class Broker:
                 except Exception:
                     pass
         body = json.dumps({"host": self.cfg.host, "port": self.cfg.port}).encode()
-        for _ in range(int(self.cfg.session_timeout_ms / 200) + 10):
+        # Our previous session's node lingers until the server expires that session, which can
+        # take a few session timeouts after a server stall. Bounded; never fall through silently.
+        deadline = time.monotonic() + 4 * self.cfg.session_timeout_ms / 1000 + 10
+        while True:
             try:
                 await self.cc("create", self.path(f"/brokers/ids/{self.id}"), body, ephemeral=True)
                 break
-            except Exception as e:   # our previous session's node lingers until it expires
+            except Exception as e:
                 if e.__class__.__name__ != "NodeExists":
                     raise
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"/brokers/ids/{self.id} still held by another session") from None
                 await asyncio.sleep(0.2)
         self.coord.watch_children(self.path("/brokers/ids"), lambda ids: self.from_thread(self._on_ids, ids))
         self.coord.watch_children(self.path("/brokers/topics"), lambda ts: self.from_thread(self._on_topics, ts))
@@ -274,7 +280,7 @@ class Broker:
 
     async def _timers(self) -> None:
         """HW checkpoints, flush-by-time, retention, ISR shrink. Bounded work per tick."""
-        last_ckpt = 0.0
+        last_ckpt = last_list = 0.0
         while True:
             await asyncio.sleep(0.1)
             t = now_ms()
@@ -285,6 +291,11 @@ class Broker:
                     log.error("flush failed for %s-%d: %s", p.topic, p.index, e)
                 if p.role == "leader":
                     self._maybe_shrink_isr(p, t)
+            if t - last_list >= RELIST_MS:
+                # belt and braces for missed watch events: re-list brokers and topics
+                last_list = t
+                self._on_ids_refetch()
+                asyncio.ensure_future(self._relist_topics())
             if t - last_ckpt >= self.cfg.hw_checkpoint_ms:
                 last_ckpt = t
                 for p in list(self.partitions.values()):
@@ -297,6 +308,30 @@ class Broker:
     def _on_ids(self, ids: list[str]) -> None:
         asyncio.ensure_future(self._refresh_ids(ids))
 
+    async def _relist_topics(self) -> None:
+        try:
+            self._on_topics(await self.cc("get_children", self.path("/brokers/topics")))
+            for topic, a in list(self.topic_assignments.items()):
+                for pi in (a or {}).get("partitions", {}):
+                    key = (topic, int(pi))
+                    if key not in self.partition_states:
+                        try:
+                            data, ver = await self.cc("get", self.path(f"/brokers/topics/{topic}/partitions/{pi}/state"))
+                        except Exception:
+                            continue
+                        self._on_state(key, data, ver)
+        except Exception as e:
+            log.info("broker %d: listing topics failed (%s)", self.id, e)
+
+    def _on_ids_refetch(self) -> None:
+        async def go():
+            try:
+                self._on_ids(await self.cc("get_children", self.path("/brokers/ids")))
+            except Exception as e:
+                log.warning("broker %d: listing brokers failed (%s)", self.id, e)
+                self.loop.call_later(0.5, self._on_ids_refetch)
+        asyncio.ensure_future(go())
+
     async def _refresh_ids(self, ids: list[str]) -> None:
         # refreshes may overlap; only the newest one may publish its view
         self._ids_seq += 1
@@ -307,7 +342,11 @@ class Broker:
                 data, _ = await self.cc("get", self.path(f"/brokers/ids/{i}"))
                 d = json.loads(data)
                 live[int(i)] = (d["host"], d["port"])
-            except Exception:
+            except Exception as e:
+                if e.__class__.__name__ != "NoNode":
+                    # transient: ask again shortly, or fetchers would idle on a stale view
+                    log.warning("broker %d: reading /brokers/ids/%s failed (%s); retrying", self.id, i, e)
+                    self.loop.call_later(0.5, self._on_ids_refetch)
                 continue
         if seq == self._ids_seq:
             self.live_brokers = live
@@ -802,6 +841,8 @@ def main(argv=None) -> None:
     ap.add_argument("--generation", default="current", choices=sorted(rules.GENERATIONS))
     ap.add_argument("--config", default="{}", help="JSON object of BrokerConfig overrides")
     a = ap.parse_args(argv)
+    import faulthandler
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # `kill -USR1 pid`: dump stacks to the log
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s broker-{a.id} %(name)s %(levelname)s %(message)s")
     cfg = BrokerConfig(node_id=a.id, port=a.port, data_dir=a.data_dir, coordinator=a.coordinator,
                        coord_root=a.coord_root, generation=a.generation, **json.loads(a.config))

@@ -27,6 +27,7 @@ log = logging.getLogger("impl.controller")
 
 MAX_EVENTS = 2       # one pending "ids" and one pending "topics" marker (see _post)
 SEND_ATTEMPTS = 50
+RECONCILE_S = 2.0
 
 
 def elect_leader(assigned: list[int], isr: list[int], live: set[int], unclean: bool) -> tuple[int, list[int]] | None:
@@ -58,6 +59,7 @@ class Controller:
         self.registered: set[int] = set()     # latest /brokers/ids, ahead of event processing
         self.latest_topics: list[str] = []
         self.pending: set[str] = set()
+        self.initialized = False     # topics loaded and full state sent, once brokers are known
 
     async def _c(self, method: str, *args, **kw):
         """A coordination call on the session this controller was elected in -- never retried on
@@ -96,13 +98,15 @@ class Controller:
             log.info("broker %d is controller, epoch %d", b.id, self.epoch)
             self.coord.watch_children(b.path("/brokers/ids"), lambda ids: b.from_thread(self._post, ("ids", ids)))
             self.coord.watch_children(b.path("/brokers/topics"), lambda ts: b.from_thread(self._post, ("topics", ts)))
-            first_ids = True
+            reconcile = asyncio.ensure_future(self._reconcile())
+            self.sends.add(reconcile)
             while not self.stopped:
                 kind = await self.events.get()
                 self.pending.discard(kind)
+                log.info("controller %d: %s event (brokers %s, topics %s)", b.id, kind,
+                         sorted(self.registered), sorted(self.latest_topics))
                 if kind == "ids":
-                    await self._on_brokers(set(self.registered), first_ids)
-                    first_ids = False
+                    await self._on_brokers(set(self.registered))
                 elif kind == "topics":
                     await self._on_topics(list(self.latest_topics))
         except asyncio.CancelledError:
@@ -114,6 +118,25 @@ class Controller:
             except Exception:
                 pass
             b.controller = None
+
+    async def _reconcile(self) -> None:
+        """Every RECONCILE_S re-list brokers and topics and post an event if the watches missed a
+        change (defensive: a missed watch event must not leave a topic without partition state
+        for ever). Two listings per period."""
+        while not self.stopped:
+            await asyncio.sleep(RECONCILE_S)
+            try:
+                ids = await self._c("get_children", self.b.path("/brokers/ids"))
+                topics = await self._c("get_children", self.b.path("/brokers/topics"))
+            except Exception as e:
+                log.info("controller %d: reconcile listing failed: %s", self.b.id, e)
+                continue
+            if {int(i) for i in ids} != self.registered:
+                log.warning("controller %d: brokers %s differ from the watch's %s; reconciling",
+                            self.b.id, ids, sorted(self.registered))
+                self._post(("ids", ids))
+            if sorted(topics) != sorted(self.latest_topics) or any(t not in self.topics for t in topics):
+                self._post(("topics", topics))
 
     # --- state node I/O -------------------------------------------------------------------------
     def _state_path(self, t: str, p: int) -> str:
@@ -131,7 +154,11 @@ class Controller:
     async def _load_topic(self, t: str) -> dict | None:
         try:
             data, _ = await self._c("get", self.b.path(f"/brokers/topics/{t}"))
-        except Exception:
+        except Exception as e:
+            if e.__class__.__name__ != "NoNode":
+                # transient (connection loss): look at the topic list again shortly
+                log.warning("controller %d: reading topic %s failed (%s); retrying", self.b.id, t, e)
+                self.b.loop.call_later(0.5, self._post, ("topics", list(self.latest_topics) or [t]))
             return None
         a = json.loads(data)
         self.topics[t] = a
@@ -140,7 +167,7 @@ class Controller:
     # --- events ---------------------------------------------------------------------------------
     async def _on_topics(self, names: list[str], send_existing: bool = True) -> None:
         if not self.live:
-            return       # before the first /brokers/ids event; that event handles every topic
+            return       # before brokers are known; the first non-empty /brokers/ids event loads every topic
         for t in names:
             if t in self.topics:
                 continue
@@ -168,10 +195,14 @@ class Controller:
                     changed.append((t, int(pi), st, ver))
             await self._send(changed)
 
-    async def _on_brokers(self, live: set[int], first: bool) -> None:
+    async def _on_brokers(self, live: set[int]) -> None:
         dead = self.live - live
         new = live - self.live
         self.live = live
+        if not live:
+            return      # e.g. right after a coordination stall: wait for registrations
+        first = not self.initialized
+        self.initialized = True
         if first:
             # A previous controller may have died between a topic's creation and its partition
             # state nodes: create whatever is missing (the loop below sends the rest).
