@@ -7,6 +7,7 @@ import time
 import pytest
 from kafka.errors import KafkaError
 
+from impl import rules
 from impl.netclient import SyncConn
 from tests.broker_fixtures import (consume_all, make_cluster, producer, trace_events,  # noqa: F401
                                    wait_until)
@@ -33,7 +34,14 @@ def test_round_trip_acks_1_and_all(make_cluster, coord_url):
         got = consume_all(c, "rt", part)
         assert sorted(got) == sorted(sent[part])
         assert [o for o, _ in got] == list(range(len(got)))
-    # every broker wrote a valid trace with the transitions the conformance check needs
+    # every broker wrote a valid trace (strict reader) with the transitions conformance needs
+    from traces.trace import load
+    for i in range(3):
+        files = c.trace_files(i)
+        assert len(files) == 1
+        tr = load(files[0])
+        assert tr.header["source"] == "broker" and tr.header["node"] == i
+        assert tr.header["fixes"] == sorted(rules.GENERATIONS["current"])
     leaders = {e["partition"] for i in range(3) for e in trace_events(c, i, "became_leader") if e["topic"] == "rt"}
     assert leaders == {0, 1}
     assert any(trace_events(c, i, "hw_advanced") for i in range(3))
