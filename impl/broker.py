@@ -473,7 +473,7 @@ class Broker:
             log.warning("unsupported api %d v%d: closing connection (Kafka cannot parse it either)",
                         u.api_key, u.api_version)
             return None
-        except (codec.FrameError, Exception) as e:
+        except Exception as e:          # FrameError or anything the codec raises on garbage
             log.warning("malformed request: %s; closing connection", e)
             return None
         handler = HANDLERS[key]

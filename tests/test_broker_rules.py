@@ -111,3 +111,24 @@ def test_broker_fences_fetch_and_offsets_for_leader_epoch(make_cluster, generati
             {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 3, "isr": [0], "replicas": [0],
              "zk_version": -1, "min_insync": 1}]})
         assert r["partitions"][0]["error_code"] == 74
+
+
+@pytest.mark.parametrize("generation,visible", [("kip-320", True), ("current", False)])
+def test_hw_under_min_isr_on_real_brokers(make_cluster, generation, visible):
+    """KAFKA-15583: once the ISR shrank below min.insync.replicas, an acks=1 write must not
+    become visible (HW frozen) in `current`; older generations advance the HW over the
+    shrunken ISR."""
+    from tests.broker_fixtures import consume_all, producer, wait_until
+    c = make_cluster(3, generation=generation)
+    ctl = c.controller()
+    leader, *followers = [ctl] + [i for i in range(3) if i != ctl]
+    c.create_topic("mi", assignment={0: [leader] + followers}, min_insync=2)
+    c.wait_for_leaders("mi", isr_size=3)
+    for f in followers:
+        c.kill(f)
+    wait_until(lambda: c.partition_state("mi", 0)["isr"] == [leader], what="ISR shrink")
+    p = producer(c, acks=1)
+    assert p.send("mi", b"lonely", partition=0).get(10).offset == 0
+    p.close()
+    got = consume_all(c, "mi", 0, idle_ms=1500)
+    assert (got == [(0, b"lonely")]) is visible
