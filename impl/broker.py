@@ -751,8 +751,11 @@ class Broker:
                            last_offset=res[1], leader_epoch=last_epoch, role="follower")
         new_hw = rules.follower_high_watermark(r.high_watermark, p.log.leo)
         if new_hw != p.hw:
+            # a follower's HW is not monotonic (a new leader may carry a lower one); a decrease
+            # is traced with the same type and "lowered": true (no separate type in the schema)
+            extra = {"lowered": True} if new_hw < p.hw else {}
             p.hw = new_hw
-            self.event("hw_advanced", topic=p.topic, partition=p.index, hw=new_hw)
+            self.event("hw_advanced", topic=p.topic, partition=p.index, hw=new_hw, role="follower", **extra)
 
     async def _handle_out_of_range(self, p: Partition, conn: AsyncConn) -> None:
         """Pre-KIP-101 behaviour kept in all generations: when our LEO is past the leader's,
