@@ -83,9 +83,10 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
+        from impl.coord.base import CoordError
         try:
             cluster.start()
-        except (ClusterError, ValueError) as e:
+        except (ClusterError, ValueError, CoordError, OSError) as e:
             raise InputError(f"cluster did not start: {e}") from None
         click.echo(f"ready: {cluster.bootstrap}", nl=True)
         while not stop.wait(0.5):

@@ -114,3 +114,11 @@ def test_impl_never_imports_the_model_or_checkers():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=child_env(), cwd=PROJECT_ROOT,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_unreachable_zookeeper_is_a_user_error(tmp_path):
+    base = _free_base(1)
+    r = subprocess.run(_cli("start", "--data-dir", str(tmp_path / "d"), "--base-port", str(base),
+                            "--coordinator", f"zk://127.0.0.1:{_free_base(1)}"),
+                       capture_output=True, env=child_env(), cwd=PROJECT_ROOT, timeout=60)
+    assert r.returncode == 3 and b"cluster did not start" in r.stderr and b"Traceback" not in r.stderr
