@@ -36,6 +36,7 @@ test: system-deps $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m kafkaverify.bench.model
 	$(BIN)/python -m kafkaverify.bench.history
+	$(BIN)/python -m kafkaverify.bench.broker
 
 clean:
 	rm -rf $(VENV)

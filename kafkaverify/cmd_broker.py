@@ -1,6 +1,122 @@
-"""CLI commands of the broker area."""
+"""CLI commands of the broker area: `kafkaverify broker start` runs a real cluster in the
+foreground (Ctrl-C / SIGTERM stop it cleanly)."""
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
 import click
+
+from kafkaverify.exitcodes import InputError
+
+GENERATIONS = ("v0.10", "kip-101", "kip-279", "kip-320", "current")
 
 
 def register(group: click.Group) -> None:
-    pass
+    group.add_command(broker)
+
+
+@click.group()
+def broker() -> None:
+    """Run the compact real broker."""
+
+
+def _check_port_free(port: int) -> None:
+    import socket
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise InputError(f"port {port} on 127.0.0.1 is not free ({e.strerror})") from None
+
+
+@broker.command()
+@click.option("--brokers", type=int, default=1, show_default=True, help="Number of broker processes.")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Directory for logs, traces, state.")
+@click.option("--base-port", type=int, default=9092, show_default=True, help="Broker N listens on base-port + N.")
+@click.option("--generation", default="current", show_default=True,
+              help="Protocol generation: " + ", ".join(GENERATIONS) + ".")
+@click.option("--coordinator", default="embedded", show_default=True,
+              help="'embedded' (starts our coordination server) or zk://HOST:PORT[/chroot].")
+@click.option("--auto-create-topics", is_flag=True, help="Create unknown topics on Metadata requests.")
+@click.option("--replication-factor", type=int, default=None,
+              help="Default replication factor for auto-created topics (default: min(3, brokers)).")
+@click.option("--min-insync", type=int, default=1, show_default=True, help="Default min.insync.replicas.")
+@click.option("--flush-messages", type=int, default=None, help="fsync each log after this many records.")
+@click.option("--flush-ms", type=int, default=None, help="fsync each log when its oldest unflushed write is this old.")
+@click.option("--session-timeout-ms", type=int, default=6000, show_default=True)
+def start(brokers, data_dir, base_port, generation, coordinator, auto_create_topics, replication_factor,
+          min_insync, flush_messages, flush_ms, session_timeout_ms):
+    """Start a cluster and print `ready: <bootstrap list>` once every broker is registered and a
+    controller is elected."""
+    from impl.cluster import Cluster, ClusterError
+    if brokers < 1 or brokers > 64:
+        raise InputError(f"--brokers must be between 1 and 64, got {brokers}")
+    if generation not in GENERATIONS:
+        raise InputError(f"unknown --generation {generation!r} (one of {', '.join(GENERATIONS)})")
+    if not (1 <= base_port and base_port + brokers - 1 <= 65535):
+        raise InputError(f"--base-port {base_port} leaves no room for {brokers} brokers")
+    if coordinator != "embedded" and not coordinator.startswith("zk://"):
+        raise InputError(f"--coordinator must be 'embedded' or zk://HOST:PORT, got {coordinator!r}")
+    rf = replication_factor if replication_factor is not None else min(3, brokers)
+    if not 1 <= rf <= brokers:
+        raise InputError(f"--replication-factor must be between 1 and {brokers}")
+    if not 1 <= min_insync <= rf:
+        raise InputError(f"--min-insync must be between 1 and the replication factor ({rf})")
+    for n in (flush_messages, flush_ms):
+        if n is not None and n <= 0:
+            raise InputError("--flush-messages / --flush-ms must be positive")
+    try:
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create --data-dir {data_dir}: {e.strerror}") from None
+    for i in range(brokers):
+        _check_port_free(base_port + i)
+    log_cfg = {k: v for k, v in (("flush_messages", flush_messages), ("flush_ms", flush_ms)) if v is not None}
+    cfg = {"auto_create_topics": auto_create_topics, "default_replication_factor": rf,
+           "default_min_insync": min_insync, "log": log_cfg}
+    cluster = Cluster(brokers, data_dir, generation=generation, coordinator=coordinator, base_port=base_port,
+                      broker_config=cfg, session_timeout_ms=session_timeout_ms, coord_root="")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        from impl.coord.base import CoordError
+        try:
+            cluster.start()
+        except (ClusterError, ValueError, CoordError, OSError) as e:
+            raise InputError(f"cluster did not start: {e}") from None
+        click.echo(f"ready: {cluster.bootstrap}", nl=True)
+        while not stop.wait(0.5):
+            dead = [i for i, p in cluster.procs.items() if p.poll() is not None]
+            if dead:
+                click.echo(f"broker(s) {dead} exited; see {data_dir}/broker-N.log; stopping", err=True)
+                return 1
+    finally:
+        cluster.stop()
+        click.echo("stopped", err=True)
+    return 0
+
+
+@broker.command("power-loss")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="The cluster's data directory (as given to `broker start`).")
+@click.option("--broker", "broker_id", type=int, default=None, help="Only this broker (default: all).")
+def power_loss_cmd(data_dir, broker_id):
+    """Drop every write a stopped broker had not fsynced (the lose-unflushed-writes fault).
+
+    Run it only on brokers that are dead (kill -9): it truncates each log segment to the length
+    recorded in its partition's flushed.json sidecar."""
+    from impl.storage.log import power_loss
+    root = Path(data_dir)
+    dirs = [root / f"broker-{broker_id}"] if broker_id is not None else sorted(root.glob("broker-*"))
+    dirs = [d for d in dirs if d.is_dir()]
+    if not dirs:
+        raise InputError(f"no broker data directory under {data_dir}"
+                         + (f" for broker {broker_id}" if broker_id is not None else ""))
+    for d in dirs:
+        lost = power_loss(d)
+        click.echo(f"{d.name}: {sum(lost.values())} unflushed bytes dropped in {len(lost)} segment(s)")
+    return 0

@@ -1,0 +1,359 @@
+"""A cluster of real broker processes on loopback, for the CLI, tests and the fault injector.
+
+    c = Cluster(3, "/tmp/kv", generation="current", coordinator="embedded")
+    c.start()                       # coordination server (embedded) + 3 broker processes
+    c.create_topic("t", partitions=1, replication_factor=3, min_insync=2)
+    c.wait_for_leaders("t"); c.leader_of("t", 0); c.bootstrap
+    c.kill(n) / c.stop_broker(n) / c.start_broker(n) / c.pause(n) / c.resume(n) / c.power_loss(n)
+    c.stop()
+
+Each broker N has data dir `<data_dir>/broker-N` (its logs and trace-*.jsonl) and log file
+`<data_dir>/broker-N.log`. Faults are plain methods so a declarative schedule can drive them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from impl import rules
+from impl.netclient import SyncConn
+from impl.storage.log import power_loss as _truncate_unflushed
+
+PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class ClusterError(Exception):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Cluster:
+    def __init__(self, n: int, data_dir: str | Path, generation: str = "current",
+                 coordinator: str = "embedded", base_port: int | None = None,
+                 broker_config: dict | None = None, session_timeout_ms: int = 3000,
+                 broker_configs: dict[int, dict] | None = None, coord_root: str | None = None):
+        """coord_root: prefix of every coordination path. None = a fresh random namespace on
+        ZooKeeper (tests: runs never see each other; deleted at stop) and "" on the embedded
+        server; the CLI passes "" so a restarted cluster finds its topics again."""
+        if n < 1:
+            raise ValueError("a cluster needs at least one broker")
+        rules.fixes_for(generation)          # validates
+        self.n = n
+        self.data_dir = Path(data_dir)
+        self.generation = generation
+        self.coordinator = coordinator
+        self.ports = [base_port + i if base_port else free_port() for i in range(n)]
+        self.broker_config = dict(broker_config or {})
+        self.broker_config.setdefault("session_timeout_ms", session_timeout_ms)
+        self.broker_configs = {int(k): dict(v) for k, v in (broker_configs or {}).items()}
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.coord_proc: subprocess.Popen | None = None
+        self.coord_url = ""
+        self._want_root = coord_root
+        self.coord_root = coord_root or ""
+        self._own_root = False
+        self._coord = None
+
+    # --- coordination ---------------------------------------------------------------------------
+    def _start_coordination(self) -> None:
+        if self.coordinator == "embedded":
+            d = self.data_dir / "coord"
+            d.mkdir(parents=True, exist_ok=True)
+            log = open(self.data_dir / "coord.log", "ab")
+            self.coord_proc = subprocess.Popen(
+                [sys.executable, "-m", "impl.coord.server", "--port", "0", "--data-dir", str(d)],
+                stdout=subprocess.PIPE, stderr=log, env=child_env(), cwd=PROJECT_ROOT)
+            line = self._read_line(self.coord_proc, "coord ready:", 20)
+            self.coord_url = "embedded://" + line.split("coord ready:", 1)[1].strip()
+        elif self.coordinator.startswith(("zk://", "embedded://")):
+            self.coord_url = self.coordinator
+            if self.coordinator.startswith("zk://") and self._want_root is None:
+                # a fresh namespace per cluster so runs never see each other's nodes
+                self.coord_root = f"/kafkaverify-{uuid.uuid4().hex[:12]}"
+                self._own_root = True
+        else:
+            raise ValueError(f"coordinator must be 'embedded', embedded://HOST:PORT or zk://HOST:PORT, "
+                             f"got {self.coordinator!r}")
+        from impl.coord import connect
+        self._coord = connect(self.coord_url, session_timeout_ms=10000)
+
+    @staticmethod
+    def _read_line(proc: subprocess.Popen, prefix: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        buf = b""
+        while time.monotonic() < deadline:
+            chunk = proc.stdout.read()
+            if chunk:
+                buf += chunk
+                for line in buf.decode(errors="replace").splitlines():
+                    if line.startswith(prefix):
+                        return line
+            if proc.poll() is not None:
+                raise ClusterError(f"process exited with code {proc.returncode} before '{prefix}'")
+            time.sleep(0.02)
+        raise ClusterError(f"no '{prefix}' line within {timeout_s}s")
+
+    def path(self, p: str) -> str:
+        return self.coord_root + p
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def start(self, timeout_s: float = 30) -> "Cluster":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._start_coordination()
+        for i in range(self.n):
+            self.start_broker(i, wait=False)
+        self.wait_ready(timeout_s)
+        return self
+
+    def broker_dir(self, i: int) -> Path:
+        return self.data_dir / f"broker-{i}"
+
+    def start_broker(self, i: int, wait: bool = True, timeout_s: float = 30) -> None:
+        if i in self.procs and self.procs[i].poll() is None:
+            raise ClusterError(f"broker {i} is already running")
+        log = open(self.data_dir / f"broker-{i}.log", "ab")
+        self.procs[i] = subprocess.Popen(
+            [sys.executable, "-m", "impl.broker", "--id", str(i), "--port", str(self.ports[i]),
+             "--data-dir", str(self.broker_dir(i)), "--coordinator", self.coord_url,
+             "--coord-root", self.coord_root, "--generation", self.generation,
+             "--config", json.dumps({**self.broker_config, **self.broker_configs.get(i, {})})],
+            stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=PROJECT_ROOT)
+        if wait:
+            self.wait_registered(i, timeout_s)
+
+    def registered(self) -> set[int]:
+        try:
+            return {int(x) for x in self._coord.get_children(self.path("/brokers/ids"))}
+        except Exception:
+            return set()
+
+    def controller(self) -> int | None:
+        try:
+            data, _ = self._coord.get(self.path("/controller"))
+            return json.loads(data)["brokerid"]
+        except Exception:
+            return None
+
+    def controller_epoch(self) -> int:
+        try:
+            return int(self._coord.get(self.path("/controller_epoch"))[0])
+        except Exception:
+            return 0
+
+    def _check_alive(self) -> None:
+        for i, p in self.procs.items():
+            if p.poll() is not None and getattr(p, "_expected_dead", False) is False:
+                tail = (self.data_dir / f"broker-{i}.log").read_text(errors="replace")[-2000:]
+                raise ClusterError(f"broker {i} exited with code {p.returncode}:\n{tail}")
+
+    def wait_registered(self, i: int, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if i in self.registered():
+                return
+            time.sleep(0.05)
+        raise ClusterError(f"broker {i} did not register within {timeout_s}s")
+
+    def wait_ready(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        want = {i for i, p in self.procs.items() if p.poll() is None}
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if want <= self.registered() and self.controller() is not None:
+                return
+            time.sleep(0.05)
+        raise ClusterError(f"cluster not ready within {timeout_s}s (registered {sorted(self.registered())})")
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def address(self, i: int) -> tuple[str, int]:
+        return ("127.0.0.1", self.ports[i])
+
+    def alive(self) -> list[int]:
+        return sorted(i for i, p in self.procs.items() if p.poll() is None)
+
+    def stop_broker(self, i: int, timeout_s: float = 15) -> None:
+        p = self.procs.get(i)
+        if p is None or p.poll() is not None:
+            return
+        p._expected_dead = True
+        p.send_signal(signal.SIGCONT)
+        p.terminate()
+        try:
+            p.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    def kill(self, i: int) -> None:
+        """kill -9: no flush, no checkpoint, the session node lingers until it expires."""
+        p = self.procs.get(i)
+        if p is None or p.poll() is not None:
+            return
+        p._expected_dead = True
+        p.kill()
+        p.wait()
+
+    def pause(self, i: int) -> None:
+        self.procs[i].send_signal(signal.SIGSTOP)
+
+    def resume(self, i: int) -> None:
+        self.procs[i].send_signal(signal.SIGCONT)
+
+    def power_loss(self, i: int) -> dict[str, int]:
+        """kill -9, then drop every write the broker had not fsynced (see impl.storage.log)."""
+        self.kill(i)
+        return _truncate_unflushed(self.broker_dir(i))
+
+    def pause_replication(self, i: int) -> None:
+        """Test-only hook: broker i's replica fetchers stop while the file exists."""
+        self.broker_dir(i).mkdir(parents=True, exist_ok=True)
+        (self.broker_dir(i) / "PAUSE_REPLICATION").touch()
+
+    def resume_replication(self, i: int) -> None:
+        try:
+            (self.broker_dir(i) / "PAUSE_REPLICATION").unlink()
+        except FileNotFoundError:
+            pass
+
+    def stop(self) -> None:
+        # SIGTERM everyone first: stopping one by one would hand the controller around
+        for p in self.procs.values():
+            if p.poll() is None:
+                p._expected_dead = True
+                p.send_signal(signal.SIGCONT)
+                p.terminate()
+        for i in list(self.procs):
+            self.stop_broker(i)
+        if self._coord is not None:
+            try:
+                if self._own_root:
+                    self._delete_tree(self.coord_root)
+                self._coord.close()
+            except Exception:
+                pass
+            self._coord = None
+        if self.coord_proc is not None and self.coord_proc.poll() is None:
+            self.coord_proc.terminate()
+            try:
+                self.coord_proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.coord_proc.kill()
+                self.coord_proc.wait()
+
+    def _delete_tree(self, path: str, depth: int = 0) -> None:
+        if depth > 10:
+            return
+        try:
+            for c in self._coord.get_children(path):
+                self._delete_tree(f"{path}/{c}", depth + 1)
+            self._coord.delete(path)
+        except Exception:
+            pass
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- admin ----------------------------------------------------------------------------------
+    def _any_conn(self) -> SyncConn:
+        last = None
+        for i in self.alive():
+            try:
+                return SyncConn(*self.address(i))
+            except OSError as e:
+                last = e
+        raise ClusterError(f"no broker reachable ({last})")
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     min_insync: int = 1, unclean: bool = False, timeout_s: float = 20,
+                     assignment: dict[int, list[int]] | None = None) -> None:
+        """Creates a topic; `assignment` ({partition: [replica, ...]}, preferred leader first)
+        overrides partitions / replication_factor."""
+        assigned = [{"partition_index": p, "broker_ids": list(r)} for p, r in sorted((assignment or {}).items())]
+        if assignment:
+            partitions, replication_factor = -1, -1
+        with self._any_conn() as c:
+            r = c.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
+                                              "replication_factor": replication_factor, "assignments": assigned,
+                                              "configs": [{"name": "min.insync.replicas", "value": str(min_insync)},
+                                                          {"name": "unclean.leader.election.enable",
+                                                           "value": str(unclean).lower()}]}],
+                                  "timeout_ms": int(timeout_s * 1000), "validate_only": False})
+        err = r.topics[0].error_code
+        if err:
+            raise ClusterError(f"CreateTopics {name!r} failed with error {err}")
+        self.wait_for_leaders(name, timeout_s=timeout_s)
+
+    def partition_state(self, topic: str, partition: int) -> dict | None:
+        try:
+            data, ver = self._coord.get(self.path(f"/brokers/topics/{topic}/partitions/{partition}/state"))
+        except Exception:
+            return None
+        st = json.loads(data)
+        st["zk_version"] = ver
+        return st
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        st = self.partition_state(topic, partition)
+        if st is None or st["leader"] < 0:
+            return None
+        return st["leader"]
+
+    def wait_for_leaders(self, topic: str, timeout_s: float = 20, isr_size: int | None = None) -> dict[int, int]:
+        """Waits until every partition has a live leader that serves it (a ListOffsets answered
+        without error) and, if given, an ISR of `isr_size`. Returns {partition: leader}."""
+        deadline = time.monotonic() + timeout_s
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                a = json.loads(self._coord.get(self.path(f"/brokers/topics/{topic}"))[0])
+                out = {}
+                for pi in sorted(a["partitions"], key=int):
+                    st = self.partition_state(topic, int(pi))
+                    if not st or st["leader"] not in self.alive():
+                        raise ClusterError(f"partition {pi}: no live leader ({st})")
+                    if isr_size is not None and len(st["isr"]) != isr_size:
+                        raise ClusterError(f"partition {pi}: ISR {st['isr']}")
+                    with SyncConn(*self.address(st["leader"])) as c:
+                        r = c.request(2, 4, {"replica_id": -1, "isolation_level": 0, "topics": [
+                            {"name": topic, "partitions": [{"partition_index": int(pi), "current_leader_epoch": -1,
+                                                             "timestamp": -1}]}]})
+                    err = r.topics[0].partitions[0].error_code
+                    if err:
+                        raise ClusterError(f"partition {pi}: leader {st['leader']} answers error {err}")
+                    out[int(pi)] = st["leader"]
+                return out
+            except Exception as e:
+                last = e
+                time.sleep(0.05)
+        raise ClusterError(f"topic {topic!r}: leaders not ready within {timeout_s}s: {last}")
+
+    def trace_files(self, i: int) -> list[Path]:
+        return sorted(self.broker_dir(i).glob("trace-*.jsonl"))

@@ -1,0 +1,114 @@
+"""Small Kafka-protocol clients the broker side needs: an asyncio connection (replica fetchers,
+controller) and a blocking one (cluster API, tests). One request in flight per connection."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+from impl.protocol import codec
+
+
+def _encode_request(api_key: int, version: int, corr: int, data: dict, client_id: str) -> bytes:
+    cls = codec.APIS[api_key][0][version]
+    req = codec.build(cls, data, version)
+    req.with_header(correlation_id=corr, client_id=client_id)
+    return req.encode(header=True, framed=True)
+
+
+def _decode_response(api_key: int, version: int, frame: bytes):
+    return codec.APIS[api_key][1][version].decode(frame, header=True)
+
+
+class AsyncConn:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 10.0):
+        self.host, self.port, self.client_id, self.timeout_s = host, port, client_id, timeout_s
+        self._r: asyncio.StreamReader | None = None
+        self._w: asyncio.StreamWriter | None = None
+        self._corr = 0
+        self._lock = asyncio.Lock()
+
+    async def _ensure(self) -> None:
+        if self._w is None:
+            self._r, self._w = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.timeout_s)
+
+    async def _roundtrip(self, payload: bytes) -> bytes:
+        await self._ensure()
+        assert self._r and self._w
+        self._w.write(payload)
+        await self._w.drain()
+        size = struct.unpack(">i", await asyncio.wait_for(self._r.readexactly(4), self.timeout_s))[0]
+        return await asyncio.wait_for(self._r.readexactly(size), self.timeout_s)
+
+    async def request(self, api_key: int, version: int, data: dict):
+        async with self._lock:
+            self._corr += 1
+            try:
+                frame = await self._roundtrip(_encode_request(api_key, version, self._corr, data, self.client_id))
+            except BaseException:
+                self.close()
+                raise
+            return _decode_response(api_key, version, frame)
+
+    async def control(self, body: dict) -> dict:
+        async with self._lock:
+            self._corr += 1
+            try:
+                frame = await self._roundtrip(codec.encode_control_request(self._corr, body, self.client_id))
+            except BaseException:
+                self.close()
+                raise
+            return codec.decode_control_response(frame)[1]
+
+    def close(self) -> None:
+        if self._w is not None:
+            try:
+                self._w.close()
+            except Exception:
+                pass
+        self._r = self._w = None
+
+
+class SyncConn:
+    def __init__(self, host: str, port: int, client_id: str = "kafkaverify", timeout_s: float = 15.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self._corr = 0
+        self.client_id = client_id
+
+    def _read_frame(self) -> bytes:
+        def exact(n: int) -> bytes:
+            buf = b""
+            while len(buf) < n:
+                chunk = self.sock.recv(n - len(buf))
+                if not chunk:
+                    raise ConnectionError("connection closed by broker")
+                buf += chunk
+            return buf
+        (size,) = struct.unpack(">i", exact(4))
+        return exact(size)
+
+    def request(self, api_key: int, version: int, data: dict):
+        self._corr += 1
+        self.sock.sendall(_encode_request(api_key, version, self._corr, data, self.client_id))
+        return _decode_response(api_key, version, self._read_frame())
+
+    def control(self, body: dict) -> dict:
+        self._corr += 1
+        self.sock.sendall(codec.encode_control_request(self._corr, body, self.client_id))
+        return codec.decode_control_response(self._read_frame())[1]
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        return self._read_frame()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "SyncConn":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,122 @@
+"""Every replication rule of the broker, in one place, each switchable by a named fix.
+
+A protocol generation is a set of fix names (cumulative). impl/ keeps its own copy of this table:
+it must not import spec/ (the model is an independent oracle). The functions here are pure: the
+broker's asyncio shell gathers their inputs and performs what they decide.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+ALL_FIXES = ("controller-epoch-fencing", "epoch-truncation", "epoch-end-offset",
+             "truncate-on-epoch-change", "fetch-epoch-fencing", "isr-expand-epoch-start",
+             "maximal-isr", "min-isr-hw")
+
+_V010 = frozenset({"controller-epoch-fencing"})
+_K101 = _V010 | {"epoch-truncation"}
+_K279 = _K101 | {"epoch-end-offset"}
+_K320 = _K279 | {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
+_CURRENT = _K320 | {"maximal-isr", "min-isr-hw"}
+
+GENERATIONS: dict[str, frozenset[str]] = {
+    "v0.10": _V010, "kip-101": _K101, "kip-279": _K279, "kip-320": _K320, "current": _CURRENT,
+}
+
+
+def fixes_for(generation: str) -> frozenset[str]:
+    try:
+        return GENERATIONS[generation]
+    except KeyError:
+        raise ValueError(f"unknown generation {generation!r} (one of {', '.join(GENERATIONS)})") from None
+
+
+def high_watermark(old_hw: int, leader_leo: int, replica_leos: Mapping[int, int], leader_id: int,
+                   isr: Iterable[int], maximal_isr: Iterable[int], min_insync: int,
+                   fixes: frozenset[str]) -> int:
+    """Leader HW = min LEO over the ISR (never moving backwards on the leader).
+
+    maximal-isr (KIP-497): use the ISR plus additions and minus nothing the controller has not yet
+    confirmed, so an in-flight shrink cannot let the HW pass a replica still counted by the
+    controller. min-isr-hw (KAFKA-15583): no advance while |ISR| < min.insync.replicas."""
+    members = set(maximal_isr) if "maximal-isr" in fixes else set(isr)
+    if "min-isr-hw" in fixes and len(set(isr)) < min_insync:
+        return old_hw
+    leos = [leader_leo] + [replica_leos.get(r, 0) for r in sorted(members) if r != leader_id]
+    return max(old_hw, min(leos))
+
+
+def follower_high_watermark(leader_hw: int, follower_leo: int) -> int:
+    """Follower HW = min(leader HW from the fetch response, own LEO); not monotonic (replication.md)."""
+    return min(leader_hw, follower_leo)
+
+
+def may_join_isr(follower_leo: int, leader_hw: int, epoch_start_offset: int, fixes: frozenset[str]) -> bool:
+    """ISR expansion: the follower caught up to the HW; with isr-expand-epoch-start (KAFKA-7128)
+    also to the start offset of the leader's current epoch."""
+    if follower_leo < leader_hw:
+        return False
+    if "isr-expand-epoch-start" in fixes and follower_leo < epoch_start_offset:
+        return False
+    return True
+
+
+def out_of_sync(now_ms: float, last_caught_up_ms: Mapping[int, float], isr: Iterable[int],
+                leader_id: int, lag_max_ms: int) -> set[int]:
+    """ISR shrink candidates: followers not caught up within replica.lag.time.max.ms."""
+    return {r for r in isr if r != leader_id and now_ms - last_caught_up_ms.get(r, 0) > lag_max_ms}
+
+
+def needs_truncation(old_leader: int | None, new_leader: int, old_epoch: int, new_epoch: int,
+                     fixes: frozenset[str]) -> bool:
+    """On LeaderAndIsr as follower: truncate when the leader changed; with
+    truncate-on-epoch-change (KAFKA-7164) on every epoch change too."""
+    if old_leader != new_leader:
+        return True
+    return "truncate-on-epoch-change" in fixes and new_epoch != old_epoch
+
+
+def truncation_offset_by_hw(local_hw: int, local_leo: int) -> int:
+    """Pre-KIP-101 rule: a follower truncates to its local (checkpointed) HW. This is the rule
+    that loses acknowledged records (KIP-101 S1) and lets replicas diverge (S2)."""
+    return min(local_hw, local_leo)
+
+
+def truncation_step_by_epoch(local_leo: int, requested_epoch: int, leader_epoch: int,
+                             leader_end_offset: int, local_end_for_leader_epoch: tuple[int, int],
+                             local_hw: int, fixes: frozenset[str]) -> tuple[int, bool]:
+    """One round of OffsetsForLeaderEpoch truncation (KIP-101; KIP-279 with epoch-end-offset).
+    Returns (truncate-to offset, done). Not done = truncated to the end of a smaller local epoch,
+    ask again with the new latest epoch (KIP-279)."""
+    if leader_epoch < 0 or leader_end_offset < 0:
+        return truncation_offset_by_hw(local_hw, local_leo), True   # leader knows no such epoch
+    if "epoch-end-offset" not in fixes or leader_epoch == requested_epoch:
+        return min(leader_end_offset, local_leo), True
+    local_epoch, local_end = local_end_for_leader_epoch
+    if local_epoch == leader_epoch:
+        return min(leader_end_offset, local_end, local_leo), True
+    return min(local_end if local_end >= 0 else 0, local_leo), False
+
+
+def check_fetch_epoch(request_epoch: int, leader_epoch: int, fixes: frozenset[str]) -> int:
+    """KIP-320 fencing of Fetch / OffsetsForLeaderEpoch: 0 ok, 74 FENCED_LEADER_EPOCH (stale),
+    75 UNKNOWN_LEADER_EPOCH (newer than ours). -1 in the request means "no epoch": not checked."""
+    if "fetch-epoch-fencing" not in fixes or request_epoch < 0:
+        return 0
+    if request_epoch < leader_epoch:
+        return 74
+    if request_epoch > leader_epoch:
+        return 75
+    return 0
+
+
+def check_controller_epoch(request_epoch: int, newest_seen: int, fixes: frozenset[str]) -> bool:
+    """Brokers reject control requests below the newest controller epoch seen
+    (STALE_CONTROLLER_EPOCH; Kafka's KafkaController / KAFKA-1120 era zombie-controller fencing)."""
+    if "controller-epoch-fencing" not in fixes:
+        return True
+    return request_epoch >= newest_seen
+
+
+def accept_partition_state(current_epoch: int, new_epoch: int) -> bool:
+    """A LeaderAndIsr entry applies only with a leader epoch above the current one."""
+    return new_epoch > current_epoch

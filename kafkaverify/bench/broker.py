@@ -1,0 +1,157 @@
+"""Broker benchmarks with a real confluent-kafka producer (100-byte records, idempotence off).
+
+    python -m kafkaverify.bench.broker [--records N] [--quick] [--json]
+
+1. throughput, acks=1, one broker, RF=1
+2. throughput, acks=all, three brokers, RF=3, min.insync=2
+3. p50/p99 produce latency (produce call -> delivery callback) at half of (2)'s rate, and at a
+   fixed 20,000 records/s for comparison across runs
+4. fail-over: time from kill -9 of the leader to the first acknowledged acks=all write that was
+   sent after the kill (embedded coordinator; session timeout given by --session-timeout-ms)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import threading
+import time
+
+from impl.cluster import Cluster
+
+VALUE = b"x" * 100
+
+
+def _producer(bootstrap: str, acks: str, **extra):
+    import confluent_kafka
+    conf = {"bootstrap.servers": bootstrap, "enable.idempotence": False, "acks": acks,
+            "linger.ms": 5, "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000,
+            "queue.buffering.max.kbytes": 1048576}
+    conf.update(extra)
+    return confluent_kafka.Producer(conf)
+
+
+def throughput(bootstrap: str, topic: str, acks: str, n: int) -> float:
+    p = _producer(bootstrap, acks)
+    errors = []
+    def cb(err, _m):
+        if err is not None:
+            errors.append(err)
+    # warm-up: metadata, connections
+    p.produce(topic, VALUE, partition=0, on_delivery=cb)
+    p.flush(30)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, VALUE, partition=0, on_delivery=cb)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    left = p.flush(120)
+    dt = time.perf_counter() - t0
+    if errors or left:
+        raise RuntimeError(f"{len(errors)} delivery errors ({errors[:3]}), {left} undelivered")
+    return n / dt
+
+
+def latency(bootstrap: str, topic: str, rate: float, seconds: float) -> dict:
+    p = _producer(bootstrap, "all", **{"linger.ms": 2})
+    lat: list[float] = []
+    errors = []
+    def make_cb(t_sent):
+        def cb(err, _m):
+            if err is not None:
+                errors.append(err)
+            else:
+                lat.append(time.perf_counter() - t_sent)
+        return cb
+    p.produce(topic, VALUE, partition=0)
+    p.flush(30)
+    n = int(rate * seconds)
+    t0 = time.perf_counter()
+    for i in range(n):
+        target = t0 + i / rate
+        while True:
+            now = time.perf_counter()
+            if now >= target:
+                break
+            p.poll(min(target - now, 0.001))
+        p.produce(topic, VALUE, partition=0, on_delivery=make_cb(time.perf_counter()))
+        p.poll(0)
+    p.flush(60)
+    achieved = n / (time.perf_counter() - t0)
+    lat.sort()
+    if not lat:
+        raise RuntimeError(f"no delivery succeeded: {errors[:3]}")
+    q = lambda f: lat[min(len(lat) - 1, int(f * len(lat)))] * 1000
+    return {"target_rate": round(rate), "achieved_rate": round(achieved), "records": len(lat),
+            "errors": len(errors), "p50_ms": round(q(0.50), 2), "p99_ms": round(q(0.99), 2),
+            "max_ms": round(lat[-1] * 1000, 2)}
+
+
+def failover(c: Cluster, topic: str) -> float:
+    p = _producer(c.bootstrap, "all", **{"linger.ms": 0, "message.timeout.ms": 30000,
+                                         "retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
+                                         "topic.metadata.refresh.interval.ms": 100})
+    acked_after: list[float] = []
+    kill_at = [0.0]
+    def cb(t_sent):
+        def f(err, _m):
+            if err is None and t_sent >= kill_at[0] > 0:
+                acked_after.append(time.perf_counter())
+        return f
+    for _ in range(100):
+        p.produce(topic, VALUE, partition=0, on_delivery=cb(time.perf_counter()))
+    p.flush(30)
+    leader = c.leader_of(topic, 0)
+    kill_at[0] = time.perf_counter()
+    c.kill(leader)
+    deadline = time.perf_counter() + 30
+    while not acked_after and time.perf_counter() < deadline:
+        p.produce(topic, VALUE, partition=0, on_delivery=cb(time.perf_counter()))
+        p.poll(0.01)
+    p.flush(30)
+    if not acked_after:
+        raise RuntimeError("no acks=all write succeeded within 30 s of the leader kill")
+    return min(acked_after) - kill_at[0]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.broker")
+    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--latency-seconds", type=float, default=10)
+    ap.add_argument("--session-timeout-ms", type=int, default=2000)
+    ap.add_argument("--quick", action="store_true", help="small runs (smoke test)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    n = 20_000 if a.quick else a.records
+    secs = 2 if a.quick else a.latency_seconds
+    res: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+                 "records": n, "record_bytes": len(VALUE)}
+    with tempfile.TemporaryDirectory(prefix="kv-bench-") as d:
+        with Cluster(1, f"{d}/one", coordinator="embedded", session_timeout_ms=a.session_timeout_ms) as c:
+            c.create_topic("b1", 1, 1)
+            res["acks1_rf1_records_per_s"] = round(throughput(c.bootstrap, "b1", "1", n))
+        with Cluster(3, f"{d}/three", coordinator="embedded", session_timeout_ms=a.session_timeout_ms) as c:
+            c.create_topic("b3", 1, 3, min_insync=2)
+            c.wait_for_leaders("b3", isr_size=3)
+            res["acksall_rf3_records_per_s"] = rate = round(throughput(c.bootstrap, "b3", "all", n))
+            res["latency_at_half_rate"] = latency(c.bootstrap, "b3", rate / 2, secs)
+            res["latency_at_20000_per_s"] = latency(c.bootstrap, "b3", 20_000, secs)
+            c.create_topic("fo", 1, 3, min_insync=2)
+            c.wait_for_leaders("fo", isr_size=3)
+            res["failover_s"] = round(failover(c, "fo"), 3)
+            res["session_timeout_ms"] = a.session_timeout_ms
+    if a.json:
+        print(json.dumps(res, indent=2, sort_keys=True))
+    else:
+        for k, v in res.items():
+            print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Fixtures and helpers for broker tests: real broker processes via impl.cluster.Cluster.
+
+    make_cluster(n, coordinator=url_or_"embedded", generation=..., **kw) -> started Cluster,
+        stopped at teardown; on failure the tail of every broker log is printed.
+
+Import with `from tests.broker_fixtures import *  # noqa` in a test module (conftest.py belongs
+to the coordination layer). Clients: kafka-python, idempotence off, assigned partitions only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from impl.cluster import Cluster
+
+SESSION_TIMEOUT_MS = 2500
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip when a prerequisite is missing -- or fail under KAFKAVERIFY_REQUIRE_ALL=1 (CI)."""
+    if condition:
+        return
+    if os.environ.get("KAFKAVERIFY_REQUIRE_ALL") == "1":
+        pytest.fail(f"{reason} (KAFKAVERIFY_REQUIRE_ALL=1 forbids skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def make_cluster(tmp_path, request):
+    clusters: list[Cluster] = []
+
+    def make(n: int, coordinator: str = "embedded", generation: str = "current", **kw) -> Cluster:
+        kw.setdefault("session_timeout_ms", SESSION_TIMEOUT_MS)
+        c = Cluster(n, tmp_path / f"cluster{len(clusters)}", generation=generation,
+                    coordinator=coordinator, **kw)
+        clusters.append(c)
+        c.start()
+        return c
+
+    yield make
+    for c in clusters:
+        c.stop()
+        # pytest shows captured teardown output only for failing tests
+        for i in range(c.n):
+            p = c.data_dir / f"broker-{i}.log"
+            if p.exists():
+                print(f"--- broker-{i}.log (tail) ---\n" + p.read_text(errors="replace")[-3000:])
+
+
+def producer(cluster: Cluster, acks="all", **kw):
+    from kafka import KafkaProducer
+    return KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=False, acks=acks,
+                         request_timeout_ms=kw.pop("request_timeout_ms", 10000),
+                         retries=kw.pop("retries", 0), max_in_flight_requests_per_connection=1,
+                         linger_ms=kw.pop("linger_ms", 0), **kw)
+
+
+def consume_all(cluster: Cluster, topic: str, partition: int = 0, idle_ms: int = 2000,
+                timeout_s: float = 20) -> list[tuple[int, bytes]]:
+    """(offset, value) of every committed record in the partition, via an assigned consumer."""
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, group_id=None,
+                      consumer_timeout_ms=idle_ms, request_timeout_ms=15000)
+    try:
+        tp = TopicPartition(topic, partition)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        out, deadline = [], time.monotonic() + timeout_s
+        for m in c:
+            out.append((m.offset, m.value))
+            if time.monotonic() > deadline:
+                break
+        return out
+    finally:
+        c.close()
+
+
+def trace_events(cluster: Cluster, i: int, etype: str | None = None) -> list[dict]:
+    """Every broker event of broker i (all incarnations), validated by traces.trace.load."""
+    from traces.trace import load
+    out = []
+    for f in cluster.trace_files(i):
+        try:
+            recs = load(f).records
+        except Exception:
+            # a kill -9 may leave a torn last line: read what is complete
+            recs = [json.loads(line) for line in f.read_text().splitlines()[1:] if line.endswith("}")]
+        out += [r for r in recs if r.get("kind") == "event" and (etype is None or r["type"] == etype)]
+    return out
+
+
+def wait_until(pred, timeout_s: float = 20, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")

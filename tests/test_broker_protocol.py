@@ -1,0 +1,270 @@
+"""Wire protocol: codec round trips for every advertised (api, version), and a live broker's
+answers to good, bad and hostile requests, with kafka-python, confluent-kafka and aiokafka."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from impl.cluster import Cluster
+from impl.netclient import SyncConn
+from impl.protocol import codec
+from tests.broker_fixtures import consume_all, producer, require
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def batch(values, ts=None) -> bytes:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, v in enumerate(values):
+        b.append(i, timestamp=(ts or int(time.time() * 1000)) + i, key=None, value=v, headers=[])
+    return bytes(b.build())
+
+
+# --- codec round trips --------------------------------------------------------------------------
+
+SAMPLE_REQUESTS = {
+    0: {"acks": -1, "timeout_ms": 1000, "transactional_id": None,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"xyz"}]}]},
+    1: {"replica_id": 2, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1000, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": 3, "fetch_offset": 7,
+                                                  "last_fetched_epoch": -1, "log_start_offset": 0,
+                                                  "partition_max_bytes": 100}]}], "forgotten_topics_data": []},
+    2: {"replica_id": -1, "isolation_level": 0,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]},
+    3: {"topics": [{"name": "t"}], "allow_auto_topic_creation": False},
+    18: {"client_software_name": "x", "client_software_version": "1"},
+    19: {"topics": [{"name": "t", "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                     "configs": [{"name": "min.insync.replicas", "value": "1"}]}], "timeout_ms": 1000,
+         "validate_only": False},
+    23: {"replica_id": 1, "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": 4,
+                                                                     "leader_epoch": 3}]}]},
+}
+
+SAMPLE_RESPONSES = {
+    0: {"responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 42}]}]},
+    1: {"responses": [{"topic": "t", "partitions": [{"partition_index": 0, "high_watermark": 9,
+                                                     "last_stable_offset": 9, "records": b"abc"}]}]},
+    2: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0, "timestamp": -1,
+                                                 "offset": 5}]}]},
+    3: {"brokers": [{"node_id": 1, "host": "h", "port": 9, "rack": None}], "controller_id": 1,
+        "cluster_id": "c", "topics": [{"error_code": 0, "name": "t", "partitions": [
+            {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 2,
+             "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}]}]},
+    18: codec.api_versions_data(),
+    19: {"topics": [{"name": "t", "error_code": 36, "error_message": None}]},
+    23: {"topics": [{"topic": "t", "partitions": [{"error_code": 0, "partition": 0, "leader_epoch": 3,
+                                                   "end_offset": 77}]}]},
+}
+
+ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
+
+
+@pytest.mark.parametrize("api,version", ALL_VERSIONS)
+def test_request_round_trip(api, version):
+    req = codec.build(codec.APIS[api][0][version], SAMPLE_REQUESTS[api], version)
+    req.with_header(correlation_id=99, client_id="rt")
+    frame = req.encode(header=True, framed=True)
+    assert codec.frame_size(frame[:4]) == len(frame) - 4
+    got = codec.decode_request(frame[4:])
+    assert got.header.correlation_id == 99 and got.header.request_api_key == api
+    assert got.header.request_api_version == version
+    if api == 0:
+        assert bytes(got.topic_data[0].partition_data[0].records) == b"xyz" and got.acks == -1
+    if api == 1:
+        fp = got.topics[0].partitions[0]
+        assert (fp.fetch_offset, got.replica_id) == (7, 2)
+        assert fp.current_leader_epoch == (3 if version >= 9 else -1)
+    if api == 23:
+        assert got.topics[0].partitions[0].leader_epoch == 3
+
+
+@pytest.mark.parametrize("api,version", ALL_VERSIONS)
+def test_response_round_trip(api, version):
+    frame = codec.encode_response(api, version, 7, SAMPLE_RESPONSES[api])
+    resp = codec.APIS[api][1][version].decode(frame, header=True, framed=True)
+    assert resp.header.correlation_id == 7
+    if api == 0:
+        assert resp.responses[0].partition_responses[0].base_offset == 42
+    if api == 1:
+        assert bytes(resp.responses[0].partitions[0].records) == b"abc"
+        assert resp.responses[0].partitions[0].high_watermark == 9
+    if api == 3:
+        assert resp.topics[0].partitions[0].leader_id == 1 and resp.brokers[0].port == 9
+    if api == 18:
+        assert {(a.api_key, a.min_version, a.max_version) for a in resp.api_keys} == \
+            {(k, s[2], s[3]) for k, s in codec.APIS.items()}
+    if api == 23:
+        assert resp.topics[0].partitions[0].end_offset == 77
+
+
+def test_control_message_round_trip():
+    body = {"controller_epoch": 3, "partitions": [{"topic": "t", "leader": 1}]}
+    frame = codec.encode_control_request(5, body)
+    assert codec.peek_header(frame[4:]) == (codec.CONTROL_API_KEY, 0, 5)
+    assert codec.decode_control_request(frame[4:]) == body
+    assert codec.decode_control_response(codec.encode_control_response(5, {"a": 1})[4:]) == (5, {"a": 1})
+
+
+# --- a live single broker -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    c = Cluster(1, tmp_path_factory.mktemp("proto"), coordinator="embedded", session_timeout_ms=2500)
+    c.start()
+    c.create_topic("p", partitions=1, replication_factor=1)
+    yield c
+    c.stop()
+
+
+def _raw(c: Cluster) -> socket.socket:
+    return socket.create_connection(c.address(0), timeout=10)
+
+
+def _closed(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _api_versions_ok(c) -> None:
+    with SyncConn(*c.address(0)) as conn:
+        assert conn.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+
+
+def test_unsupported_api_versions_version_gets_error_35_and_v0_body(single):
+    with _raw(single) as s:
+        hdr = struct.pack(">hhih", 18, 9, 123, 1) + b"x"
+        s.sendall(struct.pack(">i", len(hdr) + 3) + hdr + b"\x00\x00\x00")
+        size = struct.unpack(">i", s.recv(4))[0]
+        body = b""
+        while len(body) < size:
+            body += s.recv(size - len(body))
+    resp = codec.APIS[18][1][0].decode(body, header=True)
+    assert resp.header.correlation_id == 123 and resp.error_code == 35
+    assert any(a.api_key == 0 and a.max_version == 9 for a in resp.api_keys)
+
+
+@pytest.mark.parametrize("payload", [
+    struct.pack(">i", 200 << 20) + b"\x00" * 16,                       # oversized frame
+    struct.pack(">i", 3) + b"abc",                                       # shorter than a header
+    struct.pack(">i", 40) + struct.pack(">hhi", 0, 7, 1) + b"\xff" * 32,  # undecodable Produce v7
+    struct.pack(">i", 12) + struct.pack(">hhih", 999, 0, 1, -1) + b"\x00\x00",  # unknown api
+    struct.pack(">i", 12) + struct.pack(">hhih", 1, 99, 1, -1) + b"\x00\x00",   # Fetch v99
+], ids=["oversized", "short", "garbage", "unknown-api", "bad-version"])
+def test_bad_connections_are_closed_and_broker_keeps_serving(single, payload):
+    with _raw(single) as s:
+        s.sendall(payload)
+        assert _closed(s)
+    _api_versions_ok(single)
+
+
+def test_produce_corrupt_crc_and_unknown_topic(single):
+    data = bytearray(batch([b"ok"]))
+    data[-1] ^= 0xFF
+    with SyncConn(*single.address(0)) as conn:
+        r = conn.request(0, 7, {"acks": 1, "timeout_ms": 1000, "transactional_id": None, "topic_data": [
+            {"name": "p", "partition_data": [{"index": 0, "records": bytes(data)}]},
+            {"name": "nope", "partition_data": [{"index": 0, "records": batch([b"x"])}]}]})
+    errs = {t.name: t.partition_responses[0].error_code for t in r.responses}
+    assert errs == {"p": codec.CORRUPT_MESSAGE, "nope": codec.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_fetch_long_poll_and_list_offsets(single):
+    c = single
+    c.create_topic("lp", partitions=1, replication_factor=1)
+    fetch = {"replica_id": -1, "max_wait_ms": 600, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+             "topics": [{"topic": "lp", "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                        "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                        "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with SyncConn(*c.address(0)) as conn:
+        t0 = time.monotonic()
+        r = conn.request(1, 12, fetch)
+        waited = time.monotonic() - t0
+    assert bytes(r.responses[0].partitions[0].records) == b"" and 0.5 <= waited < 3
+    # a produce during the wait ends it early with the data
+    import threading
+    ts0 = 1_700_000_000_000
+    def later():
+        time.sleep(0.3)
+        with SyncConn(*c.address(0)) as p:
+            p.request(0, 7, {"acks": 1, "timeout_ms": 1000, "transactional_id": None, "topic_data": [
+                {"name": "lp", "partition_data": [{"index": 0, "records": batch([b"a", b"b", b"c"], ts=ts0)}]}]})
+    th = threading.Thread(target=later)
+    th.start()
+    fetch["max_wait_ms"] = 5000
+    with SyncConn(*c.address(0)) as conn:
+        t0 = time.monotonic()
+        r = conn.request(1, 12, fetch)
+        waited = time.monotonic() - t0
+    th.join()
+    part = r.responses[0].partitions[0]
+    assert len(bytes(part.records)) > 0 and part.high_watermark == 3 and waited < 3
+
+    def list_offset(ts):
+        with SyncConn(*c.address(0)) as conn:
+            r = conn.request(2, 4, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "lp", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]})
+        p = r.topics[0].partitions[0]
+        return p.offset, p.timestamp
+    assert list_offset(-2)[0] == 0
+    assert list_offset(-1)[0] == 3
+    assert list_offset(ts0 + 1) == (1, ts0 + 1)
+    assert list_offset(ts0 + 50) == (-1, -1)
+    # OffsetsForLeaderEpoch: the only epoch (0) ends at the LEO
+    with SyncConn(*c.address(0)) as conn:
+        r = conn.request(23, 3, {"replica_id": -1, "topics": [
+            {"topic": "lp", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+    assert (r.topics[0].partitions[0].leader_epoch, r.topics[0].partitions[0].end_offset) == (0, 3)
+
+
+def test_kafka_python_round_trip_acks_1(single):
+    c = single
+    c.create_topic("kp", partitions=1, replication_factor=1)
+    p = producer(c, acks=1)
+    offs = [p.send("kp", b"v%d" % i, partition=0).get(10).offset for i in range(30)]
+    p.close()
+    assert offs == list(range(30))
+    assert consume_all(c, "kp", 0, idle_ms=1000) == [(i, b"v%d" % i) for i in range(30)]
+
+
+def test_confluent_producer_and_aiokafka_consumer(single):
+    try:
+        import confluent_kafka
+        import aiokafka
+    except ImportError as e:
+        require(False, f"client library missing: {e}")
+    c = single
+    c.create_topic("cf", partitions=1, replication_factor=1)
+    p = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": False, "acks": "all",
+                                  "linger.ms": 5, "compression.type": "lz4"})
+    offsets = []
+    for i in range(500):
+        p.produce("cf", b"c%d" % i, partition=0, on_delivery=lambda err, m: offsets.append((err, m.offset())))
+    assert p.flush(20) == 0
+    assert all(e is None for e, _ in offsets) and sorted(o for _, o in offsets) == list(range(500))
+
+    async def read():
+        cons = aiokafka.AIOKafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False, group_id=None)
+        await cons.start()
+        try:
+            tp = aiokafka.TopicPartition("cf", 0)
+            cons.assign([tp])
+            await cons.seek_to_beginning(tp)
+            out = []
+            while len(out) < 500:
+                batch = await asyncio.wait_for(cons.getmany(tp, timeout_ms=1000), 15)
+                out += [(m.offset, m.value) for m in batch.get(tp, [])]
+            return out
+        finally:
+            await cons.stop()
+    got = asyncio.run(read())
+    assert got == [(i, b"c%d" % i) for i in range(500)]

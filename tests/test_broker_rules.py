@@ -1,0 +1,134 @@
+"""The replication rules of impl/rules.py, each with its fix on and off, and the generation
+fences on a real broker (Fetch / OffsetsForLeaderEpoch with a stale or future leader epoch)."""
+from __future__ import annotations
+
+import pytest
+
+from impl import rules
+from impl.netclient import SyncConn
+from tests.broker_fixtures import make_cluster  # noqa: F401
+
+G = rules.GENERATIONS
+
+
+def test_generations_are_cumulative_and_named():
+    assert G["v0.10"] == {"controller-epoch-fencing"}
+    order = ["v0.10", "kip-101", "kip-279", "kip-320", "current"]
+    for older, newer in zip(order, order[1:]):
+        assert G[older] < G[newer]
+    assert G["current"] == set(rules.ALL_FIXES)
+    assert G["kip-320"] - G["kip-279"] == {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
+    with pytest.raises(ValueError):
+        rules.fixes_for("v9")
+
+
+def test_high_watermark_maximal_isr_and_min_isr():
+    leos = {1: 5, 2: 3}
+    # ISR {0,1}; replica 2 is being added (maximal ISR {0,1,2}): KIP-497 counts it
+    assert rules.high_watermark(0, 8, leos, 0, {0, 1}, {0, 1, 2}, 1, G["kip-320"]) == 5
+    assert rules.high_watermark(0, 8, leos, 0, {0, 1}, {0, 1, 2}, 1, G["current"]) == 3
+    # never backwards on the leader
+    assert rules.high_watermark(4, 8, leos, 0, {0, 2}, {0, 2}, 1, G["current"]) == 4
+    # KAFKA-15583: |ISR| < min.insync -> no advance
+    assert rules.high_watermark(1, 8, leos, 0, {0}, {0}, 2, G["current"]) == 1
+    assert rules.high_watermark(1, 8, leos, 0, {0}, {0}, 2, G["kip-320"]) == 8
+
+
+def test_isr_expansion_waits_for_epoch_start():
+    # KAFKA-7128: follower at the HW but before the leader's epoch start
+    assert rules.may_join_isr(10, 10, 12, G["kip-279"])
+    assert not rules.may_join_isr(10, 10, 12, G["kip-320"])
+    assert rules.may_join_isr(12, 10, 12, G["kip-320"])
+    assert not rules.may_join_isr(9, 10, 0, G["current"])
+
+
+def test_out_of_sync_followers():
+    assert rules.out_of_sync(10_000, {1: 9_000, 2: 5_000}, {0, 1, 2}, 0, 3000) == {2}
+
+
+def test_truncation_trigger_on_epoch_change():
+    # KAFKA-7164: same leader, new epoch
+    assert not rules.needs_truncation(1, 1, 3, 4, G["kip-279"])
+    assert rules.needs_truncation(1, 1, 3, 4, G["kip-320"])
+    assert rules.needs_truncation(1, 2, 3, 4, G["v0.10"])
+
+
+def test_truncation_by_hw_and_by_epoch():
+    assert rules.truncation_offset_by_hw(1, 2) == 1                  # KIP-101 S1's bug
+    # KIP-101: leader answers its end offset for our epoch
+    assert rules.truncation_step_by_epoch(5, 3, 3, 4, (3, 5), 0, G["kip-101"]) == (4, True)
+    # unknown epoch on the leader: fall back to HW
+    assert rules.truncation_step_by_epoch(5, 3, -1, -1, (-1, -1), 2, G["kip-101"]) == (2, True)
+    # KIP-279: leader answers a smaller epoch (2, end 4) that we know, ending at 3 locally
+    assert rules.truncation_step_by_epoch(6, 3, 2, 4, (2, 3), 0, G["kip-279"]) == (3, True)
+    # KIP-279: we do not know epoch 2: cut to the end of our largest smaller epoch and ask again
+    assert rules.truncation_step_by_epoch(6, 3, 2, 4, (1, 2), 0, G["kip-279"]) == (2, False)
+    # without KIP-279 the same answer truncates straight to the leader's offset
+    assert rules.truncation_step_by_epoch(6, 3, 2, 4, (1, 2), 0, G["kip-101"]) == (4, True)
+
+
+def test_fetch_epoch_fencing_and_controller_epoch():
+    assert rules.check_fetch_epoch(3, 5, G["current"]) == 74
+    assert rules.check_fetch_epoch(6, 5, G["current"]) == 75
+    assert rules.check_fetch_epoch(5, 5, G["current"]) == 0
+    assert rules.check_fetch_epoch(-1, 5, G["current"]) == 0
+    assert rules.check_fetch_epoch(3, 5, G["kip-279"]) == 0
+    assert not rules.check_controller_epoch(2, 3, G["v0.10"])
+    assert rules.check_controller_epoch(2, 3, frozenset())
+    assert rules.accept_partition_state(3, 4) and not rules.accept_partition_state(4, 4)
+
+
+@pytest.mark.parametrize("generation,stale,future", [("kip-279", 0, 0), ("current", 74, 75)])
+def test_broker_fences_fetch_and_offsets_for_leader_epoch(make_cluster, generation, stale, future):
+    c = make_cluster(1, generation=generation)
+    c.create_topic("fe", partitions=1, replication_factor=1)
+    # bump the leader epoch: a (test) controller request with a newer controller epoch
+    with SyncConn(*c.address(0)) as conn:
+        d = conn.control({"op": "describe"})
+        ce = d["controller_epoch_seen"]
+        r = conn.control({"controller_epoch": ce, "brokers": {}, "partitions": [
+            {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 3, "isr": [0], "replicas": [0],
+             "zk_version": -1, "min_insync": 1}]})
+        assert r["partitions"][0]["error_code"] == 0
+
+        def fetch(epoch):
+            return conn.request(1, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1000, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+                "topics": [{"topic": "fe", "partitions": [{"partition": 0, "current_leader_epoch": epoch,
+                                                           "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                           "log_start_offset": -1, "partition_max_bytes": 1000}]}],
+            }).responses[0].partitions[0].error_code
+
+        def ofle(epoch):
+            return conn.request(23, 3, {"replica_id": 1, "topics": [{"topic": "fe", "partitions": [
+                {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": 0}]}]}).topics[0].partitions[0].error_code
+
+        assert (fetch(2), fetch(4), fetch(3), fetch(-1)) == (stale, future, 0, 0)
+        assert (ofle(2), ofle(4), ofle(3)) == (stale, future, 0)
+        # a LeaderAndIsr whose leader epoch is not newer is refused for that partition
+        r = conn.control({"controller_epoch": ce, "brokers": {}, "partitions": [
+            {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 3, "isr": [0], "replicas": [0],
+             "zk_version": -1, "min_insync": 1}]})
+        assert r["partitions"][0]["error_code"] == 74
+
+
+@pytest.mark.parametrize("generation,visible", [("kip-320", True), ("current", False)])
+def test_hw_under_min_isr_on_real_brokers(make_cluster, generation, visible):
+    """KAFKA-15583: once the ISR shrank below min.insync.replicas, an acks=1 write must not
+    become visible (HW frozen) in `current`; older generations advance the HW over the
+    shrunken ISR."""
+    from tests.broker_fixtures import consume_all, producer, wait_until
+    c = make_cluster(3, generation=generation)
+    ctl = c.controller()
+    leader, *followers = [ctl] + [i for i in range(3) if i != ctl]
+    c.create_topic("mi", assignment={0: [leader] + followers}, min_insync=2)
+    c.wait_for_leaders("mi", isr_size=3)
+    for f in followers:
+        c.kill(f)
+    wait_until(lambda: c.partition_state("mi", 0)["isr"] == [leader], what="ISR shrink")
+    p = producer(c, acks=1)
+    assert p.send("mi", b"lonely", partition=0).get(10).offset == 0
+    p.close()
+    got = consume_all(c, "mi", 0, idle_ms=1500)
+    assert (got == [(0, b"lonely")]) is visible
