@@ -122,3 +122,12 @@ def test_simulate_cli_prints_seed_and_reproduce_command():
     assert "reproduce: kafkaverify simulate --generation v0.10" in r.stdout
     r2 = cli("simulate", "--generation", "current", "--seed", "5", "--steps", "300")
     assert r2.returncode == 0
+
+
+def test_check_cli_runs_selected_stages_and_reports_a_table():
+    r = cli("check", "--stage", "golden", "--stage", "without min-isr-hw")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "golden model-kip101-s1-data-loss.jsonl" in r.stdout and "golden histories" in r.stdout
+    assert "invariant suite" in r.stdout and "fail" not in r.stdout.split("invariant suite")[1]
+    r = cli("check", "--stage", "no-such-stage")
+    assert r.returncode == 3 and "Traceback" not in r.stderr
