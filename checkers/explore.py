@@ -118,3 +118,23 @@ def _violation(model: Model, v, path, distinct, transitions, depth, t0) -> Searc
         states.append(s)
     return SearchResult("violation", distinct, transitions, depth + 1, time.monotonic() - t0,
                         v[0], v[1], path, states)
+
+
+def plain_bfs(model: Model, max_depth: int, time_limit: float = 600.0) -> set:
+    """The slow obvious search: no symmetry reduction, no canonical form. The differential
+    baseline for explore() in tests and benchmarks."""
+    t0 = time.monotonic()
+    seen = {model.initial()}
+    frontier = [model.initial()]
+    for _ in range(max_depth):
+        if not frontier or time.monotonic() - t0 > time_limit:
+            break
+        nxt = []
+        for s in frontier:
+            for a in model.enabled(s):
+                t = model.step(s, a)
+                if t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+        frontier = nxt
+    return seen

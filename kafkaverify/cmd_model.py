@@ -82,6 +82,18 @@ def print_story(actions, states, invariant: str, message: str) -> None:
             click.echo(f"         {line}")
 
 
+def _report_violation(cfg, r, stats: str, out: str | None, cmd: str, **trace_fields) -> int:
+    """The story, the figures, the trace (with --out) and the command that reproduces it."""
+    from checkers.model_trace import write_trace
+    print_story(r.path, r.states, r.invariant, r.message)
+    click.echo(stats)
+    if out:
+        write_trace(out, cfg, r.path, r.states, (r.invariant, r.message), command=cmd, **trace_fields)
+        click.echo(f"trace written to {out}; replay: kafkaverify replay {shlex.quote(out)}")
+    click.echo(f"reproduce: {cmd}")
+    return exitcodes.VIOLATION
+
+
 def _check_invariant_names(names):
     from spec import INVARIANT_NAMES
     for n in names:
@@ -101,7 +113,6 @@ def register(group: click.Group) -> None:
     def explore(generation, without, invariants, max_depth, max_states, time_limit, out, **bounds):
         """Breadth-first model checking; prints the shortest counterexample."""
         from checkers.explore import explore as run
-        from checkers.model_trace import write_trace
         from spec import Model
         cfg = build_config(generation, without, **bounds)
         _check_invariant_names(invariants)
@@ -119,14 +130,8 @@ def register(group: click.Group) -> None:
         stats = (f"{r.distinct:,} distinct states, depth {r.depth}, {r.transitions:,} transitions, "
                  f"{r.seconds:.1f}s, {r.states_per_second:,.0f} states/s")
         if r.status == "violation":
-            print_story(r.path, r.states, r.invariant, r.message)
-            click.echo(stats)
-            if out:
-                write_trace(out, cfg, r.path, r.states, (r.invariant, r.message),
-                            bounds={"max_depth": max_depth, "max_states": max_states}, command=cmd)
-                click.echo(f"trace written to {out}; replay: kafkaverify replay {shlex.quote(out)}")
-            click.echo(f"reproduce: {cmd}")
-            return exitcodes.VIOLATION
+            return _report_violation(cfg, r, stats, out, cmd,
+                                     bounds={"max_depth": max_depth, "max_states": max_states})
         if r.status == "exhausted":
             click.echo(f"no violation: state space exhausted; {stats}")
             return exitcodes.VALID
@@ -142,7 +147,6 @@ def register(group: click.Group) -> None:
     @click.option("--out", type=click.Path(dir_okay=False), help="write the violating walk here")
     def simulate(generation, without, seed, steps, walk_length, time_limit, out, **bounds):
         """Seeded random walks over the model."""
-        from checkers.model_trace import write_trace
         from checkers.simulate import simulate as run
         from spec import Model
         cfg = build_config(generation, without, **bounds)
@@ -154,13 +158,7 @@ def register(group: click.Group) -> None:
         r = run(Model(cfg), seed, steps, walk_length=walk_length, time_limit=time_limit)
         stats = f"{r.steps:,} steps in {r.walks:,} walks, {r.seconds:.1f}s, {r.steps / max(r.seconds, 1e-9):,.0f} steps/s"
         if r.status == "violation":
-            print_story(r.path, r.states, r.invariant, r.message)
-            click.echo(stats)
-            if out:
-                write_trace(out, cfg, r.path, r.states, (r.invariant, r.message), seed=seed, command=cmd)
-                click.echo(f"trace written to {out}")
-            click.echo(f"reproduce: {cmd}")
-            return exitcodes.VIOLATION
+            return _report_violation(cfg, r, stats, out, cmd, seed=seed)
         if r.status == "ok":
             click.echo(f"no violation; {stats}")
             return exitcodes.VALID

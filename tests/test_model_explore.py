@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from checkers.explore import explore
+from checkers.explore import explore, plain_bfs
 from checkers.simulate import simulate
 from spec import Model, make_config
 from spec.symmetry import _perms, canonical, permute
@@ -32,24 +32,9 @@ def test_current_small_space_exhausted_clean():
     assert r.distinct > 100
 
 
-def _plain_bfs(model, depth):
-    seen = {model.initial()}
-    frontier = [model.initial()]
-    for _ in range(depth):
-        nxt = []
-        for s in frontier:
-            for a in model.enabled(s):
-                t = model.step(s, a)
-                if t not in seen:
-                    seen.add(t)
-                    nxt.append(t)
-        frontier = nxt
-    return seen
-
-
 def test_symmetry_reduction_matches_plain_search():
     model = Model(make_config("current", brokers=2, records=1, crashes=1, losses=0, elections=1))
-    plain = _plain_bfs(model, 9)
+    plain = plain_bfs(model, 9)
     reduced = explore(model, max_depth=9, time_limit=60)
     assert {canonical(s) for s in plain} and len({canonical(s) for s in plain}) == reduced.distinct
 
