@@ -145,7 +145,8 @@ def register(group: click.Group) -> None:
     @click.option("--walk-length", type=int, default=200, show_default=True)
     @click.option("--time-limit", type=float, default=600.0, show_default=True)
     @click.option("--out", type=click.Path(dir_okay=False), help="write the violating walk here")
-    def simulate(generation, without, seed, steps, walk_length, time_limit, out, **bounds):
+    @click.option("--no-shrink", is_flag=True, help="report the violating walk as found, unshrunk")
+    def simulate(generation, without, seed, steps, walk_length, time_limit, out, no_shrink, **bounds):
         """Seeded random walks over the model."""
         from checkers.simulate import simulate as run
         from spec import Model
@@ -158,6 +159,13 @@ def register(group: click.Group) -> None:
         r = run(Model(cfg), seed, steps, walk_length=walk_length, time_limit=time_limit)
         stats = f"{r.steps:,} steps in {r.walks:,} walks, {r.seconds:.1f}s, {r.steps / max(r.seconds, 1e-9):,.0f} steps/s"
         if r.status == "violation":
+            if not no_shrink:
+                from checkers.shrink_trace import shrink_path
+                before = len(r.path)
+                r.path, r.states = shrink_path(Model(cfg), r.path, r.invariant)
+                r.message = Model(cfg).violation(r.states[-1]) or (r.invariant, r.message)
+                r.message = r.message[1] if isinstance(r.message, tuple) else r.message
+                stats += f"; walk of {before} steps shrunk to {len(r.path)}"
             return _report_violation(cfg, r, stats, out, cmd, seed=seed)
         if r.status == "ok":
             click.echo(f"no violation; {stats}")

@@ -67,3 +67,22 @@ def test_simulation_is_reproducible_from_its_seed():
 def test_current_without_fix_is_caught_quickly(fix):
     r = explore(Model(make_config("current", (fix,))), time_limit=120)
     assert r.status == "violation"
+
+
+def test_shrunk_random_walk_is_one_minimal_and_still_violates():
+    from checkers.shrink_trace import _run, shrink_path
+    m = Model(make_config("current", ("truncate-on-epoch-change",), brokers=3, records=3,
+                          crashes=3, elections=3, unflushed_loss=True))
+    r = simulate(m, seed=1, steps=1_500_000, walk_length=60)
+    assert r.status == "violation" and r.invariant == "LogMatching"
+    path, states = shrink_path(m, r.path, r.invariant)
+    assert len(path) < len(r.path)
+    assert m.violation(states[-1])[0] == "LogMatching"
+    for i in range(len(path)):
+        assert _run(m, path[:i] + path[i + 1:], "LogMatching") is None
+
+
+def test_current_with_fixes_survives_the_same_walks():
+    m = Model(make_config("current", brokers=3, records=3, crashes=3, elections=3,
+                          unflushed_loss=True))
+    assert simulate(m, seed=1, steps=300_000, walk_length=60).status == "ok"
