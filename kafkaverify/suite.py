@@ -38,8 +38,9 @@ TEETH: list[tuple[str, str, tuple, dict, tuple | None]] = [
     ("without min-isr-hw", "current", ("min-isr-hw",), {}, None),
 ]
 # Three replicas and deeper schedules than breadth-first search exhausts in minutes: these
-# fixes are shown by seeded random walks (and their shrunk walks are golden traces). Not
-# shown yet: fetch-epoch-fencing, isr-expand-epoch-start (bounds tried: BENCHMARKS.md).
+# fixes are shown by seeded random walks (their shrunk walks are golden traces);
+# fetch-epoch-fencing and isr-expand-epoch-start by scripted schedules, replayed as golden
+# traces (bounds tried: BENCHMARKS.md).
 SIM_BOUNDS = {"brokers": 3, "records": 3, "crashes": 3, "elections": 3, "unflushed_loss": True}
 SIM_TEETH: list[tuple[str, tuple, int, int]] = [
     ("without epoch-end-offset (random walks)", ("epoch-end-offset",), 1, 1_500_000),
