@@ -149,10 +149,18 @@ class Coordinator(abc.ABC):
         """Persistent: called now and on every change of the sorted child list (path may not exist
         yet -> [])."""
 
-    @abc.abstractmethod
     def on_session_expired(self, callback: Callable[[], None]) -> None:
         """Run callback (on the callback thread) once the session is known to be gone. Registering
-        after expiry runs it at once."""
+        after expiry runs it at once. Both clients keep the same session bookkeeping: `_lock`
+        guarding `_dead` (None while alive), `_expiry_callbacks`, `_closed_by_us`, and the
+        `_callbacks` thread."""
+        with self._lock:
+            if self._dead is None:
+                self._expiry_callbacks.append(callback)
+                return
+            expired = not self._closed_by_us
+        if expired:
+            self._callbacks.submit(callback, force=True)
 
     def increment(self, path: str) -> int:
         """Atomically create-or-increment an integer stored as ASCII; return the new value (the

@@ -142,15 +142,6 @@ class EmbeddedCoordinator(Coordinator):
         self._end("closed by this client")
         self._callbacks.stop()
 
-    def on_session_expired(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            if self._dead is None:
-                self._expiry_callbacks.append(callback)
-                return
-            expired = not self._closed_by_us
-        if expired:
-            self._callbacks.submit(callback, force=True)
-
     def _end(self, reason: str) -> None:
         """The session is over (for whatever reason): fail waiters, stop threads, run expiry
         callbacks unless we closed it ourselves. Idempotent."""

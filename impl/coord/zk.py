@@ -88,15 +88,6 @@ class ZkCoordinator(Coordinator):
         self._end("closed by this client")
         self._callbacks.stop()
 
-    def on_session_expired(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            if self._dead is None:
-                self._expiry_callbacks.append(callback)
-                return
-            expired = not self._closed_by_us
-        if expired:
-            self._callbacks.submit(callback, force=True)
-
     def _state_listener(self, state: str) -> None:
         # Runs on kazoo's connection thread: must not block or call the client.
         if state == KazooState.LOST:
