@@ -88,8 +88,11 @@ def _report_violation(cfg, r, stats: str, out: str | None, cmd: str, **trace_fie
     print_story(r.path, r.states, r.invariant, r.message)
     click.echo(stats)
     if out:
-        write_trace(out, cfg, r.path, r.states, (r.invariant, r.message), command=cmd, **trace_fields)
-        click.echo(f"trace written to {out}; replay: kafkaverify replay {shlex.quote(out)}")
+        try:
+            write_trace(out, cfg, r.path, r.states, (r.invariant, r.message), command=cmd, **trace_fields)
+            click.echo(f"trace written to {out}; replay: kafkaverify replay {shlex.quote(out)}")
+        except OSError as e:
+            click.echo(f"error: could not write the trace to {out}: {e.strerror}", err=True)
     click.echo(f"reproduce: {cmd}")
     return exitcodes.VIOLATION
 

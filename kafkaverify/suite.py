@@ -164,7 +164,10 @@ def run_suite(json_out: str | None = None, quick: bool = False,
         table.add_row(r.name, f"[{colour}]{r.verdict}[/{colour}]", f"{r.seconds:.1f}", r.detail)
     console.print(table)
     if json_out:
-        Path(json_out).write_text(json.dumps([r.__dict__ for r in results], indent=2))
+        try:
+            Path(json_out).write_text(json.dumps([r.__dict__ for r in results], indent=2))
+        except OSError as e:
+            raise exitcodes.InputError(f"cannot write {json_out}: {e.strerror}") from None
     if any(r.verdict == "fail" for r in results):
         return exitcodes.VIOLATION
     if any(r.verdict == "unknown" for r in results):
