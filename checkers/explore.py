@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from spec import Action, Model, State
+from spec.invariants import violated
 from spec.symmetry import canonical
 
 
@@ -43,8 +44,6 @@ def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
     are checked (None: all active ones)."""
     invs = model.invariants if invariants is None else tuple(
         i for i in model.invariants if i.name in invariants)
-    from spec.invariants import violated  # the same predicate runner the model exposes
-
     def check(s: State):
         return violated(model.config, s, invs)
 

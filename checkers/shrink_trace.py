@@ -9,9 +9,10 @@ from __future__ import annotations
 from spec import Action, Model, State
 
 
-def _run(model: Model, actions: list[Action], invariant: str) -> tuple[list[Action], list[State]] | None:
-    """Replays `actions`; the prefix up to the first violation of `invariant`, or None if some
-    action is not enabled or the invariant is never violated."""
+def _run(model: Model, actions: list[Action], invariant: str
+         ) -> tuple[list[Action], list[State], str] | None:
+    """Replays `actions`; the prefix up to the first violation of `invariant` with its sentence,
+    or None if some action is not enabled or the invariant is never violated."""
     s = model.initial()
     states: list[State] = []
     for k, a in enumerate(actions):
@@ -22,16 +23,17 @@ def _run(model: Model, actions: list[Action], invariant: str) -> tuple[list[Acti
         s = t
         states.append(s)
         if v:
-            return (actions[: k + 1], states) if v[0] == invariant else None
+            return (actions[: k + 1], states, v[1]) if v[0] == invariant else None
     return None
 
 
 def shrink_path(model: Model, actions: list[Action], invariant: str,
-                max_rounds: int = 20) -> tuple[list[Action], list[State]]:
+                max_rounds: int = 20) -> tuple[list[Action], list[State], str]:
+    """The shrunk actions, the states after each, and the violation's sentence."""
     got = _run(model, actions, invariant)
     if got is None:
         raise ValueError(f"the sequence does not violate {invariant}")
-    best, states = got
+    best, states, message = got
     for _ in range(max_rounds):
         improved = False
         for width in (3, 2, 1):          # windows, so a crash goes together with its restart
@@ -40,11 +42,11 @@ def shrink_path(model: Model, actions: list[Action], invariant: str,
                 cand = best[:i] + best[i + width:]
                 r = _run(model, cand, invariant)
                 if r is not None:
-                    best, states = r
+                    best, states, message = r
                     improved = True
                     i = min(i, len(best) - width)
                 else:
                     i -= 1
         if not improved:
             break
-    return best, states
+    return best, states, message

@@ -159,15 +159,14 @@ def register(group: click.Group) -> None:
         click.echo(f"seed={seed} steps={steps} walk_length={walk_length}")
         _print_bounds(cfg)
         cmd = f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length {walk_length}"
-        r = run(Model(cfg), seed, steps, walk_length=walk_length, time_limit=time_limit)
+        model = Model(cfg)
+        r = run(model, seed, steps, walk_length=walk_length, time_limit=time_limit)
         stats = f"{r.steps:,} steps in {r.walks:,} walks, {r.seconds:.1f}s, {r.steps / max(r.seconds, 1e-9):,.0f} steps/s"
         if r.status == "violation":
             if not no_shrink:
                 from checkers.shrink_trace import shrink_path
                 before = len(r.path)
-                r.path, r.states = shrink_path(Model(cfg), r.path, r.invariant)
-                r.message = Model(cfg).violation(r.states[-1]) or (r.invariant, r.message)
-                r.message = r.message[1] if isinstance(r.message, tuple) else r.message
+                r.path, r.states, r.message = shrink_path(model, r.path, r.invariant)
                 stats += f"; walk of {before} steps shrunk to {len(r.path)}"
             return _report_violation(cfg, r, stats, out, cmd, seed=seed)
         if r.status == "ok":

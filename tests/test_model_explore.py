@@ -75,7 +75,7 @@ def test_shrunk_random_walk_is_one_minimal_and_still_violates():
                           crashes=3, elections=3, unflushed_loss=True))
     r = simulate(m, seed=1, steps=1_500_000, walk_length=60)
     assert r.status == "violation" and r.invariant == "LogMatching"
-    path, states = shrink_path(m, r.path, r.invariant)
+    path, states, _ = shrink_path(m, r.path, r.invariant)
     assert len(path) < len(r.path)
     assert m.violation(states[-1])[0] == "LogMatching"
     for i in range(len(path)):

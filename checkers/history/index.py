@@ -15,6 +15,17 @@ _OFFSET, _VALUE = attrgetter("offset"), attrgetter("value")
 _OFFSETS, _VALUES = attrgetter("offsets"), attrgetter("values")
 
 
+def _record(log: dict, first: dict, conflicts: dict, dups: dict, o: int, v) -> None:
+    """Records value v at offset o: keeps the first value per offset and the first offset per
+    value, noting a second one as a conflict (one offset, two values) or a duplicate."""
+    w = log.setdefault(o, v)
+    if w != v and o not in conflicts:
+        conflicts[o] = v
+    u = first.setdefault(v, o)
+    if u != o and v not in dups:
+        dups[v] = o
+
+
 @dataclass
 class Part:
     tp: str
@@ -58,12 +69,7 @@ class Part:
             log.clear()
             first.clear()
             for o, v in acks:
-                w = log.setdefault(o, v)
-                if w != v and o not in conflicts:
-                    conflicts[o] = v
-                u = first.setdefault(v, o)
-                if u != o and v not in dups:
-                    dups[v] = o
+                _record(log, first, conflicts, dups, o, v)
         # Polls, in bulk: flatten every record of the partition once.
         polls = self.polls
         offs_lists, vals_lists = list(map(_OFFSETS, polls)), list(map(_VALUES, polls))
@@ -83,12 +89,7 @@ class Part:
             for i in compress(count(), map(ne, got, flat_v)):
                 o, v = flat_o[i], flat_v[i]
                 odd.append((polls[bisect_right(ends, i)], o, v))
-                w = log.setdefault(o, v)
-                if w != v and o not in conflicts:
-                    conflicts[o] = v
-                u = first.setdefault(v, o)
-                if u != o and v not in dups:
-                    dups[v] = o
+                _record(log, first, conflicts, dups, o, v)
         self.max_read, self.max_read_op = max_read, max_op
         unread = set(ack_vals).difference(read)
         self.unread_acks = [op for op in acked if op.value in unread] if unread else []
