@@ -111,10 +111,11 @@ class ClientHistory:
         for n, (topic, p) in enumerate(sorted(self.touched)):
             proc = FINAL_PROCESS_BASE + n
             op = self.rec.invoke(proc, "poll", topic=topic, partition=p, final=True)
-            c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                              request_timeout_ms=15000, api_version_auto_timeout_ms=10000)
+            c = None
             offsets, values = [], []
             try:
+                c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                  request_timeout_ms=15000)
                 tp = TopicPartition(topic, p)
                 c.assign([tp])
                 end = c.end_offsets([tp])[tp]
@@ -132,7 +133,8 @@ class ClientHistory:
                 self.rec.info(op, error=f"{type(e).__name__}: {e}"[:200])
                 problems.append(f"{topic}-{p}: {type(e).__name__}: {e}")
             finally:
-                c.close()
+                if c is not None:
+                    c.close()
         return problems
 
     def close(self) -> None:

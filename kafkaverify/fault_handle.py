@@ -8,6 +8,7 @@ handle follows the cluster's control surface as it grows. Every fault is logged 
     faults.pause(1); faults.resume(1)  # SIGSTOP / SIGCONT
     faults.power_fail(2)               # kill -9 and lose every unflushed write
     faults.restart(2)                  # start a stopped broker again
+    faults.stall_replication(1)        # broker 1 stops fetching from leaders (clients still reach it)
     faults.heal()                      # resume the paused, restart the dead, wait for a controller
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ class FaultHandle:
         self.rng = random.Random(seed)
         self.timeout_s = timeout_s
         self.paused: set[int] = set()
+        self.stalled: set[int] = set()
         self.log: list[str] = []
         self._t0 = time.monotonic()
 
@@ -78,12 +80,26 @@ class FaultHandle:
         self._note(f"power failure of broker {b} (unflushed bytes lost: {sum(lost.values()) if lost else 0})")
         return b
 
+    def stall_replication(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
+        """Cuts the broker's replication link: its replica fetchers stop (Cluster.pause_replication),
+        so as a follower it falls behind while clients still reach it."""
+        b = self.target(broker, leader_of)
+        self.cluster.pause_replication(b)
+        self.stalled.add(b)
+        self._note(f"stall replication of broker {b}")
+        return b
+
+    def unstall_replication(self, broker: int) -> None:
+        self.cluster.resume_replication(broker)
+        self.stalled.discard(broker)
+        self._note(f"replication of broker {broker} resumed")
+
     def restart(self, broker: int) -> None:
         self.cluster.start_broker(broker, wait=True, timeout_s=self.timeout_s)
         self._note(f"restart broker {broker}")
 
     def status(self) -> dict[str, Any]:
-        return {"alive": self.cluster.alive(), "paused": sorted(self.paused),
+        return {"alive": self.cluster.alive(), "paused": sorted(self.paused), "stalled": sorted(self.stalled),
                 "controller": self.cluster.controller()}
 
     def heal(self, topics: tuple[str, ...] = ()) -> None:
@@ -91,6 +107,8 @@ class FaultHandle:
         has a controller and every partition of `topics` a serving leader (bounded)."""
         for b in sorted(self.paused):
             self.resume(b)
+        for b in sorted(self.stalled):
+            self.unstall_replication(b)
         for b in range(self.cluster.n):
             if b not in self.cluster.alive():
                 self.restart(b)
