@@ -1,0 +1,99 @@
+"""The pytest plugin (kafkaverify/pytest_plugin.py), loaded through its pytest11 entry point in
+fresh pytest processes: the example project's tests pass, its broken variant fails with the
+checker's witness, the options work, clusters are shared by scope and healed between tests."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "orders"
+
+
+def pytest_run(*args, cwd: Path, timeout: float = 300):
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           "-W", "ignore::DeprecationWarning", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env)
+
+
+def test_example_project_passes_with_the_plugin_loaded_by_entry_point():
+    r = pytest_run("-v", "--kafkaverify-seed", "11", cwd=EXAMPLE)    # -v cancels -q: the header shows
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "kafkaverify: seed=11 generation=current" in r.stdout
+    assert "2 passed" in r.stdout
+
+
+def test_broken_variant_fails_with_a_clear_witness():
+    r = pytest_run("tests_broken", "--kafkaverify-seed", "12", cwd=EXAMPLE)
+    out = r.stdout
+    assert r.returncode == 1, out[-4000:] + r.stderr[-2000:]
+    assert "kafkaverify: the recorded history is INVALID" in out and "seed=12" in out
+    # acknowledged orders overwritten by the new leader: the checker names the offsets and values
+    assert re.search(r"(inconsistent-offsets|lost-write|unseen-write): ", out), out[-4000:]
+    assert re.search(r"send '\{\"order\": \d, \"amount\": \d\}'", out)
+    assert "kill -9 broker 0" in out
+    report = re.search(r"HTML report: (\S+)", out).group(1)
+    assert re.search("inconsistent-offsets|lost-write|unseen-write", Path(report).read_text())
+    assert "reproduce: pytest tests_broken/test_orders_broken.py::test_fast_publisher_keeps_confirmed_orders " \
+           "--kafkaverify-seed 12" in out
+
+
+def test_bad_generation_is_a_usage_error(tmp_path):
+    r = pytest_run("--co", "--kafkaverify-generation", "v9", cwd=EXAMPLE, timeout=120)
+    assert r.returncode == 4 and "--kafkaverify-generation" in r.stderr and "Traceback" not in r.stderr
+
+
+PLUGIN_TESTS = '''
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+pytestmark = pytest.mark.kafka_cluster(brokers=3, scope="module", generation="kip-320")
+seen = {}
+
+
+def test_first(kafka_cluster, kafka_faults, kafka_topic):
+    seen["cluster"] = kafka_cluster
+    assert kafka_cluster.generation == "kip-320"
+    kafka_faults.pause(1)
+    seen["victim"] = kafka_faults.kill()            # chosen with the seed among live, unpaused
+    assert set(kafka_faults.status()["paused"]) == {1}
+    print("VICTIM", seen["victim"])
+
+
+def test_second_gets_the_same_cluster_healed(kafka_cluster, kafka_history, kafka_topic):
+    assert kafka_cluster is seen["cluster"] and kafka_cluster.alive() == [0, 1, 2]
+    topic = kafka_topic(replication_factor=3, min_insync=2)
+    p = kafka_history.producer(Producer({"bootstrap.servers": kafka_cluster.bootstrap,
+                                         "enable.idempotence": False, "acks": "all"}))
+    for i in range(5):
+        p.produce(topic, value=f"v{i}".encode(), partition=0)
+    assert p.flush(20) == 0
+    c = kafka_history.consumer(Consumer({"bootstrap.servers": kafka_cluster.bootstrap,
+                                         "group.id": "assign-only", "enable.auto.commit": False}))
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    for _ in range(100):
+        got += [m.value() for m in c.consume(10, 0.2) if not m.error()]
+        if len(got) == 5:
+            break
+    c.close()
+    assert got == [f"v{i}".encode() for i in range(5)]
+'''
+
+
+def test_module_cluster_is_shared_healed_and_faults_follow_the_seed(tmp_path):
+    (tmp_path / "test_shared.py").write_text(textwrap.dedent(PLUGIN_TESTS))
+    victims = []
+    for _ in range(2):
+        r = pytest_run("-s", "--kafkaverify-seed", "5", "-p", "no:randomly", cwd=tmp_path)
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+        assert "2 passed" in r.stdout
+        victims.append(re.search(r"VICTIM (\d)", r.stdout).group(1))
+    assert victims[0] == victims[1] and victims[0] in "02"
