@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "orders"
 
@@ -85,6 +87,16 @@ def test_second_gets_the_same_cluster_healed(kafka_cluster, kafka_history, kafka
             break
     c.close()
     assert got == [f"v{i}".encode() for i in range(5)]
+
+
+def test_third_power_failure_and_a_second_cluster(kafka_cluster, kafka_faults, kafka_topic, kafka_cluster_factory):
+    topic = kafka_topic(replication_factor=3, assignment={0: [2, 0, 1]})
+    assert kafka_faults.power_fail(leader_of=(topic, 0)) == 2
+    assert 2 not in kafka_cluster.alive()
+    kafka_faults.heal(topics=(topic,))
+    assert kafka_cluster.alive() == [0, 1, 2]
+    other = kafka_cluster_factory(brokers=1, generation="v0.10")
+    assert other.generation == "v0.10" and other.bootstrap != kafka_cluster.bootstrap
 '''
 
 
@@ -94,6 +106,31 @@ def test_module_cluster_is_shared_healed_and_faults_follow_the_seed(tmp_path):
     for _ in range(2):
         r = pytest_run("-s", "--kafkaverify-seed", "5", "-p", "no:randomly", cwd=tmp_path)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-        assert "2 passed" in r.stdout
+        assert "3 passed" in r.stdout
         victims.append(re.search(r"VICTIM (\d)", r.stdout).group(1))
     assert victims[0] == victims[1] and victims[0] in "02"
+
+
+ZK_TEST = '''
+import pytest
+from kafka import KafkaProducer
+
+
+@pytest.mark.kafka_cluster(brokers=2)
+def test_on_zookeeper(kafka_cluster, kafka_history, kafka_topic):
+    assert kafka_cluster.coordinator.startswith("zk://")
+    topic = kafka_topic(replication_factor=2)
+    p = kafka_history.producer(KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, acks="all",
+                                             enable_idempotence=False, retries=0))
+    for i in range(3):
+        p.send(topic, value=f"z{i}".encode(), partition=0).get(timeout=20)
+    assert kafka_history.ops == 3
+'''
+
+
+@pytest.mark.zookeeper
+def test_coordinator_option_runs_clusters_on_zookeeper(tmp_path, zookeeper_url):
+    (tmp_path / "test_zk.py").write_text(textwrap.dedent(ZK_TEST))
+    r = pytest_run("--kafkaverify-coordinator", zookeeper_url, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "1 passed" in r.stdout
