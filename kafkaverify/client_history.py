@@ -231,6 +231,12 @@ class _Consumer(_Wrapper):
         self.generation: int | None = None
         self._assigned: list[tuple[str, int]] = []
 
+    def subscribe(self, *args: Any, **kw: Any) -> None:
+        # Not recorded yet: a rebalance changes the partitions under a poll. Refuse rather than
+        # leave the history silently without this consumer's reads.
+        raise NotImplementedError("the history recorder follows assign()-ed consumers only; "
+                                  "use consumer.assign([...]) (with group= to commit)")
+
     def _record_assign(self, tps: list[tuple[str, int]], position) -> None:
         rec = self._h.rec
         for topic, p in tps:

@@ -134,3 +134,20 @@ def test_coordinator_option_runs_clusters_on_zookeeper(tmp_path, zookeeper_url):
     r = pytest_run("--kafkaverify-coordinator", zookeeper_url, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "1 passed" in r.stdout
+
+
+def test_recorder_wraps_only_known_clients_and_refuses_subscribe(tmp_path):
+    from kafka import KafkaConsumer
+    from kafkaverify.client_history import ClientHistory, text
+    h = ClientHistory(tmp_path / "h.jsonl")
+    try:
+        with pytest.raises(TypeError, match="kafka-python KafkaProducer or confluent-kafka Producer"):
+            h.producer(object())
+        c = h.consumer(KafkaConsumer(group_id=None, bootstrap_servers="127.0.0.1:1",
+                                     api_version=(2, 0)), group="g", delivery="at-least-once")
+        with pytest.raises(NotImplementedError, match="assign"):
+            c.subscribe(["t"])
+        c.close()
+    finally:
+        h.close()
+    assert text(b"\xff\x00") == "hex:ff00" and text("v") == "v" and text(b"v") == "v"
