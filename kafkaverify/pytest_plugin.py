@@ -44,6 +44,13 @@ import pytest
 SCOPES = ("function", "module", "session")
 WITNESSES_SHOWN = 3
 _SEED_KEY = "kafkaverify_seed"
+# Per-run and per-test state kept in pytest's stashes.
+_seed = pytest.StashKey[int]()                 # config: the run's seed
+_pool = pytest.StashKey["ClusterPool"]()       # config: started clusters
+_faults = pytest.StashKey[Any]()               # item: the test's FaultHandle
+_history = pytest.StashKey[Any]()              # item: the test's ClientHistory
+_topics = pytest.StashKey[list]()              # item: topics kafka_topic created
+_reported = pytest.StashKey[bool]()            # item: our check failed it (its message says all)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,10 +86,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """xdist: every worker uses the controller's seed."""
     node.workerinput[_SEED_KEY] = node.config.stash[_seed]
-
-
-_seed = pytest.StashKey[int]()
-_pool = pytest.StashKey["ClusterPool"]()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -211,11 +214,6 @@ def kafka_cluster_factory(request: pytest.FixtureRequest, tmp_path_factory: pyte
         c.stop()
 
 
-_faults = pytest.StashKey[Any]()
-_history = pytest.StashKey[Any]()
-_reported = pytest.StashKey[bool]()
-
-
 @pytest.fixture
 def kafka_faults(request: pytest.FixtureRequest, kafka_cluster, kafkaverify_seed: int):
     from kafkaverify.fault_handle import FaultHandle
@@ -237,9 +235,6 @@ def kafka_topic(request: pytest.FixtureRequest, kafka_cluster):
         request.node.stash.setdefault(_topics, []).append(name)
         return name
     return make
-
-
-_topics = pytest.StashKey[list]()
 
 
 @pytest.fixture
