@@ -8,6 +8,10 @@ Stages:
   its recorded anomaly (client histories);
 - teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
   `current` without each fix, at the bounds where that fix's bug is observable.
+
+Which stages run under `--budget quick|full`, with their fix family and cost: one row per stage
+in kafkaverify/budget.py (add one with each new stage). Reports for CI (JUnit XML, artefacts,
+HTML summary): kafkaverify/ci_report.py.
 """
 from __future__ import annotations
 
