@@ -100,14 +100,28 @@ def test_third_power_failure_and_a_second_cluster(kafka_cluster, kafka_faults, k
 '''
 
 
+SESSION_TEST = '''
+import pytest
+
+
+@pytest.mark.kafka_cluster(scope="session")
+def test_session(kafka_cluster):
+    print("SESSION", kafka_cluster.bootstrap)
+'''
+
+
 def test_module_cluster_is_shared_healed_and_faults_follow_the_seed(tmp_path):
     (tmp_path / "test_shared.py").write_text(textwrap.dedent(PLUGIN_TESTS))
+    for name in ("test_session_a.py", "test_session_b.py"):   # two modules, one session cluster
+        (tmp_path / name).write_text(textwrap.dedent(SESSION_TEST))
     victims = []
     for _ in range(2):
-        r = pytest_run("-s", "--kafkaverify-seed", "5", "-p", "no:randomly", cwd=tmp_path)
+        r = pytest_run("-s", "--kafkaverify-seed", "5", cwd=tmp_path)
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-        assert "3 passed" in r.stdout
+        assert "5 passed" in r.stdout
         victims.append(re.search(r"VICTIM (\d)", r.stdout).group(1))
+        sessions = re.findall(r"SESSION (\S+)", r.stdout)
+        assert len(sessions) == 2 and sessions[0] == sessions[1]
     assert victims[0] == victims[1] and victims[0] in "02"
 
 
