@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl import rules
+from impl.idempotence import ProducerIdAllocator
 from impl.netclient import AsyncConn
 from impl.protocol import codec
 from impl.storage.batch import CorruptBatch
@@ -126,6 +127,7 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._reconnecting = False
         self._ids_seq = 0
+        self.producer_ids = ProducerIdAllocator()       # InitProducerId (impl/idempotence.py)
         n = len(list(self.dir.glob("trace-*.jsonl")))
         self.trace = TraceWriter(self.dir / f"trace-{n:03d}.jsonl",
                                  make_header("broker", node=self.id, generation=cfg.generation,
@@ -267,6 +269,7 @@ class Broker:
             try:
                 p.log.flush()
                 p.log.checkpoint_hw(p.hw)
+                p.log.producers.take_snapshot()
             except OSError:
                 pass
         if self.controller:
@@ -303,6 +306,15 @@ class Broker:
                         # the fsync of a checkpoint must not stall produce/fetch handling
                         await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw)
                     p.log.apply_retention(t, upper_bound=p.hw)
+                    self._snapshot_producers(p)
+
+    def _snapshot_producers(self, p: Partition) -> None:
+        """Periodic producer-state snapshot (impl/producer_state.py), so recovery replays only
+        the batches after it."""
+        try:
+            p.log.producers.take_snapshot()
+        except OSError as e:
+            log.error("producer snapshot failed for %s-%d: %s", p.topic, p.index, e)
 
     # --- coordination watches -------------------------------------------------------------------
     def _on_ids(self, ids: list[str]) -> None:

@@ -63,6 +63,11 @@ SAMPLE_RESPONSES = {
                                                    "end_offset": 77}]}]},
 }
 
+# idempotent producer (impl/idempotence.py)
+SAMPLE_REQUESTS[22] = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+                       "producer_epoch": -1}
+SAMPLE_RESPONSES[22] = {"error_code": 0, "producer_id": 12345, "producer_epoch": 0}
+
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
 
 
@@ -83,6 +88,8 @@ def test_request_round_trip(api, version):
         assert fp.current_leader_epoch == (3 if version >= 9 else -1)
     if api == 23:
         assert got.topics[0].partitions[0].leader_epoch == 3
+    if api == 22:
+        assert got.transactional_id is None and got.transaction_timeout_ms == 60000
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
@@ -102,6 +109,8 @@ def test_response_round_trip(api, version):
             {(k, s[2], s[3]) for k, s in codec.APIS.items()}
     if api == 23:
         assert resp.topics[0].partitions[0].end_offset == 77
+    if api == 22:
+        assert (resp.producer_id, resp.producer_epoch, resp.error_code) == (12345, 0, 0)
 
 
 def test_control_message_round_trip():

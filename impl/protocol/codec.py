@@ -18,6 +18,7 @@ from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsReq
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
                                      MetadataResponse)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
 MAX_FRAME_BYTES = 100 << 20     # a larger size prefix closes the connection (not a Kafka frame)
 CONTROL_API_KEY = 1000          # our LeaderAndIsr-style control request (JSON body)
@@ -33,6 +34,11 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
 }
+# Idempotent producer (impl/idempotence.py): aiokafka has only v0, kafka-python and librdkafka
+# take the highest up to 4 (5+ are for transactions' KIP-890 epoch bumps).
+APIS.update({
+    22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+})
 
 # Kafka error codes used by the broker (org.apache.kafka.common.protocol.Errors).
 NONE = 0
