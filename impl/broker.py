@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl import rules
+from impl.admin import forget_topic
 from impl.idempotence import ProducerIdAllocator
 from impl.netclient import AsyncConn
 from impl.protocol import codec
@@ -368,6 +369,9 @@ class Broker:
             if t not in self.topic_assignments:
                 self.topic_assignments[t] = {}
                 asyncio.ensure_future(self._watch_topic(t))
+        for t in set(self.topic_assignments) - set(topics):
+            if self.topic_assignments[t]:           # loaded, now gone: deleted (impl/admin.py)
+                forget_topic(self, t)
 
     async def _watch_topic(self, topic: str) -> None:
         try:
@@ -375,9 +379,19 @@ class Broker:
         except Exception:
             self.topic_assignments.pop(topic, None)
             return
-        a = json.loads(data)
+        self._on_assignment(topic, data)
+        # CreatePartitions changes the assignment (impl/admin.py)
+        self.coord.watch_data(self.path(f"/brokers/topics/{topic}"),
+                              lambda d, v: self.from_thread(self._on_assignment, topic, d))
+
+    def _on_assignment(self, topic: str, data) -> None:
+        if data is None or topic not in self.topic_assignments:
+            return
+        a, old = json.loads(data), self.topic_assignments[topic] or {"partitions": {}}
         self.topic_assignments[topic] = a
         for pi in sorted(a["partitions"], key=int):
+            if pi in old["partitions"]:
+                continue
             key = (topic, int(pi))
             self.coord.watch_data(self.path(f"/brokers/topics/{topic}/partitions/{pi}/state"),
                                   lambda d, v, key=key: self.from_thread(self._on_state, key, d, v))

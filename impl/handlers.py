@@ -311,6 +311,7 @@ async def offsets_for_leader_epoch(b, req, version):
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions, 19: create_topics,
             23: offsets_for_leader_epoch}
 
-# Idempotent producer (impl/idempotence.py)
-from impl import idempotence  # noqa: E402
-HANDLERS.update({22: idempotence.init_producer_id})
+# Idempotent producer (impl/idempotence.py) and admin surface (impl/admin.py)
+from impl import admin, idempotence  # noqa: E402
+HANDLERS.update({22: idempotence.init_producer_id, 20: admin.delete_topics, 32: admin.describe_configs,
+                 37: admin.create_partitions, 60: admin.describe_cluster})
