@@ -525,7 +525,7 @@ class Broker:
                                 "leader_epoch": p.leader_epoch, "isr": sorted(p.isr),
                                 "log_end_offset": p.log.leo, "hw": p.hw,
                                 "log_start_offset": p.log.log_start_offset,
-                                "epochs": p.log.epochs.entries}
+                                "epochs": p.log.epochs.entries, "producers": p.log.producers.describe()}
                                for (t, i), p in sorted(self.partitions.items())]}
 
     def handle_leader_and_isr(self, body: dict) -> dict:

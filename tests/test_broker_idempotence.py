@@ -256,3 +256,43 @@ def test_duplicate_and_out_of_order_over_the_wire(three):
         assert produce(idem_batch(pid, 0, 5, 1))[0] == 47           # older epoch
         assert produce(idem_batch(pid + 999_999, 0, 4, 1))[0] == 59  # unknown producer
     assert len(consume_all(three, "w", 0, idle_ms=800)) == 5
+
+
+def test_producer_state_survives_leader_kill_and_restart(make_cluster):
+    """The followers built the producer state as they replicated: after kill -9 of the leader
+    the new leader answers a retried batch with its original offset and takes the next sequence;
+    the killed broker, restarted, rebuilds the same state from its log and snapshot."""
+    from tests.test_broker_producer_state import idem_batch
+    c = make_cluster(3)
+    c.create_topic("s", partitions=1, replication_factor=3, min_insync=2)
+    leader = c.wait_for_leaders("s", isr_size=3)[0]
+
+    def produce(broker, data):
+        with SyncConn(*c.address(broker)) as conn:
+            r = conn.request(0, 7, {"acks": -1, "timeout_ms": 15000, "transactional_id": None, "topic_data": [
+                {"name": "s", "partition_data": [{"index": 0, "records": data}]}]})
+        pr = r.responses[0].partition_responses[0]
+        return pr.error_code, pr.base_offset
+    with SyncConn(*c.address(leader)) as conn:
+        pid = conn.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1,
+                                   "producer_id": -1, "producer_epoch": -1}).producer_id
+    for seq in range(0, 12, 2):
+        assert produce(leader, idem_batch(pid, 0, seq, 2)) == (0, seq)
+    c.kill(leader)
+    wait_until(lambda: c.leader_of("s", 0) not in (None, leader), what="a new leader")
+    new = c.wait_for_leaders("s")[0]
+    assert produce(new, idem_batch(pid, 0, 10, 2)) == (0, 10)      # duplicate: original offset
+    assert produce(new, idem_batch(pid, 0, 4, 2)) == (0, 4)        # duplicate within the last 5
+    assert produce(new, idem_batch(pid, 0, 0, 2))[0] == 45         # older than the last 5 batches
+    assert produce(new, idem_batch(pid, 0, 12, 2)) == (0, 12)      # next in sequence
+    c.start_broker(leader)
+    c.wait_for_leaders("s", isr_size=3)
+
+    def producers(i):
+        with SyncConn(*c.address(i)) as conn:
+            d = conn.control({"op": "describe"})
+        return next(p for p in d["partitions"] if p["topic"] == "s")["producers"]
+    want = producers(new)
+    assert want[str(pid)]["last_seq"] == 13
+    wait_until(lambda: producers(leader) == want, what="the restarted broker's producer state")
+    assert [v for _, v in consume_all(c, "s", 0, idle_ms=800)] == [b"v%d" % i for i in range(14)]
