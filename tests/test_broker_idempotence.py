@@ -168,7 +168,6 @@ def test_client_defaults_produce_and_read_back(three, client, idempotence):
     topic = f"d-{client}-{idempotence}".replace("None", "default")
     three.create_topic(topic, partitions=1, replication_factor=3, min_insync=2)
     s = Sender(client, three.bootstrap, idempotence)
-    assert s.settings["idempotence"] == (idempotence is not False and (client == "kafka-python" or bool(idempotence)))
     results: dict = {}
     values = [f"{client}-{i}" for i in range(200)]
     try:
@@ -180,6 +179,24 @@ def test_client_defaults_produce_and_read_back(three, client, idempotence):
         s.close()
     assert [results[v] for v in values] == list(range(200))
     assert [v for _, v in consume_all(three, topic, 0, idle_ms=1000)] == [v.encode() for v in values]
+    # what each client really did at these settings: its batches carry a producer id or not
+    # (kafka-python 3.0: idempotent by default; librdkafka 2.16: enable.idempotence=false)
+    want = client == "kafka-python" or bool(idempotence)
+    assert {pid >= 0 for pid in stored_producer_ids(three, topic)} == {want}
+
+
+def stored_producer_ids(cluster, topic: str) -> list[int]:
+    from impl.storage.batch import iter_batches
+    leader = cluster.wait_for_leaders(topic)[0]
+    with SyncConn(*cluster.address(leader)) as conn:
+        r = conn.request(1, 12, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                        "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                        "log_start_offset": 0, "partition_max_bytes": 1 << 24}]}]})
+    data = bytes(r.responses[0].partitions[0].records)
+    return [info.producer_id for _, info in iter_batches(data, check_crc=True)]
 
 
 # --- kill -9 the leader under an idempotent acks=all producer ------------------------------------
