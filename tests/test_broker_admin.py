@@ -39,6 +39,8 @@ def test_confluent_admin(three):
     cfg = a.describe_configs([res])[res].result(30)
     assert cfg["min.insync.replicas"].value == "2" and cfg["cleanup.policy"].value == "delete"
     assert cfg["segment.bytes"].value == str(1 << 20) and cfg["unclean.leader.election.enable"].value == "false"
+    cl = a.describe_cluster().result(30)                                # DescribeCluster
+    assert sorted(n.id for n in cl.nodes) == [0, 1, 2] and cl.controller.id == three.controller()
     bres = ConfigResource(ConfigResource.Type.BROKER, "1")
     assert a.describe_configs([bres])[bres].result(30)["broker.id"].value == "1"
     a.create_partitions([NewPartitions("ca", 3)])["ca"].result(30)

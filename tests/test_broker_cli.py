@@ -177,6 +177,11 @@ def test_killed_leader_is_reported_others_keep_serving_restart_on_request(tmp_pa
         assert _ctl(tmp_path, "pause", str(old)).returncode == 0
         assert json.loads(_ctl(tmp_path, "status", "--json").stdout)["brokers"][old]["state"] == "paused"
         assert _ctl(tmp_path, "resume", str(old)).returncode == 0
+        r = _ctl(tmp_path, "power-fail", str(old))
+        assert r.returncode == 0 and "unflushed bytes dropped" in r.stdout, r.stderr
+        assert json.loads(_ctl(tmp_path, "status", "--json").stdout)["brokers"][old]["state"] == "dead"
+        assert _ctl(tmp_path, "restart", str(old)).returncode == 0
+        assert p.send("f", b"last", partition=0).get(60).offset == 2
         p.close()
     finally:
         proc.send_signal(signal.SIGTERM)
