@@ -167,9 +167,9 @@ class ProducerStateManager:
     def take_snapshot(self) -> Path | None:
         """Persist the state at `end_offset` (tmp + fsync + rename); keeps the newest two.
         No-op when nothing changed since the last snapshot."""
-        if self.end_offset == self.snapshot_offset:
+        if self.end_offset == self.snapshot_offset or (not self.producers and not self.end_offset):
             return None
-        from impl.storage.log import atomic_write
+        from impl.storage.log import atomic_write      # not at the top: impl.storage.log imports us
         path = self.dir / ("%020d%s" % (self.end_offset, SNAPSHOT_SUFFIX))
         body = {"version": 1, "end_offset": self.end_offset,
                 "producers": {str(pid): e.to_json() for pid, e in sorted(self.producers.items())}}
