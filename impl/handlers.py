@@ -9,6 +9,7 @@ import time
 from impl import rules
 from impl.protocol import codec
 from impl.storage.batch import CorruptBatch
+from impl.storage.log import DuplicateBatch, ProducerStateError
 
 CLUSTER_ID = "kafkaverify-cluster"
 
@@ -84,6 +85,11 @@ async def produce(b, req, version):
                 continue
             try:
                 base, last, _n = p.log.append_as_leader(bytes(pd.records), p.leader_epoch)
+            except DuplicateBatch as d:  # idempotent retry: the original offsets, nothing appended
+                base, last = d.first_offset, d.last_offset
+            except ProducerStateError as e:
+                results[key] = (e.code, -1)
+                continue
             except CorruptBatch:
                 results[key] = (codec.CORRUPT_MESSAGE, -1)
                 continue
@@ -91,11 +97,12 @@ async def produce(b, req, version):
                 b_log_error(b, f"append failed: {e}")
                 results[key] = (codec.UNKNOWN_SERVER_ERROR, -1)
                 continue
-            b.event("appended", topic=t.name, partition=pd.index, base_offset=base, last_offset=last,
-                    leader_epoch=p.leader_epoch, acks=acks)
+            else:
+                b.event("appended", topic=t.name, partition=pd.index, base_offset=base, last_offset=last,
+                        leader_epoch=p.leader_epoch, acks=acks)
+                b._update_hw(p)          # RF=1 / ISR={self}: the HW moves at once
+                p.notify()               # wake replica fetchers long-polling on us
             results[key] = (0, base)
-            b._update_hw(p)              # RF=1 / ISR={self}: the HW moves at once
-            p.notify()                   # wake replica fetchers long-polling on us
             if acks == -1 and p.hw <= last:
                 fut = asyncio.get_running_loop().create_future()
                 p.delayed.append((last, fut))
@@ -303,3 +310,8 @@ async def offsets_for_leader_epoch(b, req, version):
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions, 19: create_topics,
             23: offsets_for_leader_epoch}
+
+# Idempotent producer (impl/idempotence.py) and admin surface (impl/admin.py)
+from impl import admin, idempotence  # noqa: E402
+HANDLERS.update({22: idempotence.init_producer_id, 20: admin.delete_topics, 32: admin.describe_configs,
+                 37: admin.create_partitions, 60: admin.describe_cluster})

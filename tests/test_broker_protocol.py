@@ -63,6 +63,29 @@ SAMPLE_RESPONSES = {
                                                    "end_offset": 77}]}]},
 }
 
+# idempotent producer (impl/idempotence.py)
+SAMPLE_REQUESTS[22] = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+                       "producer_epoch": -1}
+SAMPLE_RESPONSES[22] = {"error_code": 0, "producer_id": 12345, "producer_epoch": 0}
+# admin surface (impl/admin.py)
+SAMPLE_REQUESTS.update({
+    20: {"topic_names": ["t"], "timeout_ms": 1000},
+    32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
+         "include_synonyms": True, "include_documentation": False},
+    37: {"topics": [{"name": "t", "count": 3, "assignments": None}], "timeout_ms": 1000, "validate_only": False},
+    60: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+})
+SAMPLE_RESPONSES.update({
+    20: {"responses": [{"name": "t", "error_code": 0}]},
+    32: {"results": [{"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t",
+                      "configs": [{"name": "min.insync.replicas", "value": "2", "read_only": False,
+                                   "config_source": 1, "is_default": False, "is_sensitive": False,
+                                   "synonyms": [], "config_type": 3, "documentation": None}]}]},
+    37: {"results": [{"name": "t", "error_code": 37, "error_message": "no"}]},
+    60: {"error_code": 0, "cluster_id": "c", "controller_id": 1, "endpoint_type": 1,
+         "brokers": [{"broker_id": 1, "host": "h", "port": 9, "rack": None}]},
+})
+
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
 
 
@@ -83,6 +106,14 @@ def test_request_round_trip(api, version):
         assert fp.current_leader_epoch == (3 if version >= 9 else -1)
     if api == 23:
         assert got.topics[0].partitions[0].leader_epoch == 3
+    if api == 22:
+        assert got.transactional_id is None and got.transaction_timeout_ms == 60000
+    if api == 20:
+        assert list(got.topic_names) == ["t"]
+    if api == 32:
+        assert got.resources[0].resource_name == "t" and got.resources[0].resource_type == 2
+    if api == 37:
+        assert got.topics[0].count == 3
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
@@ -102,6 +133,17 @@ def test_response_round_trip(api, version):
             {(k, s[2], s[3]) for k, s in codec.APIS.items()}
     if api == 23:
         assert resp.topics[0].partitions[0].end_offset == 77
+    if api == 22:
+        assert (resp.producer_id, resp.producer_epoch, resp.error_code) == (12345, 0, 0)
+    if api == 20:
+        assert resp.responses[0].name == "t"
+    if api == 32:
+        c = resp.results[0].configs[0]
+        assert (c.name, c.value) == ("min.insync.replicas", "2")
+    if api == 37:
+        assert resp.results[0].error_code == 37
+    if api == 60:
+        assert resp.brokers[0].port == 9 and resp.controller_id == 1
 
 
 def test_control_message_round_trip():

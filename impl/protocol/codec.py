@@ -12,12 +12,17 @@ import struct
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                  DeleteTopicsRequest, DeleteTopicsResponse,
+                                  DescribeClusterRequest, DescribeClusterResponse,
+                                  DescribeConfigsRequest, DescribeConfigsResponse)
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
                                      ListOffsetsResponse, OffsetForLeaderEpochRequest,
                                      OffsetForLeaderEpochResponse)
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
                                      MetadataResponse)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
 MAX_FRAME_BYTES = 100 << 20     # a larger size prefix closes the connection (not a Kafka frame)
 CONTROL_API_KEY = 1000          # our LeaderAndIsr-style control request (JSON body)
@@ -33,6 +38,17 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
 }
+# Idempotent producer (impl/idempotence.py): aiokafka has only v0, kafka-python and librdkafka
+# take the highest up to 4 (5+ are for transactions' KIP-890 epoch bumps).
+# Admin surface (impl/admin.py): kafka-python's schemas start DescribeConfigs/DeleteTopics at v1;
+# aiokafka has DescribeConfigs <= 2, DeleteTopics <= 3, CreatePartitions <= 1.
+APIS.update({
+    22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    20: (DeleteTopicsRequest, DeleteTopicsResponse, 1, 4),
+    32: (DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    37: (CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    60: (DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+})
 
 # Kafka error codes used by the broker (org.apache.kafka.common.protocol.Errors).
 NONE = 0
