@@ -298,7 +298,7 @@ def _prepare_rebalance(g: Group, cfg: GroupConfig, now_ms: float) -> list:
     if g.state == COMPLETING:
         eff += _reset_and_propagate_assignment_error(g, REBALANCE_IN_PROGRESS)
     g.sync_deadline_ms = None
-    if g.state == EMPTY:
+    if g.state == EMPTY and cfg.initial_rebalance_delay_ms > 0:
         # InitialDelayedJoin: wait group.initial.rebalance.delay.ms for more members, extended
         # while new ones keep arriving, at most up to the rebalance timeout
         g.initial_delay = True
