@@ -308,7 +308,7 @@ def _prepare_rebalance(g: Group, cfg: GroupConfig, now_ms: float) -> list:
         g.initial_delay = False
         g.join_deadline_ms = now_ms + g.rebalance_timeout_ms()
     g.transition(PREPARING)
-    return eff
+    return eff + _try_complete_join(g, cfg, now_ms)     # tryCompleteElseWatch
 
 
 def _try_complete_join(g: Group, cfg: GroupConfig, now_ms: float) -> list:
@@ -343,8 +343,7 @@ def _complete_join(g: Group, cfg: GroupConfig, now_ms: float) -> list:
         g.pending_sync = set(g.members)
         g.sync_deadline_ms = now_ms + g.rebalance_timeout_ms()
     else:
-        g.protocol_name = None
-        g.protocol_type = None
+        g.protocol_name = None          # the protocol type stays (Empty groups list as "consumer")
         g.leader_id = None
         g.transition(EMPTY)
         eff.append(Store(g.group_id, g.generation, g.record(now_ms)))

@@ -421,12 +421,11 @@ async def describe_groups(b, req, version):
         g = m.groups.get(gid) if not err else None
         if g is None:
             out.append({"error_code": err, "group_id": gid, "group_state": gc.DEAD, "protocol_type": "",
-                        "protocol_data": "", "members": [], "authorized_operations": -2147483648})
+                        "protocol_data": "", "members": []})
             continue
         stable = g.state == gc.STABLE
         out.append({"error_code": 0, "group_id": gid, "group_state": g.state,
                     "protocol_type": g.protocol_type or "", "protocol_data": (g.protocol_name or "") if stable else "",
-                    "authorized_operations": -2147483648,
                     "members": [{"member_id": mm.member_id, "group_instance_id": None, "client_id": mm.client_id,
                                  "client_host": mm.client_host,
                                  "member_metadata": mm.metadata(g.protocol_name) if stable else b"",

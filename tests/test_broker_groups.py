@@ -16,6 +16,7 @@ import pytest
 
 from impl import group_coordinator as gc
 from impl.netclient import SyncConn
+from impl.protocol import codec
 from kafkaverify.groupclient import CLIENTS, MemberProc, check_history, merge_histories
 from tests.broker_fixtures import consume_all, make_cluster, producer, wait_until  # noqa: F401
 from traces.history_recorder import HistoryRecorder
@@ -65,8 +66,9 @@ def _ops(events: list[dict]) -> list[dict]:
         if e["type"] == "invoke":
             inv[e["id"]] = e
         else:
-            out.append({**inv.pop(e["id"], {}), **{k: v for k, v in e.items() if k != "mono_ns"},
-                        "inv": inv.get(e["id"], {}).get("mono_ns"), "done": e["mono_ns"]})
+            i = inv.pop(e["id"], {})
+            out.append({**i, **{k: v for k, v in e.items() if k != "mono_ns"},
+                        "inv": i.get("mono_ns"), "done": e["mono_ns"]})
     return out
 
 
@@ -225,3 +227,81 @@ def test_coordinator_kill_during_commits(make_cluster, tmp_path, stop_all, clien
         assert m.stop() == 0
     final_reads(c, rec)
     judge(tmp_path, client, rec, members)
+
+
+def test_group_apis_on_the_wire(make_cluster):
+    """The whole classic protocol by hand, at the newest advertised versions, on the coordinator
+    and on a broker that is not it; then the admin clients' views of the group."""
+    c = make_cluster(3, broker_config=BROKER_CFG)
+    c.create_topic(TOPIC, partitions=2, replication_factor=3, min_insync=2)
+    ensure_offsets_topic(c)
+    group = "wire"
+    coord = c.leader_of("__consumer_offsets", gc.partition_for(group, OFFSETS_PARTITIONS))
+    other = (coord + 1) % 3
+    with SyncConn(*c.address(other)) as conn:
+        r = conn.request(10, 3, {"key": group, "key_type": 0})
+        assert (r.error_code, r.node_id, r.port) == (0, coord, c.ports[coord])
+        r = conn.request(11, 5, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                 "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                 "protocols": [{"name": "range", "metadata": b"m"}]})
+        assert r.error_code == codec.NOT_COORDINATOR
+    join = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"m"}]}
+    with SyncConn(*c.address(coord)) as conn:
+        r = conn.request(11, 5, join)
+        assert r.error_code == codec.MEMBER_ID_REQUIRED and r.member_id
+        mid = r.member_id
+        r = conn.request(11, 5, dict(join, member_id=mid))        # waits the initial delay
+        assert (r.error_code, r.leader, r.member_id, r.protocol_name) == (0, mid, mid, "range")
+        gen = r.generation_id
+        assert gen == 1 and [m.member_id for m in r.members] == [mid]
+        r = conn.request(14, 3, {"group_id": group, "generation_id": gen, "member_id": mid, "group_instance_id": None,
+                                 "assignments": [{"member_id": mid, "assignment": b"asg"}]})
+        assert (r.error_code, bytes(r.assignment)) == (0, b"asg")
+        assert conn.request(12, 3, {"group_id": group, "generation_id": gen, "member_id": mid,
+                                    "group_instance_id": None}).error_code == 0
+        assert conn.request(12, 3, {"group_id": group, "generation_id": gen - 1, "member_id": mid,
+                                    "group_instance_id": None}).error_code == codec.ILLEGAL_GENERATION
+
+        def commit(generation, offset, member=mid):
+            r = conn.request(8, 8, {"group_id": group, "generation_id_or_member_epoch": generation, "member_id": member,
+                                    "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                                        {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                                         "committed_metadata": "md"}]}]})
+            return r.topics[0].partitions[0].error_code
+        assert commit(gen, 7) == 0
+        assert commit(gen + 1, 9) == codec.ILLEGAL_GENERATION
+        assert commit(gen, 9, member="stranger") == codec.UNKNOWN_MEMBER_ID
+        r = conn.request(9, 7, {"group_id": group, "topics": None, "require_stable": False})
+        assert r.error_code == 0
+        assert [(t.name, p.partition_index, p.committed_offset, p.metadata) for t in r.topics for p in t.partitions] == \
+            [(TOPIC, 0, 7, "md")]
+        r = conn.request(16, 4, {"states_filter": []})
+        assert [(g.group_id, g.group_state) for g in r.groups] == [(group, "Stable")]
+        r = conn.request(15, 5, {"groups": [group, "nobody"], "include_authorized_operations": False})
+        assert [(g.group_id, g.group_state, len(g.members)) for g in r.groups] == [(group, "Stable", 1), ("nobody", "Dead", 0)]
+        assert bytes(r.groups[0].members[0].member_assignment) == b"asg"
+        assert conn.request(13, 1, {"group_id": group, "member_id": mid}).error_code == 0
+        r = conn.request(15, 5, {"groups": [group], "include_authorized_operations": False})
+        assert r.groups[0].group_state == "Empty"
+
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+    try:
+        listed = admin.list_groups()
+        print("kafka-python list_groups:", listed)
+        assert [(g["group_id"], g["protocol_type"]) for g in listed] == [(group, "consumer")]
+        offs = admin.list_group_offsets({group: None})
+        print("kafka-python list_group_offsets:", offs)
+        assert "7" in str(offs)
+        described = admin.describe_groups([group])
+        print("kafka-python describe_groups:", described)
+        assert "Empty" in str(described)
+    finally:
+        admin.close()
+    import confluent_kafka.admin as cka
+    a = cka.AdminClient({"bootstrap.servers": c.bootstrap})
+    listed = a.list_consumer_groups(request_timeout=20).result(30)
+    assert group in [g.group_id for g in listed.valid]
+    d = a.describe_consumer_groups([group], request_timeout=20)[group].result(30)
+    assert d.group_id == group and str(d.state).endswith("EMPTY")
