@@ -143,8 +143,10 @@ class GroupManager:
         is created on first use (COORDINATOR_NOT_AVAILABLE meanwhile, as Kafka answers)."""
         b = self.b
         if OFFSETS_TOPIC not in b.topic_assignments:
-            rf = min(3, max(len(b.live_brokers), 1))
             try:
+                # the registration watch may lag: count the live brokers at the source
+                await b._refresh_ids(await b.cc("get_children", b.path("/brokers/ids")))
+                rf = min(3, max(len(b.live_brokers), 1))
                 await b.create_topic(OFFSETS_TOPIC, b.cfg.offsets_topic_num_partitions, rf,
                                      {"cleanup.policy": "compact",
                                       "min.insync.replicas": b.cfg.default_min_insync})
