@@ -30,7 +30,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
