@@ -33,6 +33,7 @@ from pathlib import Path
 from impl import rules
 from impl.admin import forget_topic
 from impl.idempotence import ProducerIdAllocator
+from impl.group_handlers import GroupManager
 from impl.netclient import AsyncConn
 from impl.protocol import codec
 from impl.storage.batch import CorruptBatch
@@ -70,6 +71,12 @@ class BrokerConfig:
     default_min_insync: int = 1
     unclean_leader_election: bool = False
     log: dict = field(default_factory=dict)     # LogConfig fields
+    # consumer groups (impl/group_handlers.py); Kafka's names and defaults
+    offsets_topic_num_partitions: int = 50      # offsets.topic.num.partitions
+    offsets_commit_timeout_ms: int = 5000       # offsets.commit.timeout.ms
+    group_min_session_timeout_ms: int = 6000    # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
 
 
 class Partition:
@@ -129,6 +136,7 @@ class Broker:
         self._reconnecting = False
         self._ids_seq = 0
         self.producer_ids = ProducerIdAllocator()       # InitProducerId (impl/idempotence.py)
+        self.groups = GroupManager(self)
         n = len(list(self.dir.glob("trace-*.jsonl")))
         self.trace = TraceWriter(self.dir / f"trace-{n:03d}.jsonl",
                                  make_header("broker", node=self.id, generation=cfg.generation,
@@ -577,6 +585,7 @@ class Broker:
         self._update_hw(p)
         p.notify()
         p.notify_hw()
+        self.groups.on_partition_role(p)
 
     def _become_follower(self, p: Partition, e: dict) -> None:
         old_leader, old_epoch = self._apply_state(p, e)
@@ -596,6 +605,7 @@ class Broker:
         p.fetcher = asyncio.ensure_future(self._fetcher(p, p.leader, p.leader_epoch))
         p.notify()
         p.notify_hw()
+        self.groups.on_partition_role(p)
 
     # --- leader-side rules (shell) --------------------------------------------------------------
     def _update_hw(self, p: Partition) -> None:
@@ -827,7 +837,8 @@ class Broker:
         else:
             assignment = {str(i): [live[(start + i + j) % len(live)] for j in range(rf)] for i in range(partitions)}
         body = {"version": 1, "partitions": assignment,
-                "config": {"min.insync.replicas": int(configs.get("min.insync.replicas", self.cfg.default_min_insync)),
+                "config": {**({"cleanup.policy": configs["cleanup.policy"]} if "cleanup.policy" in configs else {}),
+                           "min.insync.replicas": int(configs.get("min.insync.replicas", self.cfg.default_min_insync)),
                            "unclean.leader.election.enable":
                                str(configs.get("unclean.leader.election.enable",
                                                self.cfg.unclean_leader_election)).lower() == "true"}}

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from impl import rules
+from impl.group_handlers import GROUP_HANDLERS
 from impl.protocol import codec
 from impl.storage.batch import CorruptBatch
 from impl.storage.log import DuplicateBatch, ProducerStateError
@@ -55,7 +56,7 @@ async def metadata(b, req, version):
                           "leader_epoch": st["leader_epoch"], "replica_nodes": replicas,
                           "isr_nodes": st["isr"],
                           "offline_replicas": [r for r in replicas if r not in b.live_brokers]})
-        topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": parts})
+        topics.append({"error_code": 0, "name": name, "is_internal": name == "__consumer_offsets", "partitions": parts})
     return {"throttle_time_ms": 0, "cluster_id": CLUSTER_ID, "controller_id": b.controller_id,
             "brokers": [{"node_id": i, "host": h, "port": p, "rack": None}
                         for i, (h, p) in sorted(b.live_brokers.items())],
@@ -309,7 +310,7 @@ async def offsets_for_leader_epoch(b, req, version):
 
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions, 19: create_topics,
-            23: offsets_for_leader_epoch}
+            23: offsets_for_leader_epoch, **GROUP_HANDLERS}
 
 # Idempotent producer (impl/idempotence.py) and admin surface (impl/admin.py)
 from impl import admin, idempotence  # noqa: E402

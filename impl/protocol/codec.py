@@ -11,16 +11,21 @@ import json
 import struct
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                  CreateTopicsRequest, CreateTopicsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
-                                  DescribeConfigsRequest, DescribeConfigsResponse)
-from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
-                                     ListOffsetsResponse, OffsetForLeaderEpochRequest,
-                                     OffsetForLeaderEpochResponse)
-from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
-                                     MetadataResponse)
+                                  DescribeConfigsRequest, DescribeConfigsResponse,
+                                  DescribeGroupsRequest, DescribeGroupsResponse,
+                                  ListGroupsRequest, ListGroupsResponse)
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse,
+                                     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+                                     LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse,
+                                     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+                                     OffsetFetchResponse, OffsetForLeaderEpochRequest,
+                                     OffsetForLeaderEpochResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest,
+                                     FindCoordinatorResponse, MetadataRequest, MetadataResponse)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
@@ -37,6 +42,17 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     18: (ApiVersionsRequest, ApiVersionsResponse, 0, 3),
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
+    # consumer groups (impl/group_handlers.py). No batched variants (FindCoordinator 4+,
+    # LeaveGroup 3+, OffsetFetch 8+) and no topic ids (OffsetCommit 9+): wire.md's ranges.
+    8: (OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+    9: (OffsetFetchRequest, OffsetFetchResponse, 1, 7),
+    10: (FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
+    11: (JoinGroupRequest, JoinGroupResponse, 0, 5),
+    12: (HeartbeatRequest, HeartbeatResponse, 0, 3),
+    13: (LeaveGroupRequest, LeaveGroupResponse, 0, 1),
+    14: (SyncGroupRequest, SyncGroupResponse, 0, 3),
+    15: (DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+    16: (ListGroupsRequest, ListGroupsResponse, 0, 4),
 }
 # Idempotent producer (impl/idempotence.py): aiokafka has only v0, kafka-python and librdkafka
 # take the highest up to 4 (5+ are for transactions' KIP-890 epoch bumps).
@@ -71,6 +87,19 @@ INVALID_REQUEST = 42
 UNKNOWN_SERVER_ERROR = -1
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+# consumer groups
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+INVALID_COMMIT_OFFSET_SIZE = 28
+MEMBER_ID_REQUIRED = 79
 
 _HDR = struct.Struct(">hhi")
 
