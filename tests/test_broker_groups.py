@@ -4,8 +4,8 @@ exactly at its committed offsets after a restart, rebalances when a member leave
 crashes, and survives kill -9 of its coordinator without committed offsets going backwards.
 Every run's history (producer + members + final reads) is judged by `kafkaverify check-history`.
 
-The producer is kafka-python with enable_idempotence=False: its idempotent default needs
-InitProducerId, which the broker-idem branch adds; at merge the lead switches it to defaults.
+The producer is kafka-python at its defaults (idempotent, acks=all, retries unbounded, 5 in
+flight).
 """
 from __future__ import annotations
 
@@ -37,10 +37,14 @@ class Writer:
     """acks=all sends, recorded as process 0."""
 
     def __init__(self, cluster, rec: HistoryRecorder):
-        self.p = producer(cluster, request_timeout_ms=15000)
+        from kafka import KafkaProducer
+        self.p = KafkaProducer(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15000)
         self.rec, self.n = rec, 0
         self.end: dict[int, int] = {}
-        rec.producer_config(process=0, retries=0, max_in_flight=1, idempotence=False, acks="all")
+        cfg = self.p.config
+        assert cfg["enable_idempotence"] and cfg["acks"] == -1       # the defaults under test
+        rec.producer_config(process=0, retries=2147483647, idempotence=True, acks="all",
+                            max_in_flight=cfg["max_in_flight_requests_per_connection"])
 
     def send(self, partition: int) -> None:
         v = f"v{self.n}"

@@ -167,8 +167,7 @@ def main(argv=None) -> None:
             c.create_topic(TOPIC, 3, 3, min_insync=2)
             c.wait_for_leaders(TOPIC, isr_size=3)
             from confluent_kafka import Producer
-            # idempotence off: InitProducerId is the broker-idem branch's
-            p = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": False, "acks": "all"})
+            p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
             for i in range(30):
                 p.produce(TOPIC, b"x", partition=i % 3)
             p.flush(30)
