@@ -1,13 +1,15 @@
 """Model traces: counterexamples and simulations written in the traces/ format, and replay.
 
 A model trace is a header (format version, generation, fixes, the full model config, search
-bounds, seed), one "step" record per action with the state summary after it, and a closing
-"verdict" naming the violated invariant (or null). Replay re-executes the actions against the
-model and says, step by step, where the trace is no longer possible.
+bounds, seed; optionally `invariants`, the names the search was restricted to, and
+`demonstrates`, the fix whose bug the trace shows), one "step" record per action with the state
+summary after it, and a closing "verdict" naming the violated invariant (or null). Replay
+re-executes the actions against the model (checking the recorded invariants, or all) and says,
+step by step, where the trace is no longer possible.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from spec import Action, Config, ConfigError, Model, State, summary
@@ -16,14 +18,40 @@ from traces.trace import TraceError, dump, load, make_header
 
 def write_trace(path: str | Path, cfg: Config, actions: list[Action], states: list[State],
                 violation: tuple[str, str] | None, *, bounds: dict | None = None,
-                seed: int | None = None, command: str | None = None) -> None:
+                seed: int | None = None, command: str | None = None,
+                invariants: tuple[str, ...] | None = None, demonstrates: str | None = None,
+                story: str | None = None) -> None:
+    extra = {}
+    if story:
+        extra["story"] = story
+    if invariants:
+        extra["invariants"] = sorted(invariants)
+    if demonstrates:
+        extra["demonstrates"] = demonstrates
     header = make_header("model", generation=cfg.generation, fixes=sorted(cfg.fixes),
-                         config=cfg.to_json(), bounds=bounds or {}, seed=seed, command=command)
+                         config=cfg.to_json(), bounds=bounds or {}, seed=seed, command=command,
+                         **extra)
     records = [{"kind": "step", "i": i + 1, "action": a.to_json(), "text": a.describe(),
                 "state": summary(s)} for i, (a, s) in enumerate(zip(actions, states))]
     records.append({"kind": "verdict", "violation": violation[0] if violation else None,
                     "text": violation[1] if violation else "no invariant violated"})
     dump(path, header, records)
+
+
+def config_args(cfg: Config) -> str:
+    """The command-line options that reproduce `cfg` (defaults left out)."""
+    from spec import GENERATIONS
+    d = Config()
+    parts = [f"--generation {cfg.generation}"]
+    for f in sorted(GENERATIONS[cfg.generation] - cfg.fixes):
+        parts.append(f"--without {f}")
+    for name in ("brokers", "records", "crashes", "pauses", "elections", "losses", "min_isr", "acks"):
+        if getattr(cfg, name) != getattr(d, name):
+            parts.append(f"--{name.replace('_', '-')} {getattr(cfg, name)}")
+    for flag in ("unclean", "unflushed_loss", "disk_loss"):
+        if getattr(cfg, flag):
+            parts.append("--" + flag.replace("_", "-"))
+    return " ".join(parts)
 
 
 @dataclass
@@ -39,8 +67,11 @@ class ReplayResult:
         return self.problem is None and self.violation is not None and self.violation[0] == self.recorded
 
 
-def replay(path: str | Path, *, rewrite: bool = False) -> ReplayResult:
-    """Re-execute a model trace. Raises TraceError for a file that is not a valid trace."""
+def replay(path: str | Path, *, rewrite: bool = False, fixes: frozenset | None = None) -> ReplayResult:
+    """Re-execute a model trace. Raises TraceError for a file that is not a valid trace.
+    `fixes` replaces the recorded set of fixes (to replay a counterexample with its fix on)."""
+    from spec import INVARIANT_NAMES
+    from spec.invariants import violated
     tr = load(path)
     p = str(path)
     if tr.header.get("source") != "model":
@@ -49,12 +80,19 @@ def replay(path: str | Path, *, rewrite: bool = False) -> ReplayResult:
         cfg = Config.from_json(tr.header.get("config") or {})
     except (ConfigError, TypeError) as e:
         raise TraceError(p, 1, f"bad model config in header: {e}") from None
+    if fixes is not None:
+        cfg = replace(cfg, fixes=frozenset(fixes))
+    only = tr.header.get("invariants")
+    if only is not None and (not isinstance(only, list) or not set(only) <= set(INVARIANT_NAMES) | {"MonotonicEpochs"}):
+        raise TraceError(p, 1, f"bad 'invariants' in header: {only!r}")
     model = Model(cfg)
+    invs = model.invariants if only is None else tuple(i for i in model.invariants if i.name in only)
+    check_steps = only is None or "MonotonicEpochs" in only
     s = model.initial()
     verdicts = [r for r in tr.records if r["kind"] == "verdict"]
     recorded = verdicts[-1].get("violation") if verdicts else None
     steps = [(r, ln) for r, ln in zip(tr.records, tr.lines) if r["kind"] == "step"]
-    found = model.violation(s)
+    found = violated(cfg, s, invs)
     actions, states = [], []
     for n, (rec, ln) in enumerate(steps, 1):
         if rec["i"] != n:
@@ -68,7 +106,7 @@ def replay(path: str | Path, *, rewrite: bool = False) -> ReplayResult:
                                 f"step {n} is no longer possible: '{a.describe()}' is not enabled "
                                 f"in the state reached by the steps before it", ln)
         t = model.step(s, a)
-        found = model.step_violation(s, t) or model.violation(t)
+        found = (model.step_violation(s, t) if check_steps else None) or violated(cfg, t, invs)
         s = t
         actions.append(a)
         states.append(s)
@@ -82,5 +120,6 @@ def replay(path: str | Path, *, rewrite: bool = False) -> ReplayResult:
     if rewrite:
         h = tr.header
         write_trace(path, cfg, actions, states, found, bounds=h.get("bounds"), seed=h.get("seed"),
-                    command=h.get("command"))
+                    command=h.get("command"), invariants=h.get("invariants"),
+                    demonstrates=h.get("demonstrates"), story=h.get("story"))
     return ReplayResult(len(steps), found, recorded)

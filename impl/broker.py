@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from impl import rules
+from impl.admin import forget_topic
+from impl.idempotence import ProducerIdAllocator
+from impl.group_handlers import GroupManager
 from impl.netclient import AsyncConn
 from impl.protocol import codec
 from impl.storage.batch import CorruptBatch
@@ -68,6 +71,12 @@ class BrokerConfig:
     default_min_insync: int = 1
     unclean_leader_election: bool = False
     log: dict = field(default_factory=dict)     # LogConfig fields
+    # consumer groups (impl/group_handlers.py); Kafka's names and defaults
+    offsets_topic_num_partitions: int = 50      # offsets.topic.num.partitions
+    offsets_commit_timeout_ms: int = 5000       # offsets.commit.timeout.ms
+    group_min_session_timeout_ms: int = 6000    # group.min.session.timeout.ms
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
 
 
 class Partition:
@@ -126,6 +135,8 @@ class Broker:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._reconnecting = False
         self._ids_seq = 0
+        self.producer_ids = ProducerIdAllocator()       # InitProducerId (impl/idempotence.py)
+        self.groups = GroupManager(self)
         n = len(list(self.dir.glob("trace-*.jsonl")))
         self.trace = TraceWriter(self.dir / f"trace-{n:03d}.jsonl",
                                  make_header("broker", node=self.id, generation=cfg.generation,
@@ -267,6 +278,7 @@ class Broker:
             try:
                 p.log.flush()
                 p.log.checkpoint_hw(p.hw)
+                p.log.producers.take_snapshot()
             except OSError:
                 pass
         if self.controller:
@@ -303,6 +315,15 @@ class Broker:
                         # the fsync of a checkpoint must not stall produce/fetch handling
                         await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw)
                     p.log.apply_retention(t, upper_bound=p.hw)
+                    self._snapshot_producers(p)
+
+    def _snapshot_producers(self, p: Partition) -> None:
+        """Periodic producer-state snapshot (impl/producer_state.py), so recovery replays only
+        the batches after it."""
+        try:
+            p.log.producers.take_snapshot()
+        except OSError as e:
+            log.error("producer snapshot failed for %s-%d: %s", p.topic, p.index, e)
 
     # --- coordination watches -------------------------------------------------------------------
     def _on_ids(self, ids: list[str]) -> None:
@@ -356,6 +377,9 @@ class Broker:
             if t not in self.topic_assignments:
                 self.topic_assignments[t] = {}
                 asyncio.ensure_future(self._watch_topic(t))
+        for t in set(self.topic_assignments) - set(topics):
+            if self.topic_assignments[t]:           # loaded, now gone: deleted (impl/admin.py)
+                forget_topic(self, t)
 
     async def _watch_topic(self, topic: str) -> None:
         try:
@@ -363,9 +387,19 @@ class Broker:
         except Exception:
             self.topic_assignments.pop(topic, None)
             return
-        a = json.loads(data)
+        self._on_assignment(topic, data)
+        # CreatePartitions changes the assignment (impl/admin.py)
+        self.coord.watch_data(self.path(f"/brokers/topics/{topic}"),
+                              lambda d, v: self.from_thread(self._on_assignment, topic, d))
+
+    def _on_assignment(self, topic: str, data) -> None:
+        if data is None or topic not in self.topic_assignments:
+            return
+        a, old = json.loads(data), self.topic_assignments[topic] or {"partitions": {}}
         self.topic_assignments[topic] = a
         for pi in sorted(a["partitions"], key=int):
+            if pi in old["partitions"]:
+                continue
             key = (topic, int(pi))
             self.coord.watch_data(self.path(f"/brokers/topics/{topic}/partitions/{pi}/state"),
                                   lambda d, v, key=key: self.from_thread(self._on_state, key, d, v))
@@ -499,7 +533,7 @@ class Broker:
                                 "leader_epoch": p.leader_epoch, "isr": sorted(p.isr),
                                 "log_end_offset": p.log.leo, "hw": p.hw,
                                 "log_start_offset": p.log.log_start_offset,
-                                "epochs": p.log.epochs.entries}
+                                "epochs": p.log.epochs.entries, "producers": p.log.producers.describe()}
                                for (t, i), p in sorted(self.partitions.items())]}
 
     def handle_leader_and_isr(self, body: dict) -> dict:
@@ -551,6 +585,7 @@ class Broker:
         self._update_hw(p)
         p.notify()
         p.notify_hw()
+        self.groups.on_partition_role(p)
 
     def _become_follower(self, p: Partition, e: dict) -> None:
         old_leader, old_epoch = self._apply_state(p, e)
@@ -570,6 +605,7 @@ class Broker:
         p.fetcher = asyncio.ensure_future(self._fetcher(p, p.leader, p.leader_epoch))
         p.notify()
         p.notify_hw()
+        self.groups.on_partition_role(p)
 
     # --- leader-side rules (shell) --------------------------------------------------------------
     def _update_hw(self, p: Partition) -> None:
@@ -801,7 +837,8 @@ class Broker:
         else:
             assignment = {str(i): [live[(start + i + j) % len(live)] for j in range(rf)] for i in range(partitions)}
         body = {"version": 1, "partitions": assignment,
-                "config": {"min.insync.replicas": int(configs.get("min.insync.replicas", self.cfg.default_min_insync)),
+                "config": {**({"cleanup.policy": configs["cleanup.policy"]} if "cleanup.policy" in configs else {}),
+                           "min.insync.replicas": int(configs.get("min.insync.replicas", self.cfg.default_min_insync)),
                            "unclean.leader.election.enable":
                                str(configs.get("unclean.leader.election.enable",
                                                self.cfg.unclean_leader_election)).lower() == "true"}}

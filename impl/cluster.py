@@ -5,6 +5,8 @@
     c.create_topic("t", partitions=1, replication_factor=3, min_insync=2)
     c.wait_for_leaders("t"); c.leader_of("t", 0); c.bootstrap
     c.kill(n) / c.stop_broker(n) / c.start_broker(n) / c.pause(n) / c.resume(n) / c.power_loss(n)
+    c.apply_fault({"fault": "kill", "target": "leader:t/0"})     # faults as data (impl/control.py)
+    c.status(); c.move_leader("t", 0, n)
     c.stop()
 
 Each broker N has data dir `<data_dir>/broker-N` (its logs and trace-*.jsonl) and log file
@@ -72,6 +74,7 @@ class Cluster:
         self.coord_root = coord_root or ""
         self._own_root = False
         self._coord = None
+        self.paused: set[int] = set()
 
     # --- coordination ---------------------------------------------------------------------------
     def _start_coordination(self) -> None:
@@ -220,9 +223,81 @@ class Cluster:
 
     def pause(self, i: int) -> None:
         self.procs[i].send_signal(signal.SIGSTOP)
+        self.paused.add(i)
 
     def resume(self, i: int) -> None:
         self.procs[i].send_signal(signal.SIGCONT)
+        self.paused.discard(i)
+
+    def restart(self, i: int, timeout_s: float = 30) -> None:
+        """Start broker i again after a kill, power failure or stop (a running one is stopped
+        cleanly first)."""
+        self.stop_broker(i)
+        self.paused.discard(i)
+        self.start_broker(i, timeout_s=timeout_s)
+
+    def dead(self) -> dict[int, int]:
+        """{broker: exit code} of every broker process that has exited (killed or crashed)."""
+        return {i: p.returncode for i, p in sorted(self.procs.items()) if p.poll() is not None}
+
+    def mark_dead_expected(self, i: int) -> None:
+        """A death reported to the user is no longer an error of later waits (restart)."""
+        if i in self.procs:
+            self.procs[i]._expected_dead = True
+
+    def apply_fault(self, fault: dict) -> dict:
+        """Faults as data: {"fault": kill|pause|resume|restart|power-fail|stop, "target": "N" or
+        "leader:TOPIC/PARTITION"}; validated and applied by impl.control.apply_fault."""
+        from impl.control import apply_fault
+        return apply_fault(self, fault)
+
+    def status(self) -> dict:
+        """Brokers (running / paused / dead / registered) and every partition's leader and ISR,
+        read from the coordination service."""
+        regs = self.registered()
+        brokers = []
+        for i in range(self.n):
+            p = self.procs.get(i)
+            state = "dead" if p is None or p.poll() is not None else ("paused" if i in self.paused else "running")
+            brokers.append({"id": i, "port": self.ports[i], "state": state, "registered": i in regs,
+                            "exit_code": None if p is None else p.returncode})
+        parts = []
+        try:
+            topics = sorted(self._coord.get_children(self.path("/brokers/topics")))
+        except Exception:
+            topics = []
+        for t in topics:
+            try:
+                a = json.loads(self._coord.get(self.path(f"/brokers/topics/{t}"))[0])
+            except Exception:
+                continue
+            for pi, replicas in sorted(a["partitions"].items(), key=lambda kv: int(kv[0])):
+                st = self.partition_state(t, int(pi)) or {}
+                parts.append({"topic": t, "partition": int(pi), "replicas": replicas,
+                              "leader": st.get("leader", -1), "leader_epoch": st.get("leader_epoch", -1),
+                              "isr": st.get("isr", [])})
+        return {"controller": self.controller(), "brokers": brokers, "partitions": parts}
+
+    def move_leader(self, topic: str, partition: int, to: int, timeout_s: float = 60) -> None:
+        """Arrange that broker `to` leads the partition: while another broker leads, restart
+        that one cleanly (the controller elects the first live ISR replica), then wait for the
+        restarted broker to rejoin the ISR. `to` must be a live replica in the ISR. Bounded by
+        the number of replicas."""
+        for _ in range(self.n + 1):
+            self.wait_for_leaders(topic, timeout_s=timeout_s)
+            st = self.partition_state(topic, partition)
+            if st["leader"] == to:
+                return
+            if to not in st["isr"]:
+                raise ClusterError(f"{topic}/{partition}: broker {to} is not in the ISR {st['isr']}")
+            old, size = st["leader"], len(st["isr"])
+            self.stop_broker(old)
+            deadline = time.monotonic() + timeout_s
+            while (self.leader_of(topic, partition) in (None, old)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.start_broker(old, timeout_s=timeout_s)
+            self.wait_for_leaders(topic, timeout_s=timeout_s, isr_size=size)
+        raise ClusterError(f"{topic}/{partition}: broker {to} did not become leader")
 
     def power_loss(self, i: int) -> dict[str, int]:
         """kill -9, then drop every write the broker had not fsynced (see impl.storage.log)."""

@@ -59,6 +59,7 @@ class Controller:
         self.registered: set[int] = set()     # latest /brokers/ids, ahead of event processing
         self.latest_topics: list[str] = []
         self.pending: set[str] = set()
+        self.watched: set[str] = set()   # topics whose node data we watch (CreatePartitions)
         self.initialized = False     # topics loaded and full state sent, once brokers are known
 
     async def _c(self, method: str, *args, **kw):
@@ -162,12 +163,28 @@ class Controller:
             return None
         a = json.loads(data)
         self.topics[t] = a
+        if t not in self.watched:
+            # CreatePartitions (impl/admin.py) rewrites the assignment: reload the topic then
+            self.watched.add(t)
+            self.coord.watch_data(self.b.path(f"/brokers/topics/{t}"),
+                                  lambda d, v: self.b.from_thread(self._on_assignment, t, d))
         return a
+
+    def _on_assignment(self, t: str, data) -> None:
+        if data is None:
+            self.watched.discard(t)
+            return
+        known = self.topics.get(t)
+        if known is not None and json.loads(data).get("partitions") != known.get("partitions"):
+            del self.topics[t]
+            self._post(("topics", list(self.latest_topics)))
 
     # --- events ---------------------------------------------------------------------------------
     async def _on_topics(self, names: list[str], send_existing: bool = True) -> None:
         if not self.live:
             return       # before brokers are known; the first non-empty /brokers/ids event loads every topic
+        for t in set(self.topics) - set(names):
+            del self.topics[t]                      # deleted (DeleteTopics, impl/admin.py)
         for t in names:
             if t in self.topics:
                 continue

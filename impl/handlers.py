@@ -7,8 +7,10 @@ import asyncio
 import time
 
 from impl import rules
+from impl.group_handlers import GROUP_HANDLERS
 from impl.protocol import codec
 from impl.storage.batch import CorruptBatch
+from impl.storage.log import DuplicateBatch, ProducerStateError
 
 CLUSTER_ID = "kafkaverify-cluster"
 
@@ -54,7 +56,7 @@ async def metadata(b, req, version):
                           "leader_epoch": st["leader_epoch"], "replica_nodes": replicas,
                           "isr_nodes": st["isr"],
                           "offline_replicas": [r for r in replicas if r not in b.live_brokers]})
-        topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": parts})
+        topics.append({"error_code": 0, "name": name, "is_internal": name == "__consumer_offsets", "partitions": parts})
     return {"throttle_time_ms": 0, "cluster_id": CLUSTER_ID, "controller_id": b.controller_id,
             "brokers": [{"node_id": i, "host": h, "port": p, "rack": None}
                         for i, (h, p) in sorted(b.live_brokers.items())],
@@ -84,6 +86,11 @@ async def produce(b, req, version):
                 continue
             try:
                 base, last, _n = p.log.append_as_leader(bytes(pd.records), p.leader_epoch)
+            except DuplicateBatch as d:  # idempotent retry: the original offsets, nothing appended
+                base, last = d.first_offset, d.last_offset
+            except ProducerStateError as e:
+                results[key] = (e.code, -1)
+                continue
             except CorruptBatch:
                 results[key] = (codec.CORRUPT_MESSAGE, -1)
                 continue
@@ -91,11 +98,12 @@ async def produce(b, req, version):
                 b_log_error(b, f"append failed: {e}")
                 results[key] = (codec.UNKNOWN_SERVER_ERROR, -1)
                 continue
-            b.event("appended", topic=t.name, partition=pd.index, base_offset=base, last_offset=last,
-                    leader_epoch=p.leader_epoch, acks=acks)
+            else:
+                b.event("appended", topic=t.name, partition=pd.index, base_offset=base, last_offset=last,
+                        leader_epoch=p.leader_epoch, acks=acks)
+                b._update_hw(p)          # RF=1 / ISR={self}: the HW moves at once
+                p.notify()               # wake replica fetchers long-polling on us
             results[key] = (0, base)
-            b._update_hw(p)              # RF=1 / ISR={self}: the HW moves at once
-            p.notify()                   # wake replica fetchers long-polling on us
             if acks == -1 and p.hw <= last:
                 fut = asyncio.get_running_loop().create_future()
                 p.delayed.append((last, fut))
@@ -302,4 +310,9 @@ async def offsets_for_leader_epoch(b, req, version):
 
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions, 19: create_topics,
-            23: offsets_for_leader_epoch}
+            23: offsets_for_leader_epoch, **GROUP_HANDLERS}
+
+# Idempotent producer (impl/idempotence.py) and admin surface (impl/admin.py)
+from impl import admin, idempotence  # noqa: E402
+HANDLERS.update({22: idempotence.init_producer_id, 20: admin.delete_topics, 32: admin.describe_configs,
+                 37: admin.create_partitions, 60: admin.describe_cluster})

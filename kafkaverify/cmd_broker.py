@@ -1,5 +1,7 @@
 """CLI commands of the broker area: `kafkaverify broker start` runs a real cluster in the
-foreground (Ctrl-C / SIGTERM stop it cleanly)."""
+foreground (Ctrl-C / SIGTERM stop it cleanly); a broker that dies is reported and the others keep
+running. `broker kill|pause|resume|restart|power-fail TARGET` and `broker status` talk to that
+running `start` through its control channel (impl/control.py, `<data-dir>/control.json`)."""
 from __future__ import annotations
 
 import signal
@@ -82,21 +84,87 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    from impl.control import ControlServer
+    lock = threading.Lock()
+    control = None
     try:
         from impl.coord.base import CoordError
         try:
             cluster.start()
         except (ClusterError, ValueError, CoordError, OSError) as e:
             raise InputError(f"cluster did not start: {e}") from None
+        control = ControlServer(cluster, data_dir, lock)
+        control.start()
         click.echo(f"ready: {cluster.bootstrap}", nl=True)
+        reported: dict[int, object] = {}
         while not stop.wait(0.5):
-            dead = [i for i, p in cluster.procs.items() if p.poll() is not None]
-            if dead:
-                click.echo(f"broker(s) {dead} exited; see {data_dir}/broker-N.log; stopping", err=True)
-                return 1
+            # a dead broker is reported once per death; the others keep running, and it is
+            # restarted only when asked (`kafkaverify broker restart`)
+            with lock:
+                for i, p in sorted(cluster.procs.items()):
+                    if p.poll() is not None and reported.get(i) is not p:
+                        reported[i] = p
+                        cluster.mark_dead_expected(i)
+                        click.echo(f"broker {i} exited with code {p.returncode}; see {data_dir}/broker-{i}.log; "
+                                   f"the others keep running", err=True)
     finally:
+        if control is not None:
+            control.stop()
         cluster.stop()
         click.echo("stopped", err=True)
+    return 0
+
+
+def _control(data_dir: str, body: dict) -> dict:
+    from impl.control import FaultError, request
+    try:
+        r = request(data_dir, body)
+    except FaultError as e:
+        raise InputError(str(e)) from None
+    if not r.get("ok"):
+        raise InputError(r.get("error", "the cluster refused the request"))
+    return r
+
+
+def _fault_command(name: str, what: str):
+    @click.argument("target")
+    @click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+                  help="The data directory of a running `kafkaverify broker start`.")
+    def cmd(target, data_dir):
+        r = _control(data_dir, {"fault": name, "target": target})
+        extra = f" ({r['lost_bytes']} unflushed bytes dropped)" if "lost_bytes" in r else ""
+        click.echo(f"{name}: broker {r['broker']}{extra}")
+        return 0
+    cmd.__doc__ = f"""{what} TARGET: a broker id or leader:TOPIC/PARTITION (its leader now)."""
+    broker.command(name)(cmd)
+
+
+for _name, _what in (("kill", "kill -9"), ("pause", "SIGSTOP (continue with `resume`)"),
+                     ("resume", "SIGCONT a paused broker"), ("restart", "Start a dead or stopped broker again"),
+                     ("power-fail", "kill -9 and drop every write not yet fsynced")):
+    _fault_command(_name, _what)
+
+
+@broker.command("status")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="The data directory of a running `kafkaverify broker start`.")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status_cmd(data_dir, as_json):
+    """Which brokers are alive, and each partition's leader and ISR."""
+    import json as _json
+    r = _control(data_dir, {"op": "status"})
+    if as_json:
+        r.pop("ok", None)
+        click.echo(_json.dumps(r, sort_keys=True, indent=1))
+        return 0
+    click.echo(f"controller: {r['controller']}")
+    for b in r["brokers"]:
+        code = f" (exit code {b['exit_code']})" if b["state"] == "dead" else ""
+        click.echo(f"broker {b['id']} port {b['port']}: {b['state']}{code}"
+                   f"{'' if b['registered'] else ', not registered'}")
+    for p in r["partitions"]:
+        click.echo(f"{p['topic']}/{p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
+                   f"isr {p['isr']} replicas {p['replicas']}")
     return 0
 
 

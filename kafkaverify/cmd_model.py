@@ -20,7 +20,7 @@ DEFAULT_MAX_DEPTH = 60
 def _model_options(f):
     opts = [
         click.option("--generation", "-g", default="current", show_default=True,
-                     help="protocol generation: v0.10, kip-101, kip-279, kip-320, current"),
+                     help="protocol generation: v0.10, kip-101, kip-279, kip-320, current, kip-966"),
         click.option("--without", multiple=True, metavar="FIX", help="remove one fix (repeatable)"),
         click.option("--brokers", type=int, default=None, help="brokers (replicas) [2]"),
         click.option("--records", type=int, default=None, help="client writes in all [2]"),
@@ -32,6 +32,7 @@ def _model_options(f):
         click.option("--acks", type=click.Choice(["all", "1"]), default=None, help="producer acks [all]"),
         click.option("--unclean", is_flag=True, help="allow unclean leader election"),
         click.option("--unflushed-loss", is_flag=True, help="crashes may lose unflushed writes"),
+        click.option("--disk-loss", is_flag=True, help="a crash may lose the whole disk (KIP-903)"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -48,27 +49,15 @@ def build_config(generation, without, **bounds):
 
 
 def _config_args(cfg) -> str:
-    """The options that reproduce `cfg` on the command line (defaults left out)."""
-    from spec import Config, GENERATIONS
-    d = Config()
-    parts = [f"--generation {cfg.generation}"]
-    for f in sorted(GENERATIONS[cfg.generation] - cfg.fixes):
-        parts.append(f"--without {f}")
-    for name in ("brokers", "records", "crashes", "pauses", "elections", "losses", "min_isr", "acks"):
-        if getattr(cfg, name) != getattr(d, name):
-            parts.append(f"--{name.replace('_', '-')} {getattr(cfg, name)}")
-    if cfg.unclean:
-        parts.append("--unclean")
-    if cfg.unflushed_loss:
-        parts.append("--unflushed-loss")
-    return " ".join(parts)
+    from checkers.model_trace import config_args
+    return config_args(cfg)
 
 
 def _print_bounds(cfg, extra: str = "") -> None:
     click.echo(f"generation={cfg.generation} fixes={','.join(sorted(cfg.fixes)) or '-'}")
     click.echo(f"bounds: brokers={cfg.brokers} records={cfg.records} crashes={cfg.crashes} pauses={cfg.pauses} "
                f"elections={cfg.elections} losses={cfg.losses} min_isr={cfg.min_isr} acks={cfg.acks} "
-               f"unclean={cfg.unclean} unflushed_loss={cfg.unflushed_loss}{extra}")
+               f"unclean={cfg.unclean} unflushed_loss={cfg.unflushed_loss} disk_loss={cfg.disk_loss}{extra}")
 
 
 def story_lines(actions, states, invariant: str, message: str) -> list[str]:
@@ -139,7 +128,8 @@ def register(group: click.Group) -> None:
                  f"{r.seconds:.1f}s, {r.states_per_second:,.0f} states/s")
         if r.status == "violation":
             return _report_violation(cfg, r, stats, out, cmd,
-                                     bounds={"max_depth": max_depth, "max_states": max_states})
+                                     bounds={"max_depth": max_depth, "max_states": max_states},
+                                     invariants=tuple(invariants) or None)
         if r.status == "exhausted":
             click.echo(f"no violation: state space exhausted; {stats}")
             return exitcodes.VALID

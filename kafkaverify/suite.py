@@ -32,15 +32,30 @@ CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
 CURRENT_TIME_LIMIT = 900.0
 TEETH_TIME_LIMIT = 180.0
 
-# (stage name, generation, without, extra bounds, invariant restriction or None)
+# (stage name, generation, without, extra bounds, invariant restriction or None, expected
+# invariant). A tooth names the bug it expects: a violation of any other invariant fails the
+# stage ("expected X, found Y"), so an unrelated bug cannot pass for the one a fix prevents.
 # The bounds are the smallest found at which each fix's bug shows (see BENCHMARKS.md).
-TEETH: list[tuple[str, str, tuple, dict, tuple | None]] = [
-    ("v0.10 KIP-101 data loss", "v0.10", (), {}, ("AckedDurable",)),
-    ("v0.10 KIP-101 divergence", "v0.10", (), {"unflushed_loss": True, "min_isr": 1}, ("LogMatching",)),
-    ("without controller-epoch-fencing", "current", ("controller-epoch-fencing",), {"pauses": 1, "crashes": 0}, None),
-    ("without epoch-truncation", "current", ("epoch-truncation",), {}, None),
-    ("without maximal-isr", "current", ("maximal-isr",), {"min_isr": 1}, None),
-    ("without min-isr-hw", "current", ("min-isr-hw",), {}, None),
+TEETH: list[tuple[str, str, tuple, dict, tuple | None, str]] = [
+    ("v0.10 KIP-101 data loss", "v0.10", (), {}, ("AckedDurable",), "AckedDurable"),
+    ("v0.10 KIP-101 divergence", "v0.10", (), {"unflushed_loss": True, "min_isr": 1}, ("LogMatching",),
+     "LogMatching"),
+    ("without controller-epoch-fencing", "current", ("controller-epoch-fencing",), {"pauses": 1, "crashes": 0},
+     None, "UniqueLeaderPerEpoch"),
+    ("without epoch-truncation", "current", ("epoch-truncation",), {}, None, "MinIsrDurability"),
+    ("without maximal-isr", "current", ("maximal-isr",), {"min_isr": 1}, None, "ReplicationQuorumSuperset"),
+    ("without min-isr-hw", "current", ("min-isr-hw",), {}, None, "MinIsrDurability"),
+    # With a disk loss and two crashes `current` also loses data through its last replica
+    # standing (KIP-966's case, one step shorter), so KIP-903 is shown where ELR is on.
+    ("kip-966 without isr-broker-epoch (one disk loss)", "kip-966", ("isr-broker-epoch",),
+     {"disk_loss": True, "crashes": 1}, None, "StrongIsr"),
+    ("kip-966 without eligible-leader-replicas (one power failure)", "kip-966", ("eligible-leader-replicas",),
+     {"unflushed_loss": True, "crashes": 1}, None, "AckedDurable"),
+]
+# Fixes checked on where their bug shows: with every fix, these bounds find nothing.
+CLEAN: list[tuple[str, str, dict]] = [
+    ("kip-966 clean with one power failure", "kip-966", {"unflushed_loss": True, "crashes": 1}),
+    ("kip-966 clean with one disk loss", "kip-966", {"disk_loss": True, "crashes": 1}),
 ]
 # Three replicas and deeper schedules than breadth-first search exhausts in minutes: these
 # fixes are shown by seeded random walks (their shrunk walks are golden traces);
@@ -71,7 +86,8 @@ class StageResult:
 
 
 def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
-                   invariants: tuple | None, expect_violation: bool, time_limit: float) -> StageResult:
+                   invariants: tuple | None, expect_violation: bool, time_limit: float,
+                   expect: str | None = None) -> StageResult:
     from checkers.explore import explore
     from spec import Model, make_config
     t0 = time.monotonic()
@@ -83,6 +99,8 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
     cmd = f"kafkaverify explore {_config_args(cfg)}" + "".join(f" --invariant {i}" for i in invariants or ())
     if r.status == "violation":
         detail = f"{r.invariant} in {len(r.path)} steps; {stats}"
+        if expect_violation and expect and r.invariant != expect:
+            return StageResult(name, "fail", secs, f"expected {expect}, found {detail}", cmd, (cfg, r))
         return StageResult(name, "pass" if expect_violation else "fail", secs, detail, cmd, (cfg, r))
     if r.status == "exhausted":
         return StageResult(name, "fail" if expect_violation else "pass", secs,
@@ -91,12 +109,17 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
 
 
 def _simulate_stage(name: str, without: tuple, seed: int, steps: int) -> StageResult:
+    """Random walks with unflushed loss over three replicas, judged by LogMatching alone: with
+    power failures `current` itself loses data through its last replica standing (KIP-966's
+    case), which is not the bug these stages are about."""
     from checkers.simulate import simulate
     from spec import Model, make_config
     from kafkaverify.cmd_model import _config_args
     t0 = time.monotonic()
     cfg = make_config("current", without, **SIM_BOUNDS)
-    r = simulate(Model(cfg), seed, steps, walk_length=60, time_limit=TEETH_TIME_LIMIT)
+    model = Model(cfg)
+    model.invariants = tuple(i for i in model.invariants if i.name == "LogMatching")
+    r = simulate(model, seed, steps, walk_length=60, time_limit=TEETH_TIME_LIMIT)
     secs = time.monotonic() - t0
     cmd = f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length 60"
     if r.status == "violation":
@@ -159,9 +182,13 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     hist = sorted(CORPUS.glob("history-*.jsonl"))
     out.append(("golden histories", lambda: _golden_history_stage(hist)))
     teeth = TEETH[:2] if quick else TEETH
-    for name, gen, without, bounds, invs in teeth:
-        out.append((name, lambda n=name, g=gen, w=without, b=bounds, i=invs: _explore_stage(
-            n, g, w, b, i, True, TEETH_TIME_LIMIT)))
+    for name, gen, without, bounds, invs, expect in teeth:
+        out.append((name, lambda n=name, g=gen, w=without, b=bounds, i=invs, e=expect: _explore_stage(
+            n, g, w, b, i, True, TEETH_TIME_LIMIT, e)))
+    if not quick:
+        for name, gen, bounds in CLEAN:
+            out.append((name, lambda n=name, g=gen, b=bounds: _explore_stage(
+                n, g, (), b, None, False, TEETH_TIME_LIMIT)))
     if not quick:
         for name, without, seed, steps in SIM_TEETH:
             out.append((name, lambda n=name, w=without, sd=seed, st=steps: _simulate_stage(n, w, sd, st)))

@@ -25,13 +25,25 @@ FIXES: dict[str, tuple[str, str]] = {
                                "and proposed ISR for the high watermark"),
     "min-isr-hw": ("KAFKA-15583", "the high watermark does not advance while the ISR is smaller "
                                   "than min.insync.replicas"),
+    "isr-broker-epoch": ("KIP-903 / KAFKA-14139", "an ISR expansion carries the broker epoch the "
+                                                  "follower fetched with; the controller refuses a "
+                                                  "replica that registered anew since (e.g. with an "
+                                                  "empty disk)"),
+    "eligible-leader-replicas": ("KIP-966", "replicas leaving the ISR while it is below "
+                                            "min.insync.replicas stay eligible leaders (ELR) until "
+                                            "an unclean shutdown; the ISR may empty, and a leader "
+                                            "comes from the ISR, then the ELR, then the last known "
+                                            "ELR"),
 }
 
 _V010 = frozenset({"controller-epoch-fencing"})
 _KIP101 = _V010 | {"epoch-truncation"}
 _KIP279 = _KIP101 | {"epoch-end-offset"}
 _KIP320 = _KIP279 | {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
-_CURRENT = _KIP320 | {"maximal-isr", "min-isr-hw"}
+# Kafka 3.x as deployed today (KIP-903's broker epoch check shipped in 3.5).
+_CURRENT = _KIP320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
+# Kafka 4.x with eligible leader replicas enabled.
+_KIP966 = _CURRENT | {"eligible-leader-replicas"}
 
 GENERATIONS: dict[str, frozenset[str]] = {
     "v0.10": _V010,
@@ -39,6 +51,7 @@ GENERATIONS: dict[str, frozenset[str]] = {
     "kip-279": _KIP279,
     "kip-320": _KIP320,
     "current": _CURRENT,
+    "kip-966": _KIP966,
 }
 
 
@@ -62,6 +75,7 @@ class Config:
     acks: str = "all"         # "all" or "1"
     unclean: bool = False     # unclean.leader.election.enable
     unflushed_loss: bool = False  # crashes may lose the unflushed log suffix (power failure)
+    disk_loss: bool = False   # a crash may lose the whole disk: the broker returns empty (KIP-903)
     # ISR changes go to the controller asynchronously (AlterIsr, Kafka 2.7+, where KIP-497's
     # maximal ISR belongs); older generations write them to the coordination store themselves,
     # synchronously, with compare-and-set.
@@ -75,12 +89,13 @@ class Config:
                 "records": self.records, "crashes": self.crashes, "pauses": self.pauses, "elections": self.elections,
                 "losses": self.losses, "min_isr": self.min_isr, "acks": self.acks,
                 "unclean": self.unclean, "unflushed_loss": self.unflushed_loss,
-                "alter_isr": self.alter_isr}
+                "disk_loss": self.disk_loss, "alter_isr": self.alter_isr}
 
     @staticmethod
     def from_json(d: dict) -> "Config":
         try:
-            return make_config(d["generation"], fixes=frozenset(d["fixes"]),
+            extra = {"disk_loss": d.get("disk_loss", False)}     # absent in format-1 traces
+            return make_config(d["generation"], fixes=frozenset(d["fixes"]), **extra,
                                **{k: d[k] for k in ("brokers", "records", "crashes", "pauses", "elections",
                                                     "losses", "min_isr", "acks", "unclean",
                                                     "unflushed_loss", "alter_isr")})
@@ -101,7 +116,7 @@ def make_config(generation: str = "current", without: tuple[str, ...] = (), *,
             raise ConfigError(f"generation {generation} has no fix {f!r} to remove "
                               f"(it has: {', '.join(sorted(chosen)) or 'none'})")
         chosen.discard(f)
-    bounds.setdefault("alter_isr", generation == "current")
+    bounds.setdefault("alter_isr", generation in ("current", "kip-966"))
     cfg = Config(generation=generation, fixes=frozenset(chosen), **bounds)
     if not 1 <= cfg.brokers <= 5:
         raise ConfigError("brokers must be between 1 and 5")

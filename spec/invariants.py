@@ -1,9 +1,17 @@
 """Invariants as named predicates. Each returns None when it holds, or one sentence saying how it
-is violated. `scoped` invariants are durability promises Kafka makes only without unclean
-election and without power failure: with unclean election on they are not checked, and after a
-crash that lost unflushed writes they are not checked either (Kafka does not fsync by default;
-an ISR whose last member loses power loses committed data — the gap KIP-966 closes). Log
-matching and epoch uniqueness are checked always.
+is violated.
+
+`scoped` invariants are durability promises Kafka makes only without unclean leader election:
+under unclean election they are not checked. Power failure and disk loss are scoped per record
+instead: Kafka does not fsync, so its promise is that a committed record survives unless every
+replica holding it lost it (the `doomed` ghost of spec/state.py); every other record stays
+checked after any number of lossy crashes. Log matching and epoch uniqueness are checked always.
+
+The anchors (StrongIsr, LeaderCompleteness, LeaderCandidateCompleteness,
+ReplicationQuorumSuperset, NoCommittedRecordLostGlobally) come from the published TLA+
+specifications of Kafka replication: hachikuji/kafka-specification (Kip320FirstTry.tla,
+KafkaReplication.tla) and Vanlightly/kafka-tlaplus (kafka_data_replication). "Committed"
+records are those acknowledged with acks=all or ever exposed to consumers below a leader's HW.
 """
 from __future__ import annotations
 
@@ -11,14 +19,15 @@ from typing import Callable, NamedTuple
 
 from spec import rules
 from spec.config import Config
-from spec.state import LEADER, State, bits
+from spec.state import LEADER, State, bits, mask_str
 
 
 class Invariant(NamedTuple):
     name: str
     doc: str
     check: Callable[[Config, State], str | None]
-    scoped: bool   # only meaningful without unclean election and unflushed-data loss
+    scoped: bool   # only meaningful without unclean leader election
+    counts_copies: bool = False   # a replica count: any power or disk loss may lower it (not checked after one)
 
 
 def _acting_leaders(s: State):
@@ -53,12 +62,28 @@ def log_matching(cfg: Config, s: State) -> str | None:
     return None
 
 
+def _records(b) -> int:
+    have = 0
+    for r, _ in b.log:
+        have |= 1 << r
+    return have
+
+
+def _committed(s: State) -> int:
+    """Records acknowledged with acks=all or exposed to consumers, minus the doomed."""
+    m = s.acked
+    for r in s.exposed:
+        m |= 1 << r
+    return m & ~s.doomed
+
+
+def _rs(mask: int) -> str:
+    return ", ".join(f"r{r}" for r in bits(mask))
+
+
 def acked_durable(cfg: Config, s: State) -> str | None:
     for i, b in _acting_leaders(s):
-        have = 0
-        for r, _ in b.log:
-            have |= 1 << r
-        missing = s.acked & ~have
+        missing = s.acked & ~_records(b) & ~s.doomed
         if missing:
             return (f"record(s) {', '.join(f'r{r}' for r in bits(missing))} acknowledged with "
                     f"acks=all are missing from the leader b{i} (epoch {b.le})")
@@ -71,6 +96,8 @@ def consistent_reads(cfg: Config, s: State) -> str | None:
             continue
         upto = min(b.hw, len(s.exposed))
         for off in range(upto):
+            if (s.doomed >> s.exposed[off]) & 1:
+                break           # a record lost everywhere to power loss: later offsets shift
             if b.log[off][0] != s.exposed[off]:
                 return (f"consumers read r{s.exposed[off]} at offset {off}, but leader b{i} now "
                         f"serves r{b.log[off][0]} there")
@@ -78,6 +105,11 @@ def consistent_reads(cfg: Config, s: State) -> str | None:
 
 
 def min_isr_durability(cfg: Config, s: State) -> str | None:
+    """Copies on crashed brokers count: in the model a crashed broker's log is what its disk
+    keeps (a power failure drops the unflushed suffix at the crash itself), and it returns with
+    it. A replica count is lowered by any power or disk loss, which Kafka does not promise to
+    survive, so this invariant is not checked once one happened; the per-record durability
+    invariants are."""
     bs = s.brokers
     need = min(cfg.min_isr, cfg.brokers)
     for i, b in _acting_leaders(s):
@@ -86,6 +118,74 @@ def min_isr_durability(cfg: Config, s: State) -> str | None:
             if holders < need:
                 return (f"r{b.log[off][0]} at offset {off} is below leader b{i}'s high watermark "
                         f"but held by {holders} replica(s), fewer than min.insync.replicas={need}")
+    return None
+
+
+def strong_isr(cfg: Config, s: State) -> str | None:
+    """StrongIsr (hachikuji/kafka-specification): every record below the leader's HW is on every
+    member of the controller's ISR, at the same offset. A member that lost data in a crash is
+    exempt until the controller removes it (it cannot be elected: it bounced)."""
+    bs = s.brokers
+    for i, b in _acting_leaders(s):
+        for m in bits(s.zk.isr):
+            if m == i or (s.damaged >> m) & 1:
+                continue
+            o = bs[m]
+            for off in range(b.hw):
+                if off >= o.leo or o.log[off] != b.log[off]:
+                    have = f"r{o.log[off][0]}" if off < o.leo else "nothing"
+                    return (f"r{b.log[off][0]} at offset {off} is below leader b{i}'s high watermark "
+                            f"{b.hw}, but ISR member b{m} has {have} there")
+    return None
+
+
+def leader_completeness(cfg: Config, s: State) -> str | None:
+    """LeaderCompleteness (Vanlightly/kafka-tlaplus): a running leader holds every acknowledged and
+    every consumed record."""
+    for i, b in _acting_leaders(s):
+        missing = _committed(s) & ~_records(b)
+        if missing:
+            return (f"leader b{i} (epoch {b.le}) lacks committed record(s) {_rs(missing)}, "
+                    f"acknowledged or already read by consumers")
+    return None
+
+
+def leader_candidate_completeness(cfg: Config, s: State) -> str | None:
+    """LeaderCandidateCompleteness (Vanlightly/kafka-tlaplus): no running member of the
+    controller's ISR — a replica the controller may elect — is missing a committed record."""
+    committed = _committed(s)
+    for m in bits(s.zk.isr):
+        b = s.brokers[m]
+        if not b.alive or not s.zk.sessions[m] or (s.damaged >> m) & 1:
+            continue
+        missing = committed & ~_records(b)
+        if missing:
+            return (f"ISR member b{m} could be elected but lacks committed record(s) {_rs(missing)}")
+    return None
+
+
+def replication_quorum_superset(cfg: Config, s: State) -> str | None:
+    """ReplicationQuorumSuperset (Vanlightly/kafka-tlaplus): the leader's maximal ISR — the
+    replicas it waits for — contains the controller's ISR, so no replica the controller may elect
+    is left behind by the HW."""
+    for i, b in _acting_leaders(s):
+        mx = rules.maximal_isr(b, cfg.fixes)
+        extra = s.zk.isr & ~mx
+        if extra:
+            return (f"controller's ISR has {mask_str(extra)} that leader b{i}'s maximal ISR "
+                    f"{mask_str(mx)} does not wait for")
+    return None
+
+
+def no_committed_record_lost_globally(cfg: Config, s: State) -> str | None:
+    """NoCommittedRecordLostGlobally: every committed record is on some replica's log (running
+    or crashed), unless every holder lost it to power or disk loss."""
+    held = 0
+    for b in s.brokers:
+        held |= _records(b)
+    missing = _committed(s) & ~held
+    if missing:
+        return f"committed record(s) {_rs(missing)} are on no replica at all"
     return None
 
 
@@ -107,7 +207,17 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("ConsistentReads", "records exposed below a leader's HW never change",
               consistent_reads, True),
     Invariant("MinIsrDurability", "records below the leader's HW are on min.insync.replicas replicas",
-              min_isr_durability, True),
+              min_isr_durability, True, counts_copies=True),
+    Invariant("StrongIsr", "every record below the leader's HW is on every member of the "
+              "controller's ISR", strong_isr, True),
+    Invariant("LeaderCompleteness", "the leader holds every acknowledged and every consumed record",
+              leader_completeness, True),
+    Invariant("LeaderCandidateCompleteness", "no running ISR member misses a committed record",
+              leader_candidate_completeness, True),
+    Invariant("ReplicationQuorumSuperset", "the leader's maximal ISR contains the controller's ISR",
+              replication_quorum_superset, False),
+    Invariant("NoCommittedRecordLostGlobally", "every committed record is on some replica",
+              no_committed_record_lost_globally, True),
 )
 INVARIANT_NAMES = tuple(inv.name for inv in INVARIANTS)
 
@@ -120,7 +230,7 @@ def active(cfg: Config) -> tuple[Invariant, ...]:
 def violated(cfg: Config, s: State, invs: tuple[Invariant, ...] | None = None) -> tuple[str, str] | None:
     """First violated invariant as (name, sentence), or None."""
     for inv in invs if invs is not None else active(cfg):
-        if inv.scoped and s.lossy:
+        if inv.counts_copies and s.lossy:
             continue
         msg = inv.check(cfg, s)
         if msg is not None:

@@ -27,7 +27,8 @@ class Action(NamedTuple):
         if k == "ControllerReact":
             return (f"controller b{b} handles broker changes; partition leader now "
                     + (f"b{a}" if a >= 0 else "none (offline)"))
-        return _TEMPLATES[k].format(b=b, a=a, lossy=" losing its unflushed writes" if a == 1 else "")
+        lossy = {1: " losing its unflushed writes", 2: " and loses its disk"}.get(a, "")
+        return _TEMPLATES[k].format(b=b, a=a, lossy=lossy)
 
     def to_json(self) -> dict:
         d = {"type": self.kind, "broker": self.b}
@@ -75,6 +76,7 @@ _TEMPLATES = {
     "Reregister": "b{b} notices its expired session and registers again",
     "ControllerElect": "b{b} becomes controller",
     "ControllerAlterIsr": "controller b{b} handles leader b{a}'s ISR proposal",
+    "AlterIsrResponse": "leader b{b} receives the controller's answer to its ISR proposal",
     "ProposeShrink": "leader b{b} proposes removing lagging follower b{a} from the ISR",
     "ZombieElect": "deposed controller b{b} elects b{a} from its stale cache and sends it",
 }
@@ -117,7 +119,7 @@ def _advance_hw(cfg: Config, s: State, i: int) -> State:
         return s
     acked, pend = s.acked, b.pend_acks
     if pend:
-        ok = rules.ack_succeeds(b, cfg.min_isr)
+        ok = rules.ack_succeeds(b, cfg.min_isr, cfg.fixes)
         for off in range(b.hw, hw):
             rbit = 1 << b.log[off][0]
             if pend & rbit:
@@ -158,6 +160,8 @@ def enabled(cfg: Config, s: State) -> list[Action]:
             out.append(Action("Crash", i, 0))
             if cfg.unflushed_loss and b.flushed < b.leo:
                 out.append(Action("Crash", i, 1))
+            if cfg.disk_loss and (b.leo or b.cache):
+                out.append(Action("Crash", i, 2))
         if pauses_left and not b.paused:
             out.append(Action("Pause", i))
         if b.paused:
@@ -171,6 +175,8 @@ def enabled(cfg: Config, s: State) -> list[Action]:
         if not zk.sessions[i]:
             out.append(Action("Reregister", i))
         if b.role == LEADER:
+            if b.resp != -1:
+                out.append(Action("AlterIsrResponse", i))
             if s.produced < cfg.records and rules.produce_allowed(b, cfg.acks, cfg.min_isr, cfg.fixes):
                 out.append(Action("Produce", i))
             if b.pending < 0:
@@ -196,7 +202,7 @@ def enabled(cfg: Config, s: State) -> list[Action]:
         if _is_current_controller(s, i):
             out.extend(_controller_react_actions(cfg, s, i))
             for l, lb in enumerate(s.brokers):
-                if lb.alive and lb.pending >= 0:
+                if lb.alive and lb.pending >= 0 and lb.resp == -1:
                     out.append(Action("ControllerAlterIsr", i, l))
         elif b.ctl and b.ctl < zk.ce and b.ctl_cache and s.elections < cfg.elections:
             cl, cle, cisr, cver, _ = b.ctl_cache
@@ -236,7 +242,7 @@ def _react_plan(cfg: Config, s: State, c: int):
     """What controller c sees in the coordination store: brokers registered anew (`new`), ISR
     members that died or bounced (a new session: treated as a failure then a start, as Kafka's
     controller does with broker epochs), and whether the partition needs a leader.
-    Returns (new, isr_after_removal, need_leader, candidates)."""
+    Returns (new, isr_after_removal, need_leader, candidates, elr, lkelr)."""
     zk = s.zk
     handled = s.brokers[c].ctl_cache[4]
     live = new = bounced = 0
@@ -251,27 +257,36 @@ def _react_plan(cfg: Config, s: State, c: int):
         # The leader re-registered since its election: a bounced leader, even if this
         # controller never saw it go (it compares the broker epoch kept with the partition).
         bounced |= 1 << zk.leader
+    # KIP-966 (KAFKA-15586): a registration after an unclean shutdown is recorded in the metadata,
+    # so every controller — also one elected since — treats the broker as bounced.
+    bounced |= zk.unclean & live
     gone = ~live | bounced
     isr = zk.isr & ~gone
-    if not isr:   # the ISR never becomes empty: it keeps its last member
+    # A bounced broker restarted without a clean shutdown (the model has no clean shutdown).
+    elr = rules.elr_after_isr_change(cfg.fixes, cfg.min_isr, zk.isr, isr, zk.elr, bounced)
+    lkelr = zk.lkelr
+    if zk.elr and not elr and not isr:
+        lkelr = zk.elr          # the last eligible replicas went through unclean shutdowns
+    if not isr and not elr and not lkelr:
+        # the ISR never becomes empty while nobody else is eligible: it keeps its last member
+        # (the last known leader)
         isr = zk.isr & (1 << zk.leader) if zk.leader >= 0 and (zk.isr >> zk.leader) & 1 else zk.isr
     need_leader = zk.leader < 0 or bool((gone >> zk.leader) & 1)
-    cands = isr & live
-    if not cands and cfg.unclean:
-        cands = live
-    return new, isr, need_leader, cands
+    cands = rules.leader_candidates(cfg.fixes, isr, elr, lkelr, live, cfg.unclean)
+    return new, isr, need_leader, cands, elr, lkelr
 
 
 def _controller_react_actions(cfg: Config, s: State, c: int) -> list[Action]:
     """The controller has work when a broker registered anew, an ISR member is gone, or the
     partition needs a leader. One action per electable candidate (the choice is the model's)."""
     zk = s.zk
-    new, isr, need_leader, cands = _react_plan(cfg, s, c)
+    new, isr, need_leader, cands, elr, lkelr = _react_plan(cfg, s, c)
+    changed = isr != zk.isr or elr != zk.elr or lkelr != zk.lkelr or bool(zk.unclean)
     if not need_leader:
-        return [Action("ControllerReact", c, zk.leader)] if new or isr != zk.isr else []
+        return [Action("ControllerReact", c, zk.leader)] if new or changed else []
     if cands and s.elections < cfg.elections:
         return [Action("ControllerReact", c, x) for x in bits(cands)]
-    if zk.leader >= 0 or new or isr != zk.isr:
+    if zk.leader >= 0 or new or changed:
         return [Action("ControllerReact", c, -1)]   # the partition goes (or stays) offline
     return []
 
@@ -305,7 +320,8 @@ def _fetch_request(cfg, s, i, _):
     pos = _set(ld.pos, i, off)
     ld = ld._replace(pos=pos)
     if not (ld.isr >> i) & 1 and ld.pending < 0 and rules.may_join_isr(ld, off, cfg.fixes):
-        ld = ld._replace(pending=ld.isr | (1 << i))
+        # KIP-903: the fetch carries the follower's broker epoch; the proposal quotes it.
+        ld = ld._replace(pending=ld.isr | (1 << i), pend_gen=f.gen)
     resp = (li, ld.le, off, ld.log[off:], ld.hw, False)
     brokers = _set(_set(s.brokers, li, ld), i, f._replace(fetch=resp))
     return _proposed(cfg, s._replace(brokers=brokers), li)
@@ -316,6 +332,8 @@ def _fetch_response(cfg, s, i, _):
     src, le, off, recs, hw, oor = f.fetch
     f = f._replace(fetch=())
     if f.role == FOLLOWER and not f.trunc and f.leader == src:
+        if oor and rules.follower_halts_on_out_of_range(cfg.fixes, cfg.unclean):
+            return _halt(cfg, s._replace(brokers=_set(s.brokers, i, f)), i)
         if oor:
             new_len = min(off, f.leo)
             f = f._replace(log=f.log[:new_len], cache=rules.cache_truncate(f.cache, new_len),
@@ -343,21 +361,56 @@ def _flush(cfg, s, i, _):
     return s._replace(brokers=_set(s.brokers, i, b._replace(flushed=b.leo)))
 
 
-def _crash(cfg, s, i, lossy):
+def _crash(cfg, s, i, loss):
+    """loss: 0 a process crash (the page cache survives), 1 a power failure (the unflushed
+    suffix is lost), 2 the disk is lost (the broker returns empty)."""
     b = s.brokers[i]
-    log = b.log[: b.flushed] if lossy else b.log
-    nb = b._replace(alive=False, paused=False, log=log, cache=rules.cache_truncate(b.cache, len(log)),
-                    hw=min(b.hw, len(log)), role=NONE, leader=-1, isr=0, pending=-1, pos=(),
-                    trunc=False, fetch=(), ctl=0, ctl_cache=(), pend_acks=0)
+    log = () if loss == 2 else b.log[: b.flushed] if loss == 1 else b.log
+    s = _down(s, i, b._replace(log=log, cache=rules.cache_truncate(b.cache, len(log)) if loss != 2 else (),
+                               hw=min(b.hw, len(log)), flushed=min(b.flushed, len(log))))
+    s = s._replace(crashes=s.crashes + 1)
+    if loss:
+        s = _record_data_loss(s, i, b.log[len(log):])
+    return s
+
+
+def _halt(cfg, s, i):
+    """The broker process exits on its own (a fatal error): no data is lost, no fault counted."""
+    return _down(s, i, s.brokers[i])
+
+
+def _down(s: State, i: int, b: Broker) -> State:
+    nb = b._replace(alive=False, paused=False, role=NONE, leader=-1, isr=0, pending=-1, pos=(),
+                    trunc=False, fetch=(), ctl=0, ctl_cache=(), pend_acks=0, pend_gen=0, resp=-1)
     zk = s.zk._replace(sessions=_set(s.zk.sessions, i, 0))
     if zk.controller == i:
         zk = zk._replace(controller=-1)
-    brokers = _set(s.brokers, i, nb)
     # Requests addressed to the old incarnation die with it (and KIP-380's broker epoch would
     # make the new one refuse them).
     msgs = tuple(m for m in s.msgs if m[0] != i)
-    return s._replace(brokers=brokers, zk=zk, msgs=msgs, crashes=s.crashes + 1,
-                      lossy=s.lossy + (1 if lossy else 0))
+    return s._replace(brokers=_set(s.brokers, i, nb), zk=zk, msgs=msgs)
+
+
+def _record_data_loss(s: State, i: int, lost: tuple) -> State:
+    """Ghosts for scoped durability: a record whose every holder has now lost it is doomed (Kafka
+    promises nothing more without fsync); a broker that lost data while in the controller's ISR
+    is damaged until the controller removes it."""
+    held = 0
+    for b in s.brokers:
+        for r, _ in b.log:
+            held |= 1 << r
+    doomed = s.doomed
+    for r, _ in lost:
+        if not (held >> r) & 1:
+            doomed |= 1 << r
+    damaged = s.damaged | ((1 << i) & s.zk.isr) if lost else s.damaged
+    return s._replace(lossy=s.lossy + 1, doomed=doomed, damaged=damaged)
+
+
+def _set_isr(s: State, zk) -> State:
+    """Every write of the controller's ISR goes through here: a damaged broker stops being
+    damaged once it is out of the ISR."""
+    return s._replace(zk=zk, damaged=s.damaged & zk.isr)
 
 
 def _normalize_versions(s: State) -> State:
@@ -367,6 +420,8 @@ def _normalize_versions(s: State) -> State:
     vals = {s.zk.ver}
     for b in s.brokers:
         vals.add(b.ver)
+        if b.resp >= 0:
+            vals.add(b.resp)
         if b.ctl_cache:
             vals.add(b.ctl_cache[3])
     for m in s.msgs:
@@ -375,7 +430,8 @@ def _normalize_versions(s: State) -> State:
     if all(rank[v] == v for v in vals):
         return s
     brokers = tuple(b._replace(ver=rank[b.ver], ctl_cache=b.ctl_cache[:3] + (rank[b.ctl_cache[3]],)
-                               + b.ctl_cache[4:] if b.ctl_cache else ()) for b in s.brokers)
+                               + b.ctl_cache[4:] if b.ctl_cache else (),
+                               resp=rank[b.resp] if b.resp >= 0 else b.resp) for b in s.brokers)
     msgs = tuple(sorted(m[:5] + (rank[m[5]],) for m in s.msgs))
     return s._replace(brokers=brokers, msgs=msgs, zk=s.zk._replace(ver=rank[s.zk.ver]))
 
@@ -394,7 +450,11 @@ def _normalize_sessions(s: State) -> State:
         cc = b.ctl_cache
         if cc:
             cc = cc[:4] + (norm_handled(cc[4]),)
-        brokers.append(b._replace(gen=2, ctl_cache=cc))
+        pg = b.pend_gen
+        if pg:
+            added = bits(b.pending & ~b.isr)
+            pg = 2 if added and pg == gens[added[0]] else 1
+        brokers.append(b._replace(gen=2, ctl_cache=cc, pend_gen=pg))
     zk = s.zk
     lsess = 0 if zk.leader < 0 or not zk.lsess else 2 if zk.lsess == gens[zk.leader] else 1
     zk = zk._replace(sessions=tuple(2 if x else 0 for x in zk.sessions), lsess=lsess)
@@ -407,6 +467,8 @@ def _restart(cfg, s, i, _):
     # A fresh process reads /controller_epoch and knows no partition state yet (epoch -1).
     nb = b._replace(alive=True, gen=gen, le=-1, role=NONE, ce=s.zk.ce)
     zk = s.zk._replace(sessions=_set(s.zk.sessions, i, gen))
+    if "eligible-leader-replicas" in cfg.fixes:     # every restart follows an unclean shutdown
+        zk = zk._replace(unclean=zk.unclean | (1 << i))
     return _normalize_sessions(s._replace(brokers=_set(s.brokers, i, nb), zk=zk))
 
 
@@ -454,57 +516,85 @@ def _controller_react(cfg, s, c, new_leader):
     compare-and-set, and send LeaderAndIsr to the live replicas (or only to newly registered
     ones when nothing changed)."""
     zk = s.zk
-    new, isr, need_leader, _ = _react_plan(cfg, s, c)
+    new, isr, need_leader, _, elr, lkelr = _react_plan(cfg, s, c)
     elections = s.elections
     leader = new_leader
     if need_leader and leader >= 0:
         elections += 1
-        isr = isr | (1 << leader) if (isr >> leader) & 1 else 1 << leader   # unclean: ISR = {leader}
-    changed = need_leader or isr != zk.isr
+        if not (isr >> leader) & 1:     # from the ELR, the last known ELR, or unclean: ISR = {leader}
+            isr = 1 << leader
+        elr &= ~isr
+        lkelr = 0
+    changed = need_leader or isr != zk.isr or elr != zk.elr or lkelr != zk.lkelr
+    zk = zk._replace(unclean=0)
     if changed:
         zk = zk._replace(leader=leader, le=zk.le + 1, isr=isr, ver=zk.ver + 1,
-                         lsess=zk.sessions[leader] if leader >= 0 else 0)
+                         lsess=zk.sessions[leader] if leader >= 0 else 0, elr=elr, lkelr=lkelr)
         targets = _live_mask(s)
     else:
         targets = new
     msgs = _send_all(s, targets, zk.ce, zk.le, zk.leader, zk.isr, zk.ver)
     me = s.brokers[c]._replace(ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver, zk.sessions))
-    return _normalize_versions(s._replace(zk=zk, msgs=msgs, brokers=_set(s.brokers, c, me),
+    s = _set_isr(s, zk)
+    return _normalize_versions(s._replace(msgs=msgs, brokers=_set(s.brokers, c, me),
                                           elections=elections))
 
 
 def _controller_alter_isr(cfg, s, c, li):
-    """AlterIsr (KIP-497): the controller handles leader li's proposal."""
-    s = _apply_isr_proposal(cfg, s, li)
+    """AlterIsr (KIP-497): the controller commits or rejects leader li's proposal; the answer
+    travels back to the leader (AlterIsrResponse), which keeps acting on its maximal ISR until it
+    arrives."""
+    s = _commit_isr_proposal(cfg, s, li)
     cb, zk = s.brokers[c], s.zk
     s = s._replace(brokers=_set(s.brokers, c, cb._replace(
         ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver, cb.ctl_cache[4]))))
+    return _normalize_versions(s)
+
+
+def _alter_isr_response(cfg, s, li, _):
+    """The leader learns the outcome: the committed ISR and its version, or that it must wait for
+    LeaderAndIsr (a stale or ineligible proposal)."""
+    ld = s.brokers[li]
+    if ld.resp >= 0:
+        ld = ld._replace(isr=ld.pending, ver=ld.resp)
+    s = s._replace(brokers=_set(s.brokers, li, ld._replace(pending=-1, pend_gen=0, resp=-1)))
     return _normalize_versions(_advance_hw(cfg, s, li))
 
 
-def _apply_isr_proposal(cfg, s, li):
-    """Compare-and-set of the leader's proposed ISR: accepted when the leader's epoch and the
-    partition-state version it knows are current, else dropped (the leader awaits LeaderAndIsr)."""
+def _commit_isr_proposal(cfg, s, li):
+    """Compare-and-set of the leader's proposed ISR in the store: accepted when the leader's
+    epoch and the partition-state version it knows are current and every added replica is
+    eligible (KIP-903). Records the answer for the leader (`resp`)."""
     zk = s.zk
     ld = s.brokers[li]
-    if zk.leader == li and ld.le == zk.le and ld.ver == zk.ver:
-        zk = zk._replace(isr=ld.pending, ver=zk.ver + 1)
-        return s._replace(zk=zk, brokers=_set(s.brokers, li, ld._replace(isr=ld.pending, ver=zk.ver,
-                                                                           pending=-1)))
-    return s._replace(brokers=_set(s.brokers, li, ld._replace(pending=-1)))
+    added = bits(ld.pending & ~ld.isr)
+    eligible = all(rules.isr_addition_valid(ld.pend_gen, zk.sessions[a], cfg.fixes) for a in added)
+    if zk.leader == li and ld.le == zk.le and ld.ver == zk.ver and eligible:
+        elr = rules.elr_after_isr_change(cfg.fixes, cfg.min_isr, zk.isr, ld.pending, zk.elr, 0)
+        zk = zk._replace(isr=ld.pending, ver=zk.ver + 1, elr=elr)
+        s = _set_isr(s, zk)
+        return s._replace(brokers=_set(s.brokers, li, ld._replace(resp=zk.ver)))
+    return s._replace(brokers=_set(s.brokers, li, ld._replace(resp=-2)))
+
+
+def _apply_isr_proposal(cfg, s, li):
+    """Before AlterIsr (ZooKeeper-mode leaders): the leader writes the store itself, synchronously,
+    with compare-and-set, and acts on the outcome at once."""
+    s = _commit_isr_proposal(cfg, s, li)
+    return _alter_isr_response(cfg, s, li, None)
 
 
 def _proposed(cfg, s, li):
     """After leader li proposes an ISR: with AlterIsr it waits for the controller; older
     generations write the coordination store themselves, at once."""
     if not cfg.alter_isr and s.brokers[li].pending >= 0:
-        s = _normalize_versions(_apply_isr_proposal(cfg, s, li))
+        s = _apply_isr_proposal(cfg, s, li)
     return _advance_hw(cfg, s, li)
 
 
 def _propose_shrink(cfg, s, i, f):
     b = s.brokers[i]
-    s = s._replace(brokers=_set(s.brokers, i, b._replace(pending=b.isr & ~(1 << f))))
+    s = s._replace(brokers=_set(s.brokers, i, b._replace(pending=b.isr & ~(1 << f), pend_gen=0)))
     return _proposed(cfg, s, i)
 
 
@@ -537,15 +627,15 @@ def _deliver(cfg, s, i, m):
     ce_known = max(b.ce, ce)
     if leader == i:
         nb = b._replace(le=le, ce=ce_known, ver=ver, role=LEADER, leader=i, isr=isr, pending=-1,
-                        cache=rules.cache_assign(b.cache, le, b.leo),
+                        pend_gen=0, resp=-1, cache=rules.cache_assign(b.cache, le, b.leo),
                         pos=tuple(b.leo if k == i else -1 for k in range(cfg.brokers)),
                         trunc=False, fetch=(), pend_acks=0)
         s = _mark_leader(s, i, le)
     else:
         trunc = rules.must_truncate_on_become_follower(b, leader, le, cfg.fixes)
         nb = b._replace(le=le, ce=ce_known, ver=ver, role=FOLLOWER, leader=leader, isr=0,
-                        pending=-1, pos=(), trunc=trunc, fetch=() if trunc else b.fetch,
-                        pend_acks=0)
+                        pending=-1, pend_gen=0, resp=-1, pos=(), trunc=trunc,
+                        fetch=() if trunc else b.fetch, pend_acks=0)
     return s._replace(brokers=_set(s.brokers, i, nb))
 
 
@@ -555,6 +645,7 @@ _STEPS = {
     "Pause": _pause, "Resume": _resume, "SessionExpire": _session_expire,
     "Reregister": _reregister, "ControllerElect": _controller_elect,
     "ControllerReact": _controller_react, "ControllerAlterIsr": _controller_alter_isr,
+    "AlterIsrResponse": _alter_isr_response,
     "ProposeShrink": _propose_shrink, "ZombieElect": _zombie_elect, "Deliver": _deliver,
     "Lose": _lose,
 }

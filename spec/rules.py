@@ -15,10 +15,16 @@ def popcount(m: int) -> int:
 # --- leader epoch cache -------------------------------------------------------------------------
 
 def cache_assign(cache: tuple, epoch: int, start: int) -> tuple:
-    """LeaderEpochFileCache.assign: record `epoch` starting at `start` if it is newer than the last."""
-    if cache and cache[-1][0] >= epoch:
+    """LeaderEpochFileCache.assign (storage/.../epoch/LeaderEpochFileCache.java): nothing to do if
+    `epoch` is the latest epoch and starts no earlier (isUpdateNeeded); otherwise
+    maybeTruncateNonMonotonicEntries removes trailing entries whose epoch is not below `epoch` or
+    whose start offset is not below `start`, then the entry is appended."""
+    if cache and cache[-1][0] == epoch and start >= cache[-1][1]:
         return cache
-    return cache + ((epoch, start),)
+    keep = len(cache)
+    while keep and (cache[keep - 1][0] >= epoch or cache[keep - 1][1] >= start):
+        keep -= 1
+    return cache[:keep] + ((epoch, start),)
 
 
 def cache_truncate(cache: tuple, end: int) -> tuple:
@@ -26,58 +32,70 @@ def cache_truncate(cache: tuple, end: int) -> tuple:
     return tuple(e for e in cache if e[1] < end)
 
 
+UNDEFINED = -1     # UNDEFINED_EPOCH / UNDEFINED_EPOCH_OFFSET
+
+
 def end_offset_for(cache: tuple, leo: int, epoch: int) -> int:
-    """KIP-101 OffsetsForLeaderEpoch answer: for the latest epoch, the LEO; otherwise the start
-    offset of the first epoch above the requested one (LEO if there is none)."""
+    """KIP-101 OffsetsForLeaderEpoch answer (Kafka 0.11 LeaderEpochFileCache.endOffsetFor): for
+    the latest epoch, the LEO; for an older one, the start offset of the first epoch above it;
+    UNDEFINED (-1) for an epoch above every cached one or below the first."""
+    if cache and epoch == cache[-1][0]:
+        return leo
+    if not cache or epoch < cache[0][0]:
+        return UNDEFINED
     for e, start in cache:
         if e > epoch:
             return start
-    return leo
+    return UNDEFINED
 
 
 def epoch_end_offset(cache: tuple, leo: int, epoch: int) -> tuple[int, int]:
-    """KIP-279 answer: (largest epoch <= requested, its end offset), or (-1, -1) if none."""
-    best = -1
-    for i, (e, _) in enumerate(cache):
-        if e <= epoch:
-            best = i
-    if best < 0:
-        return -1, -1
-    e = cache[best][0]
-    end = cache[best + 1][1] if best + 1 < len(cache) else leo
-    return e, end
+    """KIP-279 answer (LeaderEpochFileCache.endOffsetFor since 2.0): the latest epoch ends at the
+    LEO; otherwise the end is the start of the first higher epoch, paired with the largest epoch
+    <= the requested one (or the requested epoch itself when it is below every cached epoch);
+    (UNDEFINED, UNDEFINED) when no epoch is higher than the requested one."""
+    if cache and cache[-1][0] == epoch:
+        return epoch, leo
+    higher = [x for x in cache if x[0] > epoch]
+    if not higher:
+        return UNDEFINED, UNDEFINED
+    floor = [x for x in cache if x[0] <= epoch]
+    return (floor[-1][0] if floor else epoch), higher[0][1]
 
 
 # --- truncation ----------------------------------------------------------------------------------
 
 def truncation_offset(f: Broker, leader: Broker, fixes: frozenset) -> int:
-    """Where a follower truncates its log before fetching from a (new) leader.
+    """Where a follower truncates its log before fetching from a (new) leader
+    (AbstractFetcherThread.getOffsetTruncationState).
 
     Without `epoch-truncation` (pre-0.11): to its own high watermark — the KIP-101 data-loss and
     divergence bugs. With it (KIP-101): to the leader's end offset for the follower's last epoch.
     With `epoch-end-offset` (KIP-279): the leader answers (largest epoch <= requested, end); the
     follower truncates to the smaller of that and its own end of that epoch, and if it does not
-    have that epoch it drops back to its own largest smaller epoch and asks again.
+    have that epoch it drops back to its own largest smaller epoch and asks again. A follower
+    with no epoch, or a leader answer of UNDEFINED, falls back to the follower's high watermark.
     """
     if "epoch-truncation" not in fixes or not f.cache:
         return min(f.hw, f.leo)
     if "epoch-end-offset" not in fixes:
-        return min(f.leo, end_offset_for(leader.cache, leader.leo, f.cache[-1][0]))
+        end = end_offset_for(leader.cache, leader.leo, f.cache[-1][0])
+        return min(f.hw, f.leo) if end == UNDEFINED else min(f.leo, end)
     cache, leo = f.cache, f.leo
     for _ in range(len(f.cache) + 1):           # bounded: each round drops one local epoch
         if not cache:
-            return 0
+            return min(f.hw, leo)
         e_req = cache[-1][0]
         e, end = epoch_end_offset(leader.cache, leader.leo, e_req)
-        if e < 0:                               # leader knows no epoch this old
-            return 0
+        if end == UNDEFINED:                    # leader knows no epoch above ours: keep our HW
+            return min(f.hw, leo)
         if e == e_req:
             return min(end, leo)
         # Leader's answer names an epoch we may not have: truncate to the end of our largest
         # epoch below the requested one, then ask again about that epoch.
         mine = [x for x in cache if x[0] <= e]
         if not mine:
-            return 0
+            return min(f.hw, leo, cache[0][1])
         idx = cache.index(mine[-1])
         own_end = cache[idx + 1][1] if idx + 1 < len(cache) else leo
         if mine[-1][0] == e:
@@ -115,23 +133,33 @@ def control_request_accepted(b: Broker, ce: int, le: int, fixes: frozenset) -> b
 
 # --- ISR and high watermark ----------------------------------------------------------------------
 
-def hw_members(leader: Broker, fixes: frozenset) -> int:
-    """The replicas whose positions bound the high watermark. KIP-497 (`maximal-isr`): while an
-    ISR change is pending, the union of the confirmed and the proposed ISR (never fewer than the
-    controller may elect from). Without it the leader acts on its proposal at once."""
-    if leader.pending < 0:
-        return leader.isr
-    if "maximal-isr" in fixes:
+def maximal_isr(leader: Broker, fixes: frozenset) -> int:
+    """Partition.scala `partitionState.maximalIsr`. KIP-497 (`maximal-isr`): while an AlterIsr is
+    in flight the leader acts on the union of the committed and the proposed ISR (an addition
+    counts at once, a removal only once committed). Without it the leader acts on the committed
+    ISR alone, so a replica whose addition is in flight is not waited for — the hazard KIP-497
+    closed: the controller can commit the addition (and later elect the replica) after the HW
+    passed records the replica lacks."""
+    if "maximal-isr" in fixes and leader.pending >= 0:
         return leader.isr | leader.pending
-    return leader.pending
+    return leader.isr
+
+
+def hw_members(leader: Broker, fixes: frozenset) -> int:
+    """The replicas whose positions bound the high watermark (Partition.maybeIncrementLeaderHW):
+    the maximal ISR. Kafka also waits for a caught-up, ISR-eligible non-member
+    (shouldWaitForReplicaToJoinIsr); "caught up" there is a timer (replica.lag.time.max.ms) with
+    no untimed counterpart. In the model such a replica is proposed for the ISR by the very fetch
+    that makes it eligible, so it is counted through the maximal ISR as soon as the fix is on."""
+    return maximal_isr(leader, fixes)
 
 
 def hw_may_advance(leader: Broker, min_isr: int, fixes: frozenset) -> bool:
-    """KAFKA-15583 (`min-isr-hw`): no high-watermark advance while the ISR is below
-    min.insync.replicas."""
+    """KAFKA-15583 (`min-isr-hw`): no high-watermark advance while the partition is under min ISR;
+    Partition.isUnderMinIsr counts the committed ISR (`partitionState.isr`)."""
     if "min-isr-hw" not in fixes:
         return True
-    return popcount(hw_members(leader, fixes)) >= min_isr
+    return popcount(leader.isr) >= min_isr
 
 
 def leader_hw(leader: Broker, me: int, min_isr: int, fixes: frozenset) -> int:
@@ -139,8 +167,9 @@ def leader_hw(leader: Broker, me: int, min_isr: int, fixes: frozenset) -> int:
     if not hw_may_advance(leader, min_isr, fixes):
         return leader.hw
     hw = leader.leo
+    members = hw_members(leader, fixes)
     for r, p in enumerate(leader.pos):
-        if r != me and (hw_members(leader, fixes) >> r) & 1:
+        if r != me and (members >> r) & 1:
             if p < 0:
                 return leader.hw
             hw = min(hw, p)
@@ -148,8 +177,9 @@ def leader_hw(leader: Broker, me: int, min_isr: int, fixes: frozenset) -> int:
 
 
 def may_join_isr(leader: Broker, position: int, fixes: frozenset) -> bool:
-    """ISR expansion: the follower caught up to the HW, and with KAFKA-7128
-    (`isr-expand-epoch-start`) also to the start offset of the leader's current epoch."""
+    """ISR expansion (Partition.maybeExpandIsr / isFollowerInSync): the follower caught up to the
+    HW, and with KAFKA-7128 (`isr-expand-epoch-start`) also to the start offset of the leader's
+    current epoch. Eligibility by broker epoch is the controller's check (isr_addition_valid)."""
     if position < leader.hw:
         return False
     if "isr-expand-epoch-start" in fixes and leader.cache:
@@ -157,12 +187,62 @@ def may_join_isr(leader: Broker, position: int, fixes: frozenset) -> bool:
     return True
 
 
+def isr_addition_valid(added_session: int, current_session: int, fixes: frozenset) -> bool:
+    """KIP-903 (`isr-broker-epoch`, KAFKA-14139): AlterPartition carries the broker epoch each new
+    ISR member fetched with; the controller answers INELIGIBLE_REPLICA unless that is the
+    member's current registration (a fenced or re-registered broker — one that restarted with
+    an empty disk — cannot join on the strength of its previous incarnation's fetch)."""
+    if "isr-broker-epoch" not in fixes:
+        return True
+    return current_session != 0 and added_session == current_session
+
+
 def produce_allowed(leader: Broker, acks: str, min_isr: int, fixes: frozenset) -> bool:
-    """acks=all is refused with NOT_ENOUGH_REPLICAS while the ISR is below min.insync.replicas."""
-    return acks != "all" or popcount(hw_members(leader, fixes)) >= min_isr
+    """Partition.appendRecordsToLeader: acks=all is refused with NOT_ENOUGH_REPLICAS while the
+    committed ISR (`partitionState.isr`) is below min.insync.replicas."""
+    return acks != "all" or popcount(leader.isr) >= min_isr
 
 
-def ack_succeeds(leader: Broker, min_isr: int) -> bool:
-    """An acks=all write whose offset the HW passed is acknowledged only if the confirmed ISR
-    still has min.insync.replicas members (else NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
-    return popcount(leader.isr) >= min_isr
+def ack_succeeds(leader: Broker, min_isr: int, fixes: frozenset) -> bool:
+    """Partition.checkEnoughReplicasReachOffset: once the HW passed an acks=all write, it is
+    acknowledged only if the maximal ISR still has min.insync.replicas members (else
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+    return popcount(maximal_isr(leader, fixes)) >= min_isr
+
+
+def follower_halts_on_out_of_range(fixes: frozenset, unclean: bool) -> bool:
+    """ReplicaFetcherThread.handleOffsetOutOfRange before KIP-101: a follower whose log end is
+    past the leader's would have to truncate committed-looking data; with unclean leader election
+    off Kafka refuses and halts the broker ("Exiting because log truncation is not allowed").
+    With KIP-101's epoch truncation the follower truncates before fetching, and an out-of-range
+    answer only moves it to the leader's end offset."""
+    return "epoch-truncation" not in fixes and not unclean
+
+
+# --- eligible leader replicas (KIP-966) ---------------------------------------------------------
+
+def elr_after_isr_change(fixes: frozenset, min_isr: int, old_isr: int, new_isr: int, elr: int,
+                         unclean_shutdown: int) -> int:
+    """KIP-966 (`eligible-leader-replicas`; PartitionChangeBuilder): replicas removed from the ISR
+    while the new ISR is below min.insync.replicas join the ELR (the HW cannot have advanced
+    without them: KAFKA-15583); a replica that had an unclean shutdown is never eligible
+    (KAFKA-15586); ISR members are not in the ELR; at or above min ISR the ELR is empty."""
+    if "eligible-leader-replicas" not in fixes:
+        return 0
+    if popcount(new_isr) >= min_isr:
+        return 0
+    elr = (elr | (old_isr & ~new_isr)) & ~unclean_shutdown
+    return elr & ~new_isr
+
+
+def leader_candidates(fixes: frozenset, isr: int, elr: int, lkelr: int, electable: int,
+                      unclean: bool) -> int:
+    """Who the controller may elect: a live ISR member; with KIP-966, else a live ELR member, else
+    a live member of the last known ELR (the last replicas known to hold every committed record);
+    else, with unclean.leader.election.enable, any live replica."""
+    cands = isr & electable
+    if not cands and "eligible-leader-replicas" in fixes:
+        cands = elr & electable or lkelr & electable
+    if not cands and unclean:
+        cands = electable
+    return cands

@@ -33,6 +33,10 @@ class Broker(NamedTuple):
     ctl: int            # controller epoch this broker believes it controls with (0: not controller)
     ctl_cache: tuple    # controller's cache: (leader, le, isr, ver, handled_sessions) or ()
     pend_acks: int      # (leader) records appended with acks=all awaiting the high watermark
+    pend_gen: int       # (leader) broker epoch (session) of the follower a pending ISR expansion adds,
+                        # as its fetch carried it (KIP-903); 0 for a shrink or no proposal
+    resp: int           # (leader) AlterIsr response in flight: -1 none, -2 rejected, else the
+                        # partition-state version the controller committed the proposal as
 
     @property
     def leo(self) -> int:
@@ -49,6 +53,11 @@ class Zk(NamedTuple):
     ver: int            # partition state znode version (compare-and-set)
     sessions: tuple     # /brokers/ids/N: session number per broker, 0 = not registered
     lsess: int          # the leader's session when it was elected (its broker epoch, KIP-380)
+    elr: int            # eligible leader replicas (KIP-966), 0 without that fix
+    lkelr: int          # last known ELR (KIP-966): who may still hold committed data when ISR and
+                        # ELR are both empty; 0 without that fix
+    unclean: int        # brokers registered after an unclean shutdown, not yet handled by a
+                        # controller (KAFKA-15586: the registration says so); 0 without KIP-966
 
 
 class State(NamedTuple):
@@ -63,7 +72,11 @@ class State(NamedTuple):
     pauses: int
     elections: int
     losses: int
-    lossy: int          # crashes that lost unflushed data
+    lossy: int          # crashes that lost unflushed data (or a whole disk)
+    doomed: int         # ghost: records every holder lost to power or disk loss (Kafka's only
+                        # durability exemption without fsync); invariants do not ask for them
+    damaged: int        # ghost: ISR members that lost data in a crash and are still in the
+                        # controller's ISR (the controller has not yet removed them)
 
 
 def bits(mask: int) -> list[int]:
@@ -98,10 +111,12 @@ def initial(cfg) -> State:
             ver=0, isr=everyone if lead else 0, pending=-1,
             pos=tuple(0 if i == 0 else -1 for i in range(n)) if lead else (),
             trunc=False, fetch=(), ce=1, ctl=1 if b == ctl else 0,
-            ctl_cache=(0, 0, everyone, 0, sessions) if b == ctl else (), pend_acks=0))
-    zk = Zk(controller=ctl, ce=1, leader=0, le=0, isr=everyone, ver=0, sessions=sessions, lsess=2)
+            ctl_cache=(0, 0, everyone, 0, sessions) if b == ctl else (), pend_acks=0, pend_gen=0, resp=-1))
+    zk = Zk(controller=ctl, ce=1, leader=0, le=0, isr=everyone, ver=0, sessions=sessions, lsess=2,
+            elr=0, lkelr=0, unclean=0)
     return State(brokers=tuple(brokers), zk=zk, msgs=(), acked=0, produced=0, exposed=(),
-                 epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0)
+                 epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0,
+                 doomed=0, damaged=0)
 
 
 def _log_str(log: tuple) -> str:
@@ -124,6 +139,8 @@ def describe_broker(i: int, b: Broker) -> str:
         s += f" isr={mask_str(b.isr)}"
         if b.pending >= 0:
             s += f" proposed={mask_str(b.pending)}"
+            if b.resp != -1:
+                s += " (controller: " + ("rejected" if b.resp == -2 else "committed") + ")"
     if b.ctl:
         s += f" controller(ce={b.ctl})"
     return s
@@ -132,9 +149,12 @@ def describe_broker(i: int, b: Broker) -> str:
 def summary(s: State) -> dict:
     """The per-step state summary written to traces: small and readable."""
     zk = s.zk
+    elr = f" elr={mask_str(zk.elr)}" if zk.elr else ""
+    if zk.lkelr:
+        elr += f" last-known-elr={mask_str(zk.lkelr)}"
     return {
         "zk": f"controller={zk.controller} ce={zk.ce} leader={zk.leader} le={zk.le} "
-              f"isr={mask_str(zk.isr)} v{zk.ver}",
+              f"isr={mask_str(zk.isr)}{elr} v{zk.ver}",
         "brokers": [describe_broker(i, b) for i, b in enumerate(s.brokers)],
         "acked": [f"r{r}" for r in bits(s.acked)],
         "in_flight": len(s.msgs),

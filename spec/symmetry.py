@@ -54,14 +54,15 @@ def permute(s: State, p: tuple, mt: tuple, inv: tuple) -> tuple:
             b[14], (p[fetch[0]],) + fetch[1:] if fetch else (), b[16], b[17],
             (p[cc[0]] if cc[0] >= 0 else -1, cc[1], mt[cc[2]], cc[3], tuple(cc[4][i] for i in inv))
             if cc else (),
-            b[19]))
+            b[19], b[20], b[21]))
     zk = s[1]
     c, ld = zk[0], zk[2]
     nzk = (p[c] if c >= 0 else c, zk[1], p[ld] if ld >= 0 else ld, zk[3], mt[zk[4]], zk[5],
-           tuple(zk[6][i] for i in inv), zk[7])
+           tuple(zk[6][i] for i in inv), zk[7], mt[zk[8]], mt[zk[9]], mt[zk[10]])
     msgs = tuple(sorted((p[d], ce, le, p[l] if l >= 0 else l, mt[isr], ver)
                         for d, ce, le, l, isr, ver in s[2]))
-    return (tuple(brokers), nzk, msgs) + tuple(s[3:6]) + (tuple(mt[m] for m in s[6]),) + tuple(s[7:])
+    return ((tuple(brokers), nzk, msgs) + tuple(s[3:6]) + (tuple(mt[m] for m in s[6]),)
+            + tuple(s[7:13]) + (mt[s[13]],))
 
 
 _IDENTITY = {n: tuple(range(n)) for n in range(1, 8)}
@@ -70,7 +71,7 @@ _IDENTITY = {n: tuple(range(n)) for n in range(1, 8)}
 def _signature(b) -> tuple:
     """The id-free part of a broker: renaming cannot change it."""
     return (b.alive, b.paused, b.role, b.le, b.hw, b.log, b.trunc, b.ce, b.ctl, b.flushed,
-            b.cache, b.pend_acks, b.gen, b.leader < 0, len(b.fetch))
+            b.cache, b.pend_acks, b.gen, b.leader < 0, len(b.fetch), b.pend_gen, b.resp)
 
 
 def canonical(s: State) -> State:

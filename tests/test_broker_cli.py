@@ -122,3 +122,71 @@ def test_unreachable_zookeeper_is_a_user_error(tmp_path):
                             "--coordinator", f"zk://127.0.0.1:{_free_base(1)}"),
                        capture_output=True, env=child_env(), cwd=PROJECT_ROOT, timeout=60)
     assert r.returncode == 3 and b"cluster did not start" in r.stderr and b"Traceback" not in r.stderr
+
+
+def _start_cli_cluster(tmp_path, n: int):
+    base = _free_base(n)
+    proc = subprocess.Popen(_cli("start", "--brokers", str(n), "--data-dir", str(tmp_path / "d"),
+                                 "--base-port", str(base), "--auto-create-topics", "--min-insync", "2",
+                                 "--session-timeout-ms", "2500"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), cwd=PROJECT_ROOT)
+    deadline, line = time.monotonic() + 40, b""
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        if select.select([proc.stdout], [], [], 0.5)[0]:
+            line += os.read(proc.stdout.fileno(), 1)
+        assert proc.poll() is None, proc.stderr.read().decode()
+    assert line.startswith(b"ready: ")
+    return proc, line.decode().split(" ", 1)[1].strip()
+
+
+def _ctl(tmp_path, *args):
+    return subprocess.run(_cli(*args, "--data-dir", str(tmp_path / "d")), capture_output=True, text=True,
+                          env=child_env(), cwd=PROJECT_ROOT, timeout=90)
+
+
+def test_killed_leader_is_reported_others_keep_serving_restart_on_request(tmp_path):
+    """kill -9 the leader through the control channel: `start` keeps running and reports it,
+    `status` shows it dead and a new leader, a default (idempotent) producer keeps writing, and
+    `restart` brings it back only when asked."""
+    import json
+    from kafka import KafkaProducer
+    proc, bootstrap = _start_cli_cluster(tmp_path, 3)
+    try:
+        p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=15000)
+        assert p.send("f", b"before", partition=0).get(30).offset == 0
+        st = json.loads(_ctl(tmp_path, "status", "--json").stdout)
+        old = next(x["leader"] for x in st["partitions"] if x["topic"] == "f")
+        r = _ctl(tmp_path, "kill", "leader:f/0")
+        assert r.returncode == 0 and r.stdout.strip() == f"kill: broker {old}", r.stderr
+        assert p.send("f", b"after", partition=0).get(60).offset == 1    # fail-over under the client
+        st = json.loads(_ctl(tmp_path, "status", "--json").stdout)
+        states = {b["id"]: b["state"] for b in st["brokers"]}
+        assert states[old] == "dead" and sorted(s for i, s in states.items() if i != old) == ["running"] * 2
+        new = next(x for x in st["partitions"] if x["topic"] == "f")
+        assert new["leader"] not in (old, -1) and old not in new["isr"]
+        assert proc.poll() is None                                       # the cluster keeps running
+        text = _ctl(tmp_path, "status").stdout
+        assert f"broker {old} port" in text and "dead" in text and "f/0: leader" in text
+        # usage errors: exit 3, no traceback
+        for args in (("kill", "leader:nope/0"), ("kill", "9"), ("pause", "x:y"), ("kill", str(old))):
+            r = _ctl(tmp_path, *args)
+            assert r.returncode == 3 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert _ctl(tmp_path, "restart", str(old)).returncode == 0
+        st = json.loads(_ctl(tmp_path, "status", "--json").stdout)
+        assert all(b["state"] == "running" for b in st["brokers"])
+        assert _ctl(tmp_path, "pause", str(old)).returncode == 0
+        assert json.loads(_ctl(tmp_path, "status", "--json").stdout)["brokers"][old]["state"] == "paused"
+        assert _ctl(tmp_path, "resume", str(old)).returncode == 0
+        r = _ctl(tmp_path, "power-fail", str(old))
+        assert r.returncode == 0 and "unflushed bytes dropped" in r.stdout, r.stderr
+        assert json.loads(_ctl(tmp_path, "status", "--json").stdout)["brokers"][old]["state"] == "dead"
+        assert _ctl(tmp_path, "restart", str(old)).returncode == 0
+        assert p.send("f", b"last", partition=0).get(60).offset == 2
+        p.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    err = proc.stderr.read().decode()
+    assert rc == 0 and "Traceback" not in err
+    assert f"broker {old} exited with code -9" in err and "the others keep running" in err
+    assert not (tmp_path / "d" / "control.json").exists()

@@ -45,6 +45,22 @@ SAMPLE_REQUESTS = {
          "validate_only": False},
     23: {"replica_id": 1, "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": 4,
                                                                      "leader_epoch": 3}]}]},
+    # consumer groups
+    8: {"group_id": "g", "generation_id_or_member_epoch": 5, "member_id": "m-1", "group_instance_id": None,
+        "retention_time_ms": -1, "topics": [{"name": "t", "partitions": [
+            {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": 3,
+             "committed_metadata": "md"}]}]},
+    9: {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0, 1]}], "require_stable": False},
+    10: {"key": "g", "key_type": 0},
+    11: {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 30000, "member_id": "m-1",
+         "group_instance_id": None, "protocol_type": "consumer",
+         "protocols": [{"name": "range", "metadata": b"sub"}]},
+    12: {"group_id": "g", "generation_id": 5, "member_id": "m-1", "group_instance_id": None},
+    13: {"group_id": "g", "member_id": "m-1"},
+    14: {"group_id": "g", "generation_id": 5, "member_id": "m-1", "group_instance_id": None,
+         "assignments": [{"member_id": "m-1", "assignment": b"asg"}]},
+    15: {"groups": ["g"], "include_authorized_operations": False},
+    16: {"states_filter": ["Stable"]},
 }
 
 SAMPLE_RESPONSES = {
@@ -61,7 +77,44 @@ SAMPLE_RESPONSES = {
     19: {"topics": [{"name": "t", "error_code": 36, "error_message": None}]},
     23: {"topics": [{"topic": "t", "partitions": [{"error_code": 0, "partition": 0, "leader_epoch": 3,
                                                    "end_offset": 77}]}]},
+    8: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
+    9: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                 "committed_leader_epoch": 3, "metadata": "md", "error_code": 0}]}],
+        "error_code": 0},
+    10: {"error_code": 0, "error_message": None, "node_id": 2, "host": "h", "port": 9},
+    11: {"error_code": 0, "generation_id": 5, "protocol_type": "consumer", "protocol_name": "range",
+         "leader": "m-1", "member_id": "m-1", "members": [{"member_id": "m-1", "metadata": b"sub"}]},
+    12: {"error_code": 27},
+    13: {"error_code": 0},
+    14: {"error_code": 0, "assignment": b"asg"},
+    15: {"groups": [{"error_code": 0, "group_id": "g", "group_state": "Stable", "protocol_type": "consumer",
+                     "protocol_data": "range", "members": [{"member_id": "m-1", "client_id": "c", "client_host": "",
+                                                            "member_metadata": b"sub", "member_assignment": b"asg"}]}]},
+    16: {"error_code": 0, "groups": [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable"}]},
 }
+
+# idempotent producer (impl/idempotence.py)
+SAMPLE_REQUESTS[22] = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+                       "producer_epoch": -1}
+SAMPLE_RESPONSES[22] = {"error_code": 0, "producer_id": 12345, "producer_epoch": 0}
+# admin surface (impl/admin.py)
+SAMPLE_REQUESTS.update({
+    20: {"topic_names": ["t"], "timeout_ms": 1000},
+    32: {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
+         "include_synonyms": True, "include_documentation": False},
+    37: {"topics": [{"name": "t", "count": 3, "assignments": None}], "timeout_ms": 1000, "validate_only": False},
+    60: {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+})
+SAMPLE_RESPONSES.update({
+    20: {"responses": [{"name": "t", "error_code": 0}]},
+    32: {"results": [{"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t",
+                      "configs": [{"name": "min.insync.replicas", "value": "2", "read_only": False,
+                                   "config_source": 1, "is_default": False, "is_sensitive": False,
+                                   "synonyms": [], "config_type": 3, "documentation": None}]}]},
+    37: {"results": [{"name": "t", "error_code": 37, "error_message": "no"}]},
+    60: {"error_code": 0, "cluster_id": "c", "controller_id": 1, "endpoint_type": 1,
+         "brokers": [{"broker_id": 1, "host": "h", "port": 9, "rack": None}]},
+})
 
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
 
@@ -83,6 +136,33 @@ def test_request_round_trip(api, version):
         assert fp.current_leader_epoch == (3 if version >= 9 else -1)
     if api == 23:
         assert got.topics[0].partitions[0].leader_epoch == 3
+    if api == 22:
+        assert got.transactional_id is None and got.transaction_timeout_ms == 60000
+    if api == 20:
+        assert list(got.topic_names) == ["t"]
+    if api == 32:
+        assert got.resources[0].resource_name == "t" and got.resources[0].resource_type == 2
+    if api == 37:
+        assert got.topics[0].count == 3
+    if api == 8:
+        p = got.topics[0].partitions[0]
+        assert (got.group_id, got.generation_id_or_member_epoch, p.committed_offset) == ("g", 5, 42)
+        assert p.committed_leader_epoch == (3 if version >= 6 else -1)
+    if api == 9:
+        assert got.group_id == "g" and list(got.topics[0].partition_indexes) == [0, 1]
+    if api == 10:
+        assert got.key == "g"
+    if api == 11:
+        assert (got.member_id, got.session_timeout_ms, bytes(got.protocols[0].metadata)) == ("m-1", 10000, b"sub")
+        assert got.rebalance_timeout_ms == (30000 if version >= 1 else -1)
+    if api in (12, 13):
+        assert got.member_id == "m-1"
+    if api == 14:
+        assert got.generation_id == 5 and bytes(got.assignments[0].assignment) == b"asg"
+    if api == 15:
+        assert list(got.groups) == ["g"]
+    if api == 16:
+        assert list(got.states_filter or []) == (["Stable"] if version >= 4 else [])
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
@@ -102,6 +182,35 @@ def test_response_round_trip(api, version):
             {(k, s[2], s[3]) for k, s in codec.APIS.items()}
     if api == 23:
         assert resp.topics[0].partitions[0].end_offset == 77
+    if api == 22:
+        assert (resp.producer_id, resp.producer_epoch, resp.error_code) == (12345, 0, 0)
+    if api == 20:
+        assert resp.responses[0].name == "t"
+    if api == 32:
+        c = resp.results[0].configs[0]
+        assert (c.name, c.value) == ("min.insync.replicas", "2")
+    if api == 37:
+        assert resp.results[0].error_code == 37
+    if api == 60:
+        assert resp.brokers[0].port == 9 and resp.controller_id == 1
+    if api == 8:
+        assert resp.topics[0].partitions[0].error_code == 22
+    if api == 9:
+        assert resp.topics[0].partitions[0].committed_offset == 42
+        assert resp.topics[0].partitions[0].committed_leader_epoch == (3 if version >= 5 else -1)
+    if api == 10:
+        assert (resp.node_id, resp.host, resp.port) == (2, "h", 9)
+    if api == 11:
+        assert (resp.generation_id, resp.leader, bytes(resp.members[0].metadata)) == (5, "m-1", b"sub")
+    if api == 12:
+        assert resp.error_code == 27
+    if api == 14:
+        assert bytes(resp.assignment) == b"asg"
+    if api == 15:
+        g = resp.groups[0]
+        assert (g.group_state, bytes(g.members[0].member_assignment)) == ("Stable", b"asg")
+    if api == 16:
+        assert resp.groups[0].group_id == "g"
 
 
 def test_control_message_round_trip():

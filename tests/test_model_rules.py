@@ -22,7 +22,10 @@ def test_epoch_end_offset_answers_largest_epoch_not_above_request():
     cache = ((0, 0), (2, 3), (5, 7))
     assert rules.epoch_end_offset(cache, 9, 4) == (2, 7)
     assert rules.epoch_end_offset(cache, 9, 5) == (5, 9)
-    assert rules.epoch_end_offset(((3, 0),), 2, 1) == (-1, -1)
+    # Below every cached epoch Kafka answers (requested epoch, first start offset), and
+    # UNDEFINED only above every epoch (LeaderEpochFileCache.endOffsetFor).
+    assert rules.epoch_end_offset(((3, 0),), 2, 1) == (1, 0)
+    assert rules.epoch_end_offset(((3, 0),), 2, 4) == (-1, -1)
 
 
 def test_hw_truncation_before_kip101_drops_unacknowledged_suffix():
@@ -49,7 +52,12 @@ def test_truncate_on_epoch_change_only_with_kafka_7164():
 
 
 def test_maximal_isr_counts_union_while_pending():
+    # A pending removal still counts with KIP-497; without it the leader acts on the committed
+    # ISR alone, so a pending addition is ignored (the hazard KIP-497 closed).
     ld = broker([(0, 0)], [(0, 0)], role=LEADER)._replace(isr=0b011, pending=0b001)
+    assert rules.hw_members(ld, frozenset({"maximal-isr"})) == 0b011
+    assert rules.hw_members(ld, frozenset()) == 0b011
+    ld = ld._replace(isr=0b001, pending=0b011)
     assert rules.hw_members(ld, frozenset({"maximal-isr"})) == 0b011
     assert rules.hw_members(ld, frozenset()) == 0b001
 

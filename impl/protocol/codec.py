@@ -11,13 +11,23 @@ import json
 import struct
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
-from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
-                                     ListOffsetsResponse, OffsetForLeaderEpochRequest,
-                                     OffsetForLeaderEpochResponse)
-from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
-                                     MetadataResponse)
+from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                  CreateTopicsRequest, CreateTopicsResponse,
+                                  DeleteTopicsRequest, DeleteTopicsResponse,
+                                  DescribeClusterRequest, DescribeClusterResponse,
+                                  DescribeConfigsRequest, DescribeConfigsResponse,
+                                  DescribeGroupsRequest, DescribeGroupsResponse,
+                                  ListGroupsRequest, ListGroupsResponse)
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest, HeartbeatResponse,
+                                     JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+                                     LeaveGroupResponse, ListOffsetsRequest, ListOffsetsResponse,
+                                     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+                                     OffsetFetchResponse, OffsetForLeaderEpochRequest,
+                                     OffsetForLeaderEpochResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, FindCoordinatorRequest,
+                                     FindCoordinatorResponse, MetadataRequest, MetadataResponse)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
 MAX_FRAME_BYTES = 100 << 20     # a larger size prefix closes the connection (not a Kafka frame)
 CONTROL_API_KEY = 1000          # our LeaderAndIsr-style control request (JSON body)
@@ -32,7 +42,29 @@ APIS: dict[int, tuple[Any, Any, int, int]] = {
     18: (ApiVersionsRequest, ApiVersionsResponse, 0, 3),
     19: (CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 0, 4),
+    # consumer groups (impl/group_handlers.py). No batched variants (FindCoordinator 4+,
+    # LeaveGroup 3+, OffsetFetch 8+) and no topic ids (OffsetCommit 9+): wire.md's ranges.
+    8: (OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+    9: (OffsetFetchRequest, OffsetFetchResponse, 1, 7),
+    10: (FindCoordinatorRequest, FindCoordinatorResponse, 0, 3),
+    11: (JoinGroupRequest, JoinGroupResponse, 0, 5),
+    12: (HeartbeatRequest, HeartbeatResponse, 0, 3),
+    13: (LeaveGroupRequest, LeaveGroupResponse, 0, 1),
+    14: (SyncGroupRequest, SyncGroupResponse, 0, 3),
+    15: (DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+    16: (ListGroupsRequest, ListGroupsResponse, 0, 4),
 }
+# Idempotent producer (impl/idempotence.py): aiokafka has only v0, kafka-python and librdkafka
+# take the highest up to 4 (5+ are for transactions' KIP-890 epoch bumps).
+# Admin surface (impl/admin.py): kafka-python's schemas start DescribeConfigs/DeleteTopics at v1;
+# aiokafka has DescribeConfigs <= 2, DeleteTopics <= 3, CreatePartitions <= 1.
+APIS.update({
+    22: (InitProducerIdRequest, InitProducerIdResponse, 0, 4),
+    20: (DeleteTopicsRequest, DeleteTopicsResponse, 1, 4),
+    32: (DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    37: (CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    60: (DescribeClusterRequest, DescribeClusterResponse, 0, 1),
+})
 
 # Kafka error codes used by the broker (org.apache.kafka.common.protocol.Errors).
 NONE = 0
@@ -55,6 +87,19 @@ INVALID_REQUEST = 42
 UNKNOWN_SERVER_ERROR = -1
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+# consumer groups
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+INVALID_COMMIT_OFFSET_SIZE = 28
+MEMBER_ID_REQUIRED = 79
 
 _HDR = struct.Struct(">hhi")
 

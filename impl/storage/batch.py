@@ -31,6 +31,9 @@ class BatchInfo:
     max_timestamp: int
     producer_id: int
     records_count: int
+    producer_epoch: int = -1      # idempotence fields (impl/producer_state.py)
+    base_sequence: int = -1
+    attributes: int = 0
 
     @property
     def last_offset(self) -> int:
@@ -38,12 +41,12 @@ class BatchInfo:
 
 
 def parse_header(buf, pos: int = 0) -> BatchInfo:
-    (base, blen, epoch, magic, _crc, _attrs, lod, bts, mts, pid, _pe, _bs, cnt) = _HDR.unpack_from(buf, pos)
+    (base, blen, epoch, magic, _crc, attrs, lod, bts, mts, pid, pe, bs, cnt) = _HDR.unpack_from(buf, pos)
     if magic != 2:
         raise CorruptBatch(f"unsupported magic {magic} at position {pos}")
     if blen < MIN_BATCH_LENGTH:
         raise CorruptBatch(f"batch length {blen} below minimum at position {pos}")
-    return BatchInfo(base, blen + LOG_OVERHEAD, epoch, lod, bts, mts, pid, cnt)
+    return BatchInfo(base, blen + LOG_OVERHEAD, epoch, lod, bts, mts, pid, cnt, pe, bs, attrs)
 
 
 def crc_ok(buf, pos: int, size: int) -> bool:

@@ -10,6 +10,12 @@ Layout of a partition directory (`<data>/<topic>-<partition>/`):
     hw-checkpoint          the last checkpointed high watermark (KIP-101's stale-HW hazard)
     flushed.json           sidecar: bytes of each .log known to be fsynced. Only the
                            power-loss fault reads it: it truncates each log to that length.
+    <offset:020d>.snapshot producer-state snapshots (impl/producer_state.py)
+
+Idempotent producers: every append updates the log's ProducerStateManager (leader and follower
+alike); a leader append of a batch with a producer id is first checked by its sequence rules
+(duplicate -> DuplicateBatch with the original offsets, nothing written; violation ->
+ProducerStateError with Kafka's error code). Truncation and recovery rebuild that state.
 
 Checkpoint files are written tmp + fsync + rename, so they are always durable; the logs are
 durable only up to the last flush. Recovery re-validates every batch's CRC-32C and truncates the
@@ -28,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from dataclasses import replace
+
+from impl.producer_state import ProducerStateManager, last_seq_of
 from impl.storage.batch import (HEADER_SIZE, BatchInfo, CorruptBatch, crc_ok, iter_batches,
                                 parse_header, rewrite)
 
@@ -47,6 +56,22 @@ class LogConfig:
     retention_ms: int | None = None          # None = unbounded
     flush_messages: int | None = None        # fsync after this many unflushed records
     flush_ms: int | None = None              # fsync when the oldest unflushed append is older
+
+
+class ProducerStateError(Exception):
+    """An idempotent batch the sequence rules refuse; `code` is Kafka's error code."""
+
+    def __init__(self, code: int, msg: str = ""):
+        super().__init__(msg or f"producer state error {code}")
+        self.code = code
+
+
+class DuplicateBatch(Exception):
+    """A retried idempotent batch already in the log: answer with its original offsets."""
+
+    def __init__(self, first_offset: int, last_offset: int):
+        super().__init__(f"duplicate of offsets {first_offset}..{last_offset}")
+        self.first_offset, self.last_offset = first_offset, last_offset
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -246,6 +271,7 @@ class PartitionLog:
         self.unflushed_records = 0
         self.first_unflushed_ms: float | None = None
         self.truncated_bytes_on_recovery = 0
+        self.producers = ProducerStateManager(self.dir)
         self._recover()
         self.checkpointed_hw = self._read_hw()
         if on_recovered:
@@ -283,6 +309,7 @@ class PartitionLog:
         # Batches carry their epochs: make sure the cache knows every epoch present in the log.
         self._rebuild_missing_epochs()
         self._record_flushed()   # what survived recovery is on disk now
+        self.producers.load(self)
 
     def _rebuild_missing_epochs(self) -> None:
         known = {e for e, _ in self.epochs.entries}
@@ -328,14 +355,24 @@ class PartitionLog:
         infos = list(iter_batches(buf, check_crc=True))
         if not infos:
             raise CorruptBatch("no record batch in produce data")
+        idem = [i for _, i in infos if i.producer_id >= 0]
+        if idem:
+            if len(infos) > 1:   # Kafka: Produce v3+ carries exactly one batch per partition
+                raise CorruptBatch("an idempotent produce must carry exactly one record batch")
+            i = idem[0]
+            v = self.producers.check(i.producer_id, i.producer_epoch, i.base_sequence,
+                                     last_seq_of(i.base_sequence, i.last_offset_delta))
+            if v.kind == "duplicate":
+                raise DuplicateBatch(v.first_offset, v.last_offset)
+            if v.kind == "error":
+                raise ProducerStateError(v.error, f"producer {i.producer_id} epoch {i.producer_epoch} "
+                                                  f"sequence {i.base_sequence}: error {v.error}")
         base = nxt = self.leo
         count = 0
         out = []
         for pos, info in infos:
             rewrite(buf, pos, nxt, leader_epoch)
-            out.append((pos, BatchInfo(nxt, info.size, leader_epoch, info.last_offset_delta,
-                                       info.base_timestamp, info.max_timestamp, info.producer_id,
-                                       info.records_count)))
+            out.append((pos, replace(info, base_offset=nxt, leader_epoch=leader_epoch)))
             nxt += info.last_offset_delta + 1
             count += info.records_count
         self.epochs.assign(leader_epoch, base)
@@ -371,6 +408,7 @@ class PartitionLog:
     def _write(self, data, infos, count: int, now_ms: float | None) -> None:
         self._maybe_roll(len(data))
         self.segments[-1].append(data, infos)
+        self.producers.apply_batches(i for _, i in infos)
         self.unflushed_records += count
         now = time.monotonic() * 1000 if now_ms is None else now_ms
         if self.first_unflushed_ms is None:
@@ -458,6 +496,19 @@ class PartitionLog:
                         return rec.offset, rec.timestamp
         return None
 
+    def batch_infos_from(self, offset: int):
+        """BatchInfo of every batch whose last offset is >= `offset`, in log order (producer
+        state recovery: starts at the segment and index entry holding `offset`)."""
+        i = max(bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1, 0)
+        for seg in self.segments[i:]:
+            if not seg.size:
+                continue
+            pos = seg.lookup(offset)
+            data = os.pread(seg.fd, seg.size - pos, pos)
+            for _p, info in iter_batches(data, check_crc=False):
+                if info.last_offset >= offset:
+                    yield info
+
     def batches(self):
         """Every (BatchInfo, bytes) in the log, for tests and tools."""
         for seg in self.segments:
@@ -477,6 +528,7 @@ class PartitionLog:
             self.segments.pop().delete()
         self.segments[-1].truncate_to(offset)
         self.epochs.truncate_from_end(self.leo)
+        self.producers.truncate_and_reload(self)
         self._record_flushed_after_truncate()
         if self.checkpointed_hw > self.leo:
             self.checkpoint_hw(self.leo)
@@ -496,6 +548,7 @@ class PartitionLog:
             s.delete()
         self.segments = [Segment(self.dir, offset, self.config.index_interval_bytes)]
         self.epochs.clear()
+        self.producers.clear()
         self._record_flushed()
 
     def apply_retention(self, now_ms: float, upper_bound: int | None = None) -> int:

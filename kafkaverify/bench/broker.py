@@ -8,6 +8,9 @@
    fixed 20,000 records/s for comparison across runs
 4. fail-over: time from kill -9 of the leader to the first acknowledged acks=all write that was
    sent after the kill (embedded coordinator; session timeout given by --session-timeout-ms)
+5. idempotence (`--section idempotence` runs only this): acks=all throughput with
+   enable.idempotence=true against false on the same three-broker cluster, alternating runs
+   (ratio of the medians), and the fail-over time of (4) for an idempotent producer
 """
 from __future__ import annotations
 
@@ -33,8 +36,8 @@ def _producer(bootstrap: str, acks: str, **extra):
     return confluent_kafka.Producer(conf)
 
 
-def throughput(bootstrap: str, topic: str, acks: str, n: int) -> float:
-    p = _producer(bootstrap, acks)
+def throughput(bootstrap: str, topic: str, acks: str, n: int, **extra) -> float:
+    p = _producer(bootstrap, acks, **extra)
     errors = []
     def cb(err, _m):
         if err is not None:
@@ -93,10 +96,10 @@ def latency(bootstrap: str, topic: str, rate: float, seconds: float) -> dict:
             "max_ms": round(lat[-1] * 1000, 2)}
 
 
-def failover(c: Cluster, topic: str) -> float:
+def failover(c: Cluster, topic: str, **extra) -> float:
     p = _producer(c.bootstrap, "all", **{"linger.ms": 0, "message.timeout.ms": 30000,
                                          "retry.backoff.ms": 20, "retry.backoff.max.ms": 100,
-                                         "topic.metadata.refresh.interval.ms": 100})
+                                         "topic.metadata.refresh.interval.ms": 100, **extra})
     acked_after: list[float] = []
     kill_at = [0.0]
     def cb(t_sent):
@@ -126,6 +129,8 @@ def main(argv=None) -> None:
     ap.add_argument("--latency-seconds", type=float, default=10)
     ap.add_argument("--session-timeout-ms", type=int, default=2000)
     ap.add_argument("--quick", action="store_true", help="small runs (smoke test)")
+    ap.add_argument("--section", choices=("all", "idempotence"), default="all")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the idempotence ratio")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     n = 20_000 if a.quick else a.records
@@ -133,6 +138,10 @@ def main(argv=None) -> None:
     res: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                  "records": n, "record_bytes": len(VALUE)}
     with tempfile.TemporaryDirectory(prefix="kv-bench-") as d:
+        if a.section == "idempotence":
+            res.update(idempotence(d, n, a.rounds, a.session_timeout_ms))
+            _print(res, a.json)
+            return
         with Cluster(1, f"{d}/one", coordinator="embedded", session_timeout_ms=a.session_timeout_ms) as c:
             c.create_topic("b1", 1, 1)
             res["acks1_rf1_records_per_s"] = round(throughput(c.bootstrap, "b1", "1", n))
@@ -146,7 +155,39 @@ def main(argv=None) -> None:
             c.wait_for_leaders("fo", isr_size=3)
             res["failover_s"] = round(failover(c, "fo"), 3)
             res["session_timeout_ms"] = a.session_timeout_ms
-    if a.json:
+        res.update(idempotence(d, n, a.rounds, a.session_timeout_ms))
+    _print(res, a.json)
+
+
+def idempotence(d: str, n: int, rounds: int, session_timeout_ms: int) -> dict:
+    """Idempotent vs plain acks=all throughput on one cluster, alternating (plain, idempotent)
+    rounds so load from others hits both alike; then the idempotent producer's fail-over."""
+    out: dict = {}
+    with Cluster(3, f"{d}/idem", coordinator="embedded", session_timeout_ms=session_timeout_ms) as c:
+        c.create_topic("bi", 1, 3, min_insync=2)
+        c.wait_for_leaders("bi", isr_size=3)
+        plain, idem = [], []
+        for _ in range(max(rounds, 1)):
+            plain.append(throughput(c.bootstrap, "bi", "all", n))
+            idem.append(throughput(c.bootstrap, "bi", "all", n, **{"enable.idempotence": True}))
+        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        out["acksall_plain_records_per_s"] = [round(x) for x in plain]
+        out["acksall_idempotent_records_per_s"] = [round(x) for x in idem]
+        out["idempotent_over_plain_ratio"] = round(med(idem) / med(plain), 3)
+        c.create_topic("fi", 1, 3, min_insync=2)
+        c.wait_for_leaders("fi", isr_size=3)
+        out["failover_idempotent_s"] = round(failover(c, "fi", **{"enable.idempotence": True}), 3)
+        for i in c.dead():
+            c.restart(i)                      # the same cluster again for the plain baseline
+        c.create_topic("fp", 1, 3, min_insync=2)
+        c.wait_for_leaders("fp", isr_size=3)
+        out["failover_plain_same_run_s"] = round(failover(c, "fp"), 3)
+        out["session_timeout_ms"] = session_timeout_ms
+    return out
+
+
+def _print(res: dict, as_json: bool) -> None:
+    if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
     else:
         for k, v in res.items():

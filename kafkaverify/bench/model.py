@@ -21,6 +21,12 @@ CASES = [
     ("v0.10 KIP-101 divergence (S2)", "v0.10", (), {"unflushed_loss": True, "min_isr": 1}, ("LogMatching",)),
     ("current without min-isr-hw", "current", ("min-isr-hw",), {}, None),
     ("current without epoch-truncation", "current", ("epoch-truncation",), {}, None),
+    ("current without maximal-isr (min ISR 1)", "current", ("maximal-isr",), {"min_isr": 1}, None),
+    ("kip-966 without isr-broker-epoch (disk loss, 1 crash)", "kip-966", ("isr-broker-epoch",),
+     {"disk_loss": True, "crashes": 1}, None),
+    ("kip-966 without eligible-leader-replicas (power failure, 1 crash)", "kip-966",
+     ("eligible-leader-replicas",), {"unflushed_loss": True, "crashes": 1}, None),
+    ("kip-966 one power failure, exhausted", "kip-966", (), {"unflushed_loss": True, "crashes": 1}, None),
     ("current exhausted (default bounds)", "current", (), {}, None),
 ]
 
