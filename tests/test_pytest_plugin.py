@@ -29,7 +29,7 @@ def test_example_project_passes_with_the_plugin_loaded_by_entry_point():
     r = pytest_run("-v", "--kafkaverify-seed", "11", cwd=EXAMPLE)    # -v cancels -q: the header shows
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "kafkaverify: seed=11 generation=current" in r.stdout
-    assert "2 passed" in r.stdout
+    assert "3 passed" in r.stdout
 
 
 def test_broken_variant_fails_with_a_clear_witness():
@@ -45,6 +45,12 @@ def test_broken_variant_fails_with_a_clear_witness():
     assert re.search("inconsistent-offsets|lost-write|unseen-write", Path(report).read_text())
     assert "reproduce: pytest tests_broken/test_orders_broken.py::test_fast_publisher_keeps_confirmed_orders " \
            "--kafkaverify-seed 12" in out
+    # the consumer that commits before processing while claiming at-least-once
+    assert re.search(r"delivery-at-least-once: group ledger declared at-least-once, but commit #\d+ of offset "
+                     r"10 of \S+ passed offset \d \('\{\"order\": \d, \"amount\": \d\}', see #\d+\), which the "
+                     r"group (had not polled when the commit began|never polled)", out), out[-4000:]
+    assert "FAILED tests_broken/test_orders_broken.py::test_eager_ledger_claims_at_least_once" in out
+    assert "2 failed" in out
 
 
 def test_bad_generation_is_a_usage_error(tmp_path):

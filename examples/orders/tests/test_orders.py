@@ -30,3 +30,16 @@ def test_confirmed_orders_survive_a_leader_crash(kafka_cluster, kafka_faults, ka
     assert any(i >= 10 for i in pub.confirmed), "no order confirmed after the fail-over"
     ledger = Ledger(kafka_history.consumer(make_consumer(kafka_cluster.bootstrap)), topic)
     ledger.run_until(pub.confirmed)
+
+
+# Committed offsets go through the group coordinator; one offsets partition keeps the
+# cluster's start quick.
+@pytest.mark.kafka_cluster(brokers=3, scope="module", offsets_topic_num_partitions=1)
+def test_ledger_commits_what_it_booked(kafka_cluster, kafka_history, kafka_topic):
+    topic = kafka_topic(replication_factor=3, min_insync=2)
+    pub = OrderPublisher(kafka_history.producer(make_producer(kafka_cluster.bootstrap)), topic)
+    for i in range(10):
+        assert pub.publish(i, amount=i)
+    consumer = make_consumer(kafka_cluster.bootstrap, group="ledger")
+    ledger = Ledger(kafka_history.consumer(consumer, group="ledger", delivery="at-least-once"), topic, commit=True)
+    ledger.run_until(pub.confirmed)

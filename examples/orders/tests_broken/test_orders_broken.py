@@ -3,7 +3,7 @@ is kafkaverify's witness, not an assertion of the test (the project's own test s
 folder and checks exactly that)."""
 import pytest
 
-from orders import OrderPublisher, make_producer
+from orders import EagerLedger, OrderPublisher, make_consumer, make_producer
 
 
 # acks=1 confirms an order once the leader alone has it. The followers are made to lag (their
@@ -21,3 +21,17 @@ def test_fast_publisher_keeps_confirmed_orders(kafka_cluster, kafka_faults, kafk
     kafka_faults.kill(leader_of=(topic, 0))
     for i in range(5, 10):
         pub.publish(i, amount=i)
+
+
+# The EagerLedger commits the partition's end offset before it has polled (processed) the
+# orders below it, while declaring at-least-once: a crash there would skip them. The history
+# shows the commit passing offsets the group had not yet received.
+@pytest.mark.kafka_cluster(brokers=3, offsets_topic_num_partitions=1)
+def test_eager_ledger_claims_at_least_once(kafka_cluster, kafka_history, kafka_topic):
+    topic = kafka_topic(replication_factor=3, min_insync=2)
+    pub = OrderPublisher(kafka_history.producer(make_producer(kafka_cluster.bootstrap)), topic)
+    for i in range(10):
+        assert pub.publish(i, amount=i)
+    consumer = make_consumer(kafka_cluster.bootstrap, group="ledger")
+    ledger = EagerLedger(kafka_history.consumer(consumer, group="ledger", delivery="at-least-once"), topic)
+    ledger.run_until(pub.confirmed)
