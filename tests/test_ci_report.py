@@ -108,7 +108,9 @@ def test_failing_stages_carry_story_and_reproduce_command(tmp_path, schema):
     assert (suite_el.get("failures"), suite_el.get("errors")) == ("2", "1")
     f_clean, f_broken = root.findall(".//failure")
     assert "no longer shows that the fix is needed" in f_clean.text
-    assert "VIOLATION of MinIsrDurability" in f_broken.text and "counterexample (3 steps)" in f_broken.text
+    steps = len(broken.evidence[1].path)
+    assert "VIOLATION of MinIsrDurability" in f_broken.text and f"counterexample ({steps} steps)" in f_broken.text
+    assert f"  {steps:>3}. " in f_broken.text          # the numbered story, down to its last step
     assert "reproduce: kafkaverify check --stage unsafe" in f_broken.text
     assert "or: kafkaverify explore --generation current --without min-isr-hw" in f_broken.text
     assert root.find(".//error").get("type") == "unknown"
