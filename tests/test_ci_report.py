@@ -1,5 +1,5 @@
 """`kafkaverify check` for CI: budgets from the declarative stage table, JUnit XML that validates
-against the JUnit schema CI services read (Jenkins xunit junit-10.xsd, vendored in tests/data),
+against the JUnit schema CI services read (tests/data/junit.xsd, the format as Jenkins and others accept it),
 failing stages carrying their story and reproduce command, the artefacts folder and its HTML
 summary page."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kafkaverify import budget, suite
 from kafkaverify.ci_report import Outcome, junit_xml, story, summary_html, write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
-XSD = ROOT / "tests" / "data" / "junit-10.xsd"
+XSD = ROOT / "tests" / "data" / "junit.xsd"
 
 
 def cli(*args, cwd=None):
@@ -123,3 +123,14 @@ def test_failing_stages_carry_story_and_reproduce_command(tmp_path, schema):
 def test_unwritable_junit_path_is_a_usage_error(tmp_path):
     r = cli("check", "--stage", "without min-isr-hw", "--junit", str(tmp_path / "no" / "such" / "dir" / "x.xml"))
     assert r.returncode == 3 and "cannot write" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_schema_rejects_what_ci_services_reject(schema):
+    """The schema has teeth: a suite without its counts, or a case without a name, is refused."""
+    ok = ('<testsuites><testsuite name="s" tests="1" failures="1" errors="0" time="1.5">'
+          '<testcase name="c" classname="k" time="0.2"><failure message="m">story</failure>'
+          '</testcase></testsuite></testsuites>')
+    assert schema.is_valid(ok)
+    assert not schema.is_valid(ok.replace(' failures="1"', ""))
+    assert not schema.is_valid(ok.replace('<testcase name="c"', "<testcase"))
+    assert not schema.is_valid(ok.replace('time="0.2"', 'time="soon"'))
