@@ -70,14 +70,15 @@ def read_parquet(path: str, deadline: float | None = None) -> tuple[dict, pl.Dat
     for n in names:    # a column of another type than the schema's: let the object reader judge
         if not f.schema_arrow.field(n).type.equals(want.field(n).type):
             raise NotColumnar()
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeUp()
+    # polars' own Parquet reader (Rust, row groups decoded straight into columns): about 2x
+    # faster here than pyarrow batches converted to polars.
     schema = _polars_schema()
-    frames, row = [], 0
-    for b in f.iter_batches(batch_size=BATCH_ROWS):
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeUp()
-        frames.append(_conform(pl.from_arrow(b), schema, row, header.get("trace_id")))
-        row += b.num_rows
-    df = pl.concat(frames) if frames else _conform(pl.DataFrame(schema=schema), schema, 0, None)
+    try:
+        df = _conform(pl.read_parquet(path, use_pyarrow=False), schema, 0, header.get("trace_id"))
+    except (pl.exceptions.PolarsError, OSError):
+        raise NotColumnar() from None
     if df.get_column("trace_id").n_unique() > 1:
         raise NotColumnar()       # several histories in one file: the object reader says so
     return header, df.with_columns(pl.col("trace_id").fill_null(""))

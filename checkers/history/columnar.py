@@ -33,12 +33,14 @@ import polars as pl
 from checkers.history.result import Anomaly, CheckResult, Verdict, combine, finish
 from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED,
                             RESULT_FIELDS, TYPES, History, Op)
+from traces.history import pair as pair_events
 
 CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
 PER_PARTITION = CHECK_NAMES[:-1]
-T, TP = "trace_id", "tp"
-BIG = 2**62                      # "never" for times (an unread offset's first read)
-INT_FIELDS = [n for n, (t, _) in FIELDS.items() if t is int]
+T = "trace_id"
+BIG = 2**62                      # "never", for a time (an offset nobody read)
+LIMIT32 = 2**32
+CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
 
 
 class TimeUp(Exception):
@@ -50,430 +52,412 @@ def _late(deadline: float | None) -> None:
         raise TimeUp()
 
 
+def _runs_of(df: pl.DataFrame, cond: pl.Expr) -> set[int]:
+    return set(df.select("run", cond.alias("_b")).filter(pl.col("_b")).get_column("run").unique().to_list())
+
+
+def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
+    """Runs holding a repeated `key` (the cheap unique-count test first: the usual answer)."""
+    if df.get_column(key).n_unique() == df.height:
+        return set()
+    return _runs_of(df, pl.col(key).is_duplicated())
+
+
 # ---------------------------------------------------------------------------------------------
-# 1. Input screen (the reader's rules, vectorised). Returns the runs that break one.
+# 1-2. Input screen and pairing. `ev` holds the events of one or many runs: the schema's
+# columns, `run` (an integer per history) and `row` (the event's row in its file).
 
-def screen_input(ev: pl.DataFrame) -> set:
+def pair(ev: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
+    """One row per operation (invoke joined with its completion by id), and the runs whose
+    events break a rule of the reader (traces/history.py pair/check_event): those runs go to
+    the object reader, which names the row. Keys are packed into single integers (run << 32 |
+    id, and so on): single-column joins are several times cheaper than multi-column ones."""
     c = pl.col
-    bad: list[pl.DataFrame] = []
-
-    def flag(frame: pl.DataFrame, cond: pl.Expr) -> None:
-        bad.append(frame.filter(cond).select(T).unique())
-
+    bad: set[int] = set()
     row_bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED])
     row_bad = row_bad | ~c("type").is_in(TYPES) | ~c("f").is_in(FS)
     row_bad = row_bad | (c("delivery").is_not_null() & ~c("delivery").is_in(DELIVERY_MODES))
-    row_bad = row_bad | (c("offset") < 0).fill_null(False)
+    row_bad = row_bad | (c("offset") < 0).fill_null(False) | (c("offset") >= LIMIT32).fill_null(False)
     row_bad = row_bad | (c("offsets").list.min() < 0).fill_null(False)
-    # An invoke lacking a field its operation needs.
+    row_bad = row_bad | (c("offsets").list.max() >= LIMIT32).fill_null(False)
+    # Packed keys need small non-negative ids, processes and partitions (else: object reader).
+    for n in ("id", "process"):
+        row_bad = row_bad | (c(n) < 0) | (c(n) >= LIMIT32)
+    row_bad = row_bad | (c("partition") < 0).fill_null(False)
     for f, need in INVOKE_NEEDS.items():
         if need:
             row_bad = row_bad | ((c("type") == "invoke") & (c("f") == f)
                                  & pl.any_horizontal([c(n).is_null() for n in need]))
     # A completion may carry only its operation's result fields (restating a request field is
-    # legal but rare; the object reader checks that it agrees).
+    # legal but rare; the object reader checks that it agrees with the invoke).
     for n in FIELDS:
         if n in ALWAYS_OWN:
             continue
         owners = [f for f, res in RESULT_FIELDS.items() if n in res]
         row_bad = row_bad | ((c("type") != "invoke") & c(n).is_not_null() & ~c("f").is_in(owners))
-    flag(ev, row_bad)
-
-    inv = ev.filter(c("type") == "invoke")
-    comp = ev.filter(c("type") != "invoke")
-    flag(inv, pl.struct(T, "id").is_duplicated())
-    flag(comp, pl.struct(T, "id").is_duplicated())
-    j = comp.join(inv.select(T, "id", "process", "f", "mono_ns", "row", "offset", "offsets", "values"),
-                  on=[T, "id"], how="left", suffix="_i")
-    flag(j, c("row_i").is_null() | (c("row_i") > c("row")) | (c("process") != c("process_i"))
-         | (c("f") != c("f_i")) | (c("mono_ns") < c("mono_ns_i")))
-    ok = j.filter(c("type") == "ok")
-    flag(ok, (c("f") == "send") & c("offset").is_null() & c("offset_i").is_null())
-    offs = pl.coalesce("offsets", "offsets_i")
-    vals = pl.coalesce("values", "values_i")
-    flag(ok, (c("f") == "poll") & (offs.is_null() | vals.is_null()
-                                   | (offs.list.len() != vals.list.len()).fill_null(True)))
-    sends = inv.filter(c("f") == "send")
-    flag(sends, pl.struct(T, "topic", "partition", "value").is_duplicated())
-    return set(pl.concat(bad).get_column(T).to_list()) if bad else set()
-
-
-# ---------------------------------------------------------------------------------------------
-# 2. Pairing: one row per operation, in (trace_id, invoke time, id) order.
-
-def pair(ev: pl.DataFrame) -> pl.DataFrame:
-    c = pl.col
-    inv = ev.filter(c("type") == "invoke").drop("type")
-    comp = ev.filter(c("type") != "invoke").select(
-        T, "id", c("type").alias("ctype"), c("mono_ns").alias("end"), c("wall_ns").alias("end_wall"),
-        c("error").alias("cerror"), c("offset").alias("coffset"), c("offsets").alias("coffsets"),
-        c("values").alias("cvalues"), c("generation").alias("cgen"))
-    ops = inv.join(comp, on=[T, "id"], how="left")
-    kind = pl.coalesce("ctype", pl.lit("info"))
+    bad |= _runs_of(ev, row_bad.fill_null(True))
+    ik = ((c("run").cast(pl.Int64) * LIMIT32) + c("id")).alias("ik")
+    is_inv = c("type") == "invoke"
+    # Project before filtering: a filter gathers every column it is given.
+    inv = ev.lazy().filter(is_inv).select(
+        "run", ik, "id", "process", "f", "topic", "partition", "value", "offset", "group",
+        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("row").alias("inv_row"),
+        *CONFIG).collect()
+    comp = ev.lazy().filter(~is_inv).select(
+        ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
+        c("row").alias("comp_row"), c("offset").alias("offset_c"), "offsets", "values",
+        c("generation").alias("generation_c")).collect()
+    bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
+    ops = inv.join(comp, on="ik", how="left")
+    matched = ops.get_column("comp_row").is_not_null().sum()
+    if matched != comp.height:      # completions without an invoke (rare): which runs
+        orphan = comp.join(inv.select("ik"), on="ik", how="anti")
+        bad |= set((orphan.get_column("ik") // LIMIT32).unique().to_list())
+    kind = pl.coalesce("type", pl.lit("info"))
     ops = ops.with_columns(
         kind.alias("type"),
         pl.when(kind != "info").then(c("end")).otherwise(None).alias("comp"),
-        c("mono_ns").alias("inv"), c("wall_ns").alias("inv_wall"),
-        # The merged operation: a completion's result fields override the invoke's.
-        pl.coalesce("coffset", "offset").alias("offset"),
-        pl.when(kind == "ok").then(pl.coalesce("coffsets", "offsets")).otherwise(None).alias("offsets"),
-        pl.when(kind == "ok").then(pl.coalesce("cvalues", "values")).otherwise(None).alias("values"),
-        pl.coalesce("cgen", "generation").alias("generation"),
-        pl.coalesce("cerror", "error").alias("error"),
-        (c("topic") + "-" + c("partition").cast(pl.String)).alias(TP),
-    ).drop("ctype", "coffset", "coffsets", "cvalues", "cgen", "cerror", "mono_ns", "wall_ns")
-    return ops.sort(T, "inv", "id")
+        pl.coalesce("offset_c", "offset").alias("offset"),
+        pl.when(kind == "ok").then(c("offsets")).otherwise(None).alias("offsets"),
+        pl.when(kind == "ok").then(c("values")).otherwise(None).alias("values"),
+        pl.coalesce("generation_c", "generation").alias("generation"),
+        c("final").fill_null(False))
+    bad |= _runs_of(ops, c("comp_row").is_not_null() & (
+        (c("comp_row") < c("inv_row")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
+        | (c("end") < c("inv"))))
+    ok = c("type") == "ok"
+    bad |= _runs_of(ops, ok & (c("f") == "send") & c("offset").is_null())
+    bad |= _runs_of(ops, ok & (c("f") == "poll") & (
+        c("offsets").is_null() | c("values").is_null()
+        | (c("offsets").list.len() != c("values").list.len())).fill_null(True))
+    ops = ops.drop("offset_c", "generation_c", "process_c", "f_c")
+    # One key per partition of a run: run * (partitions) + partition, per topic.
+    topics = ops.filter(c("topic").is_not_null()).get_column("topic").unique().sort()
+    pmax = (ops.get_column("partition").max() or 0) + 1
+    if topics.len() <= 1:
+        tcode = pl.lit(0, pl.Int64)
+    else:
+        tcode = c("topic").replace_strict(topics.to_list(), list(range(topics.len())),
+                                          default=None, return_dtype=pl.Int64)
+    ops = ops.with_columns(((c("run").cast(pl.Int64) * max(topics.len(), 1) + tcode) * pmax
+                            + c("partition").cast(pl.Int64)).alias("pk"))
+    if (ops.get_column("pk").max() or 0) >= 2**30:
+        bad |= set(ops.get_column("run").unique().to_list())
+    # Values are unique per partition (the checkers identify records by value); compared by
+    # 64-bit hash here, the object reader decides if two hashes meet.
+    sends = ops.filter(c("f") == "send").select("run", "pk", c("value").hash().alias("vh"))
+    if sends.select(pl.struct("pk", "vh").n_unique()).item() != sends.height:
+        bad |= _runs_of(sends, pl.struct("pk", "vh").is_duplicated())
+    return ops, bad
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. Screens. Each returns a frame of (trace_id, tp) to hand to the object checkers.
+# 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
+# is what matters: a flagged partition gets every object check.
 
-@dataclass
-class Frames:
-    ops: pl.DataFrame
-    sends: pl.DataFrame
-    acked: pl.DataFrame
-    polls: pl.DataFrame          # ok polls
-    recs: pl.DataFrame           # one row per record of an ok poll
-    logoffs: pl.DataFrame        # distinct (run, tp, offset) with rank in log order
-    assigns: pl.DataFrame        # ok/info assign + subscribe
-    commits: pl.DataFrame        # ok commits
-    group_of: pl.DataFrame       # (run, process) -> group
-    modes: pl.DataFrame          # (run, group) -> delivery mode
-
-
-def frames(ops: pl.DataFrame) -> Frames:
+def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[set[int], pl.DataFrame]:
+    """(flagged pks, per-run counts: undecided writes, consumer-offsets examined)."""
     c = pl.col
-    p = ops.filter(c("f") != "producer_config")
-    sends = p.filter(c("f") == "send").select(T, TP, "id", "process", "type", "inv", "comp", "offset", "value")
-    acked = sends.filter(c("type") == "ok")
+    flags: list[pl.Series] = []
+    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    rk = (c("pk") * LIMIT32 + c("offset")).alias("rk")
+    sp = (c("pk") * LIMIT32 + c("process")).alias("sp")
+    sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process",
+                                               c("value").hash().alias("vh"))
+    acked = sends.filter(c("type") == "ok").with_columns(rk, sp).with_row_index("ai")
     polls = p.filter((c("f") == "poll") & (c("type") == "ok")).select(
-        T, TP, "id", "process", "inv", "comp", c("final").fill_null(False), "offsets", "values")
-    recs = (polls.select(T, TP, c("id").alias("pid"), "process", "comp", "final", "offsets", "values")
-            .explode(["offsets", "values"]).drop_nulls("offsets")
-            .rename({"offsets": "offset", "values": "value"}))
-    logoffs = (pl.concat([acked.select(T, TP, "offset"), recs.select(T, TP, "offset")])
-               .unique().sort(T, TP, "offset")
-               .with_columns(pl.int_range(pl.len()).over(T, TP).alias("rank")))
-    assigns = p.filter(c("f").is_in(["assign", "subscribe"]) & (c("type") != "fail")).select(
-        T, TP, "id", "process", "type", "inv", "comp", "group", "generation", "offset", "delivery")
-    commits = p.filter((c("f") == "commit") & (c("type") == "ok")).select(
-        T, TP, "id", "group", "offset", "generation", "inv", "comp")
-    group_of = (assigns.filter(c("group").is_not_null())
-                .group_by(T, "process").agg(c("group").last()))
-    modes = (assigns.filter(c("group").is_not_null() & c("delivery").is_not_null()).sort(T, TP, "inv", "id")
-             .group_by(T, "group").agg(c("delivery").first(), c("delivery").n_unique().alias("n_modes")))
-    return Frames(ops, sends, acked, polls, recs, logoffs, assigns, commits, group_of, modes)
-
-
-def _keys(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select(T, TP).unique()
-
-
-def screen_offsets(fr: Frames) -> pl.DataFrame:
-    c = pl.col
-    log = pl.concat([fr.acked.select(T, TP, "offset", "value"), fr.recs.select(T, TP, "offset", "value")])
-    conf = log.group_by(T, TP, "offset").agg(c("value").n_unique().alias("n")).filter(c("n") > 1)
-    dup = log.group_by(T, TP, "value").agg(c("offset").n_unique().alias("n")).filter(c("n") > 1)
-    return pl.concat([_keys(conf), _keys(dup)])
-
-
-def screen_writes(fr: Frames) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Flags, and the count per run of acknowledged writes nobody read with no final read
-    after them (those make the check unknown: lost or lagging cannot be told apart)."""
-    c = pl.col
-    readset = fr.recs.select(T, TP, "value").unique()
-    maxread = fr.recs.group_by(T, TP).agg(c("offset").max().alias("max_read"))
-    finals = fr.polls.filter(c("final"))
-    last_final = finals.group_by(T, TP).agg(c("inv").max().alias("last_final"),
-                                            c("inv").min().alias("first_final"))
-    unread = (fr.acked.join(readset, on=[T, TP, "value"], how="anti")
-              .join(maxread, on=[T, TP], how="left").with_columns(c("max_read").fill_null(-1))
-              .join(last_final, on=[T, TP], how="left"))
-    lost = unread.filter(c("offset") < c("max_read"))
-    above = unread.filter(c("offset") >= c("max_read"))
-    decided = c("last_final").is_not_null() & (c("last_final") > c("comp"))
-    unseen = above.filter(decided)
-    undecided = above.filter(~decided).group_by(T).agg(pl.len().alias("undecided"))
-    failed = fr.sends.filter(c("type") == "fail").join(readset, on=[T, TP, "value"], how="semi")
-    # A final read that returns less than what was already read (log_checks.lost_reads).
-    foffs = fr.recs.filter(c("final")).select(T, TP, "offset").unique()
-    early = (fr.recs.filter(~c("final")).join(last_final, on=[T, TP], how="inner")
-             .filter(c("comp") < c("first_final"))
-             .join(foffs, on=[T, TP, "offset"], how="anti"))
-    return pl.concat([_keys(lost), _keys(unseen), _keys(failed), _keys(early)]), undecided
-
-
-def _ranked(fr: Frames) -> pl.DataFrame:
-    return fr.recs.join(fr.logoffs, on=[T, TP, "offset"], how="left", maintain_order="left")
-
-
-def screen_polls(fr: Frames, ranked: pl.DataFrame) -> pl.DataFrame:
-    c = pl.col
-    # Within one poll, records must be successive in log order.
-    inner = ranked.filter((c("rank") - c("rank").shift(1).over(T, "pid")) != 1)
-    per_poll = ranked.group_by(T, "pid").agg(c("rank").first().alias("r0"), c("rank").last().alias("rl"))
-    polls = fr.polls.join(per_poll, left_on=[T, "id"], right_on=[T, "pid"], how="inner")
+        "run", "pk", "id", "process", "inv", "comp", "final", "offsets", "values")
+    recs = (polls.filter(c("offsets").list.len() > 0)
+            .select("run", "pk", c("id").alias("pid"), "process", "comp", "final", "offsets", "values")
+            .explode(["offsets", "values"])
+            .select("run", "pk", "pid", "process", "comp", "final", c("offsets").alias("offset"),
+                    c("values").hash().alias("vh")))
+    recs = recs.with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk"))
+    _late(deadline)
+    # Two acknowledgements of one offset.
+    if acked.get_column("rk").n_unique() != acked.height:
+        flags.append(acked.filter(c("rk").is_duplicated()).get_column("pk"))
+    # Records that disagree with the acknowledgement at their offset ("odd": an info send's
+    # value, or a contradiction). Every other record is an acknowledged send read in place.
+    m = recs.join(acked.select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
+    odd = m.filter(c("avh").is_null() | (c("avh") != c("vh")))
+    placed = pl.DataFrame(schema={"pk": pl.Int64, "offset": pl.Int64, "inv": pl.Int64, "sid": pl.Int64})
+    if odd.height:
+        o = odd.join(sends.select("pk", "vh", c("id").alias("sid"), c("type").alias("stype"),
+                                  c("inv").alias("sinv")), on=["pk", "vh"], how="left")
+        flags.append(o.filter(c("stype").is_null() | (c("stype") != "info") | c("avh").is_not_null())
+                     .get_column("pk"))
+        pl_ = o.filter(c("stype") == "info").select("pk", "sid", "offset", c("sinv").alias("inv")).unique()
+        flags.append(pl_.filter(pl.struct("pk", "sid").is_duplicated()).get_column("pk"))
+        flags.append(pl_.filter(pl.struct("pk", "offset").is_duplicated()).get_column("pk"))
+        placed = pl_.select("pk", "offset", "inv", "sid")
+    _late(deadline)
+    # writes: acknowledged, never read (lost below the highest read offset; unseen above it
+    # when a final read began after the acknowledgement; else undecided).
+    read_ai = m.get_column("ai").drop_nulls().unique()
+    unread = acked.filter(~c("ai").is_in(read_ai.implode()))
+    finals = polls.filter(c("final"))
+    fstat = finals.group_by("pk").agg(c("inv").max().alias("last_final"),
+                                      c("inv").min().alias("first_final"))
+    undecided = pl.DataFrame(schema={"run": pl.Int64, "undecided": pl.UInt32})
+    if unread.height:
+        maxread = recs.group_by("pk").agg(c("offset").max().alias("max_read"))
+        u = (unread.join(maxread, on="pk", how="left").with_columns(c("max_read").fill_null(-1))
+             .join(fstat, on="pk", how="left"))
+        flags.append(u.filter(c("offset") < c("max_read")).get_column("pk"))
+        above = u.filter(c("offset") >= c("max_read"))
+        decided = c("last_final").is_not_null() & (c("last_final") > c("comp"))
+        flags.append(above.filter(decided).get_column("pk"))
+        undecided = (above.filter(~decided).join(ops.select("pk", "run").unique("pk"), on="pk")
+                     .group_by("run").agg(pl.len().alias("undecided")))
+    # lost-read: records read before the final reads began must be in them. Contiguous final
+    # offsets (the usual case) need only their range.
+    frec = recs.filter(c("final"))
+    fr = frec.group_by("pk").agg(c("offset").min().alias("fmin"), c("offset").max().alias("fmax"),
+                                 c("rk").n_unique().alias("fn"))
+    early = (recs.filter(~c("final")).join(fstat, on="pk", how="inner")
+             .filter(c("comp") < c("first_final")).join(fr, on="pk", how="left"))
+    contiguous = (c("fmax") - c("fmin") + 1) == c("fn")
+    flags.append(early.filter(contiguous & ((c("offset") > c("fmax")) | (c("offset") < c("fmin"))))
+                 .get_column("pk"))
+    gappy = early.filter(~contiguous.fill_null(False))
+    if gappy.height:
+        flags.append(gappy.join(frec.select("rk"), on="rk", how="anti").get_column("pk"))
+    early_nf = early.filter(c("fn").is_null())          # read, but no final record at all
+    flags.append(early_nf.get_column("pk"))
+    _late(deadline)
+    # Log order: partitions whose observed offsets have gaps go to the object checkers (which
+    # rank offsets); elsewhere rank = offset - base, so rank steps are offset steps.
+    logs = pl.concat([acked.select("pk", "offset"), placed.select("pk", "offset")])
+    ls = logs.group_by("pk").agg(c("offset").min().alias("lo"), c("offset").max().alias("hi"),
+                                 pl.len().alias("n"))
+    flags.append(ls.filter(c("hi") - c("lo") + 1 != c("n")).get_column("pk"))
+    # polls: within a poll, successive offsets; across a consumer's polls (reset by assign or
+    # subscribe), each resumes right after the previous one.
+    step = c("offset") - c("offset").shift(1)
+    flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
+    assigns = p.filter(c("f").is_in(["assign", "subscribe"]) & (c("type") != "fail"))
     seq = pl.concat([
-        polls.select(T, TP, "process", "inv", "id", pl.lit(False).alias("is_assign"), "r0", "rl"),
-        fr.assigns.select(T, TP, "process", "inv", "id", pl.lit(True).alias("is_assign"),
-                          pl.lit(None, pl.Int64).alias("r0"), pl.lit(None, pl.Int64).alias("rl")),
-    ]).sort(T, TP, "process", "inv", "id")
-    # An assign or subscribe resets the consumer's position: segments between them.
-    seq = seq.with_columns(c("is_assign").cast(pl.Int64).cum_sum().over(T, TP, "process").alias("seg"))
-    seq = seq.filter(~c("is_assign")).with_columns(
-        c("rl").shift(1).over(T, TP, "process", "seg").alias("prev"))
-    across = seq.filter(c("prev").is_not_null() & (c("r0") != c("prev") + 1))
-    return pl.concat([_keys(inner), _keys(across)])
+        polls.filter(c("offsets").list.len() > 0).select(
+            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"),
+            c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol")),
+        assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
+                       pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
+    ]).sort("sp", "inv", "id").with_columns(c("reset").cum_sum().alias("seg"))
+    seq = seq.filter(c("reset") == 0)
+    same = (c("sp") == c("sp").shift(1)) & (c("seg") == c("seg").shift(1))
+    flags.append(seq.filter(same & (c("o0") != c("ol").shift(1) + 1)).get_column("pk"))
+    _late(deadline)
+    # sends: each producer's acknowledged offsets increase in send order.
+    a = acked.select("sp", "pk", "inv", "id", "offset").sort("sp", "inv", "id")
+    flags.append(a.filter((c("sp") == c("sp").shift(1)) & (c("offset") <= c("offset").shift(1)))
+                 .get_column("pk"))
+    # linearizable (offsets as the witness, linearizable.py): a deadline (an append's own
+    # completion, or that of a poll whose highest record is there) before the latest invoke
+    # of an append at or below it.
+    at = (pl.concat([acked.select("pk", "offset", "inv", "comp"),
+                     placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"))])
+          .with_columns(rk).sort("rk")
+          .with_columns(c("inv").cum_max().over("pk").alias("latest")))
+    below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
+    flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
+    pm = (polls.filter(c("offsets").list.len() > 0)
+          .select("pk", "comp", (c("pk") * LIMIT32 + c("offsets").list.max()).alias("rk"))
+          .join(at.select("rk", "latest"), on="rk", how="left"))
+    flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
+    _late(deadline)
+    # consumer offsets.
+    cflags, examined = _consumer(ops, p, polls, recs, assigns, at)
+    flags += cflags
+    counts = undecided.join(examined, on="run", how="full", coalesce=True)
+    flagged = set(pl.concat(flags).unique().to_list()) if flags else set()
+    # Distinct observed offsets per run, for unflagged partitions (acknowledged + placed;
+    # every record of such a partition is one of those): the offsets check's "examined".
+    clean = ls.filter(~c("pk").is_in(pl.Series(sorted(flagged), dtype=pl.Int64).implode()))
+    records = (clean.join(ops.select("pk", "run").unique("pk"), on="pk")
+               .group_by("run").agg(c("n").sum().alias("records")))
+    return flagged, counts.join(records, on="run", how="full", coalesce=True)
 
 
-def screen_sends(fr: Frames) -> pl.DataFrame:
+def _consumer(ops, p, polls, recs, assigns, at):
     c = pl.col
-    a = fr.acked.with_columns(c("offset").shift(1).over(T, TP, "process").alias("prev"))
-    return _keys(a.filter(c("offset") <= c("prev")))
-
-
-def screen_linearizable(fr: Frames) -> pl.DataFrame:
-    c = pl.col
-    acks = fr.acked.select(T, TP, "offset", c("value").alias("aval"), c("inv"), c("comp"))
-    two = acks.group_by(T, TP, "offset").agg(pl.len().alias("n")).filter(c("n") > 1)
-    odd = (fr.recs.select(T, TP, "offset", "value", "pid")
-           .join(acks.select(T, TP, "offset", "aval").unique([T, TP, "offset"]),
-                 on=[T, TP, "offset"], how="left")
-           .filter(c("aval").is_null() | (c("aval") != c("value"))))
-    odd = odd.join(fr.sends.select(T, TP, "value", c("id").alias("sid"), c("type").alias("stype"),
-                                   c("inv").alias("sinv")), on=[T, TP, "value"], how="left")
-    wrong = odd.filter(c("stype").is_null() | (c("stype") != "info") | c("aval").is_not_null())
-    placed = odd.filter(c("stype") == "info").select(T, TP, "sid", "offset", "sinv").unique()
-    twice = placed.group_by(T, TP, "sid").agg(pl.len().alias("n")).filter(c("n") > 1)
-    shared = placed.group_by(T, TP, "offset").agg(pl.len().alias("n")).filter(c("n") > 1)
-    # Offsets as the linearisation witness (linearizable.py): some deadline (an append's own
-    # completion, or the completion of a poll whose highest record is at that offset) earlier
-    # than the latest invoke of an append at or below it.
-    at = (pl.concat([acks.select(T, TP, "offset", "inv", "comp"),
-                     placed.select(T, TP, "offset", c("sinv").alias("inv"),
-                                   pl.lit(None, pl.Int64).alias("comp"))])
-          .sort(T, TP, "offset")
-          .with_columns(c("inv").cum_max().over(T, TP).alias("latest")))
-    at = at.with_columns(c("latest").shift(1).over(T, TP).alias("below"))
-    own = at.filter(c("comp").is_not_null() & (c("below") > c("comp")))
-    pmax = fr.recs.group_by(T, TP, "pid").agg(c("offset").max(), c("comp").first())
-    pm = pmax.join(at.select(T, TP, "offset", "latest"), on=[T, TP, "offset"], how="left")
-    by_poll = pm.filter(c("latest").is_null() | (c("latest") > c("comp")))
-    return pl.concat([_keys(two), _keys(wrong), _keys(twice), _keys(shared), _keys(own), _keys(by_poll)])
-
-
-def screen_consumer(fr: Frames) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Flags, and examined counts per run (commits, plus polls per at-most-once group)."""
-    c = pl.col
-    cm = fr.commits
-    out = []
-    # commit-regression: the highest offset among the group's commits completed before this
-    # one began (strictly) must not exceed it.
-    done = (cm.select(T, TP, "group", c("comp").alias("t"), "offset").sort("t")
-            .with_columns(c("offset").cum_max().over(T, TP, "group").alias("top")))
+    out: list[pl.Series] = []
+    cm = p.filter((c("f") == "commit") & (c("type") == "ok")).select(
+        "run", "pk", "id", "group", "offset", "generation", "inv", "comp")
+    grouped = assigns.filter(c("group").is_not_null())
+    group_of = grouped.sort("run", "inv", "id").group_by("run", "process").agg(c("group").last())
+    modes = (grouped.filter(c("delivery").is_not_null())
+             .with_columns(c("topic") + "-" + c("partition").cast(pl.String))
+             .sort("run", "topic", "inv", "id")
+             .group_by("run", "group").agg(c("delivery").first(), c("delivery").n_unique().alias("nm")))
+    # A group declaring two modes (rare): every partition of that run to the object checkers.
+    mixed = modes.filter(c("nm") > 1).select("run")
+    out.append(ops.join(mixed, on="run", how="semi").get_column("pk").drop_nulls())
+    amo = modes.filter(c("delivery") == "at-most-once").select("run", "group")
+    n_polls = polls.group_by("run").agg(pl.len().alias("np"))
+    examined = (ops.select("run").unique()
+                .join(cm.group_by("run").agg(pl.len().alias("nc")), on="run", how="left")
+                .join(amo.group_by("run").agg(pl.len().alias("na")), on="run", how="left")
+                .join(n_polls, on="run", how="left")
+                .select("run", (c("nc").fill_null(0) + c("na").fill_null(0) * c("np").fill_null(0))
+                        .alias("consumer_examined")))
+    if cm.height == 0 and amo.height == 0:
+        return out, examined
+    # commit-regression: the highest offset of the group's commits completed before this one
+    # began must not exceed it.
+    done = (cm.select("pk", "group", c("comp").alias("t"), "offset").sort("t")
+            .with_columns(c("offset").cum_max().over("pk", "group").alias("top")))
     left = cm.with_columns(c("inv").alias("t")).sort("t")
-    reg = left.join_asof(done.select(T, TP, "group", "t", "top"), on="t", by=[T, TP, "group"],
-                         strategy="backward", allow_exact_matches=False, check_sortedness=False)
-    out.append(_keys(reg.filter(c("top") > c("offset"))))
-    # fenced-commit: a newer generation of the group completed before the commit began.
-    gens = (fr.assigns.filter(c("group").is_not_null() & (c("type") == "ok") & c("generation").is_not_null())
-            .select(T, "group", c("comp").alias("t"), "generation").sort("t")
-            .with_columns(c("generation").cum_max().over(T, "group").alias("newest")))
-    fen = left.filter(c("generation").is_not_null()).join_asof(
-        gens.select(T, "group", "t", "newest"), on="t", by=[T, "group"], strategy="backward",
-        allow_exact_matches=False, check_sortedness=False)
-    out.append(_keys(fen.filter(c("newest") > c("generation"))))
-    # A group with two declared modes: rare and ambiguous; let the oracle decide every partition.
-    mixed = fr.modes.filter(c("n_modes") > 1).select(T)
-    out.append(fr.logoffs.join(mixed, on=T, how="semi").select(T, TP).unique())
-    grp_recs = (fr.recs.filter(~c("final")).join(fr.group_of, on=[T, "process"], how="inner"))
-    # delivery-at-least-once: every offset from the group's start below a commit was first
-    # read (by a member's poll) before the commit began.
-    alo = fr.modes.filter(c("delivery") == "at-least-once").select(T, "group")
-    acm = cm.join(alo, on=[T, "group"], how="semi")
-    starts = (fr.assigns.filter((c("type") == "ok") & c("offset").is_not_null() & c("group").is_not_null())
-              .group_by(T, TP, "group").agg(c("offset").min().alias("start")))
-    first = grp_recs.group_by(T, TP, "group", "offset").agg(c("comp").min().alias("first"))
-    pairs = acm.select(T, TP, "group").unique()
-    lo = (fr.logoffs.select(T, TP, "offset").join(pairs, on=[T, TP], how="inner")
-          .join(starts, on=[T, TP, "group"], how="left")
-          .filter(c("offset") >= c("start").fill_null(0))
-          .join(first, on=[T, TP, "group", "offset"], how="left")
-          .with_columns(c("first").fill_null(BIG)).sort("offset")
-          .with_columns(c("first").cum_max().over(T, TP, "group").alias("prefix")))
-    chk = acm.sort("offset").join_asof(lo.select(T, TP, "group", "offset", "prefix"), on="offset",
-                                       by=[T, TP, "group"], strategy="backward",
-                                       allow_exact_matches=False, check_sortedness=False)
-    out.append(_keys(chk.filter(c("prefix") > c("inv"))))
+    reg = left.join_asof(done.select("pk", "group", "t", "top"), on="t", by=["pk", "group"], strategy="backward",
+                         allow_exact_matches=False, check_sortedness=False)
+    out.append(reg.filter(c("top") > c("offset")).get_column("pk"))
+    # fenced-commit: a newer generation of the group had completed before the commit began.
+    gens = (assigns.filter(c("group").is_not_null() & (c("type") == "ok") & c("generation").is_not_null())
+            .select("run", "group", c("comp").alias("t"), "generation").sort("t")
+            .with_columns(c("generation").cum_max().over("run", "group").alias("newest")))
+    fen = (left.filter(c("generation").is_not_null())
+           .join_asof(gens.select("run", "group", "t", "newest"), on="t", by=["run", "group"], strategy="backward",
+                      allow_exact_matches=False, check_sortedness=False))
+    out.append(fen.filter(c("newest") > c("generation")).get_column("pk"))
+    grp_recs = recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
+    # delivery-at-least-once: every log offset from the group's start below a commit was first
+    # read by a member before the commit began.
+    alo = modes.filter(c("delivery") == "at-least-once").select("run", "group")
+    acm = cm.join(alo, on=["run", "group"], how="semi")
+    if acm.height:
+        starts = (assigns.filter((c("type") == "ok") & c("offset").is_not_null() & c("group").is_not_null())
+                  .group_by("pk", "group").agg(c("offset").min().alias("start")))
+        first = grp_recs.group_by("rk", "group").agg(c("comp").min().alias("first"))
+        pairs = acm.select("pk", "group").unique()
+        lo = (at.select("pk", "offset", "rk").join(pairs, on="pk", how="inner")
+              .join(starts, on=["pk", "group"], how="left")
+              .filter(c("offset") >= c("start").fill_null(0))
+              .join(first, on=["rk", "group"], how="left")
+              .with_columns(c("first").fill_null(BIG))
+              .sort("offset")
+              .with_columns(c("first").cum_max().over("pk", "group").alias("prefix")))
+        chk = (acm.sort("offset")
+               .join_asof(lo.select("pk", "group", "offset", "prefix"), on="offset", by=["pk", "group"], strategy="backward",
+                          allow_exact_matches=False, check_sortedness=False))
+        out.append(chk.filter(c("prefix") > c("inv")).get_column("pk"))
     # delivery-at-most-once: no offset delivered to the group by two polls.
-    amo = fr.modes.filter(c("delivery") == "at-most-once").select(T, "group")
-    twice = (grp_recs.join(amo, on=[T, "group"], how="semi")
-             .group_by(T, TP, "group", "offset").agg(c("pid").n_unique().alias("n"))
-             .filter(c("n") > 1))
-    out.append(_keys(twice))
-    n_polls = fr.polls.group_by(T).agg(pl.len().alias("np"))
-    examined = (cm.group_by(T).agg(pl.len().alias("nc"))
-                .join(amo.group_by(T).agg(pl.len().alias("namo")), on=T, how="full", coalesce=True)
-                .join(n_polls, on=T, how="left")
-                .select(T, (c("nc").fill_null(0) + c("namo").fill_null(0) * c("np").fill_null(0))
-                        .alias("consumer-offsets")))
-    return pl.concat(out), examined
+    if amo.height:
+        twice = (grp_recs.join(amo, on=["run", "group"], how="semi")
+                 .group_by("rk", "group").agg(c("pid").n_unique().alias("n"), c("pk").first())
+                 .filter(c("n") > 1))
+        out.append(twice.get_column("pk"))
+    return out, examined
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. Objects for flagged partitions, and the verdict.
+# 4. Objects for flagged partitions (through the object reader's own pairing), and verdicts.
 
-_OP_COLS = ("id", "process", "f", "type", "inv", "comp", "end", "topic", "partition", "key", "value",
-            "offset", "offsets", "values", "group", "generation", "final", "delivery", "retries",
-            "max_in_flight", "idempotence", "acks", "error", "inv_wall", "end_wall", "row")
-_CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
+def to_history(ev: pl.DataFrame, rows: pl.Series, header: dict, where: str, base: int) -> History:
+    """The object reader's History for some events (given by file row): the one per-row path,
+    taken only for what a screen flagged (or for the cycle search of a small history)."""
+    sub = ev.filter(c_row_in(rows)).sort("row")
+    names = [n for n in FIELDS]
+    evs = []
+    for r in sub.select(*names, "row").iter_rows(named=True):
+        evs.append((f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
+    return pair_events("", header, evs)
 
 
-def to_ops(ops: pl.DataFrame, where: str = "row", row_base: int = 1) -> list[Op]:
-    """Op objects for some rows of a paired frame (flagged partitions only: this is the one
-    per-row loop, and it runs on what a screen flagged)."""
-    out = []
-    for r in ops.select(_OP_COLS).iter_rows(named=True):
-        config = None
-        if r["f"] == "producer_config":
-            config = {n: r[n] for n in _CONFIG if r[n] is not None}
-        out.append(Op(
-            id=r["id"], process=r["process"], f=r["f"], type=r["type"], inv=r["inv"], comp=r["comp"],
-            end=r["end"], topic=r["topic"], partition=r["partition"], key=r["key"], value=r["value"],
-            offset=r["offset"], offsets=r["offsets"], values=r["values"], group=r["group"],
-            generation=r["generation"], final=bool(r["final"]), delivery=r["delivery"], config=config,
-            error=r["error"], where=f"{where} {r['row'] + row_base}", inv_wall=r["inv_wall"],
-            end_wall=r["end_wall"]))
-    out.sort(key=lambda o: (o.inv, o.id))
-    return out
+def c_row_in(rows: pl.Series) -> pl.Expr:
+    return pl.col("row").is_in(rows.implode())
 
 
 @dataclass
 class RunResult:
-    trace_id: Any
+    run: int
     verdict: Verdict
     ops: int
     witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
 
 
-def judge(ops: pl.DataFrame, header: dict | None = None, deadline: float | None = None,
-          cycle_max_ops: int = 200_000, where: str = "row", row_base: int = 1,
-          full_history=None) -> dict[Any, RunResult]:
-    """Checks every run of a paired frame; returns trace_id -> RunResult. `full_history`
-    (trace_id -> History), if given, is used for the cycle search instead of rebuilding."""
+def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadline: float | None = None,
+          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1) -> dict[int, RunResult]:
+    """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
+    are the object checkers', on the flagged partitions)."""
     from checkers.history import consumer, cycles, linearizable, log_checks
     from checkers.history.index import build
     c = pl.col
-    runs = ops.select(T).unique().get_column(T).to_list()
-    fr = frames(ops)
-    flags: dict[str, pl.DataFrame] = {}
-    done: list[str] = []
-    undecided = consumer_examined = None
+    done = True
     try:
-        _late(deadline)
-        flags["offsets"] = screen_offsets(fr)
-        _late(deadline)
-        flags["writes"], undecided = screen_writes(fr)
-        done += ["offsets", "writes"]
-        _late(deadline)
-        flags["polls"] = screen_polls(fr, _ranked(fr))
-        done.append("polls")
-        _late(deadline)
-        flags["sends"] = screen_sends(fr)
-        done.append("sends")
-        _late(deadline)
-        flags["linearizable"] = screen_linearizable(fr)
-        done.append("linearizable")
-        _late(deadline)
-        flags["consumer-offsets"], consumer_examined = screen_consumer(fr)
-        done.append("consumer-offsets")
+        flagged, counts = flag_partitions(ops, deadline)
     except TimeUp:
-        pass
-    # Examined counts per run, as the object checkers count them.
-    p = fr.ops.filter(c("f") != "producer_config")
-    counts = (p.group_by(T).agg((c("f") == "send").sum().alias("sends"),
-                                ((c("f") == "poll") & (c("type") == "ok")).sum().alias("polls"),
-                                pl.len().alias("ops_p"))
-              .join(fr.logoffs.group_by(T).agg(pl.len().alias("records")), on=T, how="left"))
-    n_ops = dict(fr.ops.group_by(T).agg(pl.len()).iter_rows())
-    cnt = {r[T]: r for r in counts.iter_rows(named=True)}
-    und = dict(undecided.iter_rows()) if undecided is not None else {}
-    cex = dict(consumer_examined.iter_rows()) if consumer_examined is not None else {}
-    flagged = pl.concat(list(flags.values())).unique() if flags else pl.DataFrame(schema={T: pl.String, TP: pl.String})
-    by_run: dict[Any, set] = {}
-    for tid, tp in flagged.iter_rows():
-        by_run.setdefault(tid, set()).add(tp)
-    # Objects: the flagged partitions' ops, plus every producer_config and assign/subscribe of
-    # those runs (the producer settings, the groups' members and generations they consult).
-    found: dict[Any, dict[str, tuple[list[Anomaly], list[Anomaly]]]] = {}
-    histories: dict[Any, History] = {}
-    if by_run:
-        sel = flagged.join(ops.select(T).unique(), on=T, how="semi")
-        sub = pl.concat([
-            ops.join(sel, on=[T, TP], how="semi"),
-            ops.join(sel.select(T).unique(), on=T, how="semi").filter(
-                c("f").is_in(["producer_config", "assign", "subscribe"])
-                & ~pl.struct(T, TP).is_in(sel.select(pl.struct(T, TP)).to_series().implode())),
-        ])
-        for (tid,), part in sub.group_by(T):
-            h = History(header or {}, to_ops(part, where, row_base))
-            histories[tid] = h
+        done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
+    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    stats = {r["run"]: r for r in p.group_by("run").agg(
+        (c("f") == "send").sum().alias("sends"),
+        ((c("f") == "poll") & (c("type") == "ok")).sum().alias("polls")).iter_rows(named=True)}
+    n_ops = dict(ops.group_by("run").agg(pl.len()).iter_rows())
+    cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
+    found: dict[int, dict[str, tuple[list, list]]] = {}
+    histories: dict[int, History] = {}
+    if flagged:
+        fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
+        runs_f = ops.filter(c("pk").is_in(fl.implode())).get_column("run").unique()
+        # The flagged partitions' operations, plus every producer_config and assign/subscribe
+        # of their runs (the settings, group members and generations the rules consult).
+        sel = ops.filter(c("run").is_in(runs_f.implode()) & (
+            c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
+        rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
+        for (run,), part in ev.filter(c_row_in(rows)).group_by("run"):
+            h = to_history(part, part.get_column("row"), headers.get(run, {}), where, base)
+            histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
-            found[tid] = {r.name: (r.anomalies, r.notes) for r in res}
-    out: dict[Any, RunResult] = {}
-    for tid in runs:
-        k = cnt.get(tid, {"sends": 0, "polls": 0, "records": 0})
-        examined = {"offsets": k["records"] or 0, "writes": k["sends"], "polls": k["polls"],
-                    "sends": k["sends"], "linearizable": k["sends"] + k["polls"],
-                    "consumer-offsets": cex.get(tid, 0)}
-        fnd = found.get(tid, {})
+            found[run] = {r.name: (r.anomalies, r.notes) for r in res}
+            found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
+    out: dict[int, RunResult] = {}
+    for run in sorted(n_ops):
+        st = stats.get(run, {"sends": 0, "polls": 0})
+        k = cnt.get(run, {})
+        fnd = found.get(run, {})
+        examined = {"offsets": (k.get("records") or 0) + fnd.get("_records", 0), "writes": st["sends"], "polls": st["polls"],
+                    "sends": st["sends"], "linearizable": st["sends"] + st["polls"],
+                    "consumer-offsets": k.get("consumer_examined") or 0}
         results: list[CheckResult] = []
         for name in PER_PARTITION:
-            if name not in done:
+            if not done:
                 results.append(finish(name, 0, [], unknown="time limit reached before this check",
                                       limited=True))
                 continue
             anomalies, notes = fnd.get(name, ([], []))
             unknown = ""
-            if name == "writes" and und.get(tid):
-                unknown = (f"{und[tid]} acknowledged write(s) were never read and no final read "
-                           "began after them: lost or merely lagging cannot be told apart")
+            if name == "writes" and k.get("undecided"):
+                unknown = (f"{k['undecided']} acknowledged write(s) were never read and no final "
+                           "read began after them: lost or merely lagging cannot be told apart")
             results.append(finish(name, examined[name], anomalies, notes, unknown=unknown,
                                   limited=bool(unknown)))
         n = examined["linearizable"]
         lin = next(r for r in results if r.name == "linearizable")
-        h = histories.get(tid)
+        h = histories.get(run)
         if lin.status == "valid":
             r = finish("cycles", n, [])
             r.reason = "no cycle by locality: every partition is linearizable"
             results.append(r)
-        elif lin.status == "unknown":
+        elif lin.status == "unknown" or (deadline is not None and time.monotonic() > deadline):
             results.append(finish("cycles", 0, [], unknown="time limit reached before this check",
                                   limited=True))
         elif n > cycle_max_ops:
             results.append(finish("cycles", 0, [], unknown=f"graph not built ({n} ops > "
                                   f"{cycle_max_ops}) and some partition is not linearizable",
                                   limited=True))
-        elif deadline is not None and time.monotonic() > deadline:
-            results.append(finish("cycles", 0, [], unknown="time limit reached before this check",
-                                  limited=True))
         else:
-            # Some partition is not linearizable and the history is small: the whole of it
-            # as objects, for the cross-partition graph (bounded by cycle_max_ops).
-            full = (full_history or {}).get(tid)
-            if full is None:
-                full = History(header or {}, to_ops(ops.filter(c(T) == tid), where, row_base))
-            results.append(cycles.check(build(full), lin_ok=False, max_ops=cycle_max_ops,
+            # Some partition is not linearizable and the run is small: the whole run as
+            # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
+            part = ev.filter(c("run") == run)
+            h = to_history(part, part.get_column("row"), headers.get(run, {}), where, base)
+            results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
                                         deadline=deadline))
-            h = full
-        v = combine(results, n_ops[tid])
+        v = combine(results, n_ops[run])
         wit = {}
         if h is not None:
             by_id = h.by_id()
             wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
-        out[tid] = RunResult(tid, v, n_ops[tid], wit)
+        out[run] = RunResult(run, v, n_ops[run], wit)
     return out
 
 
@@ -507,12 +491,14 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
         return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
-    if ev.height == 0 or screen_input(ev):
+    ev = ev.with_columns(pl.lit(0, pl.Int64).alias("run"))
+    if ev.height == 0:
+        return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
+    ops, bad = pair(ev)
+    if bad:
         return _object_path(path, fmt, deadline, cycle_max_ops, "the input screen flagged rows")
-    ops = pair(ev)
-    del ev
     base = 1 if where == "row" else 2
-    (r,) = judge(ops, header, deadline, cycle_max_ops, where, base).values()
+    (r,) = judge(ev, ops, {0: header}, deadline, cycle_max_ops, where, base).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 
