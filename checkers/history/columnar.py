@@ -376,9 +376,12 @@ class RunResult:
 
 
 def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadline: float | None = None,
-          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1) -> dict[int, RunResult]:
+          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+          clean: list | None = None) -> dict[int, RunResult]:
     """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
-    are the object checkers', on the flagged partitions)."""
+    are the object checkers', on the flagged partitions). With `clean` (a list), only runs
+    with a flagged partition get a RunResult; the others' statuses are appended to `clean`
+    as one frame (run, status), decided in columns: no Python per clean run (mining)."""
     from checkers.history import consumer, cycles, linearizable, log_checks
     from checkers.history.index import build
     c = pl.col
@@ -411,7 +414,12 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
             found[run] = {r.name: (r.anomalies, r.notes) for r in res}
             found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
     out: dict[int, RunResult] = {}
-    for run in sorted(n_ops):
+    to_judge = sorted(n_ops)
+    if clean is not None and done:
+        flagged_runs = set(found)
+        to_judge = sorted(flagged_runs)
+        clean.append(_clean_status(ops, p, counts, flagged_runs))
+    for run in to_judge:
         st = stats.get(run, {"sends": 0, "polls": 0})
         k = cnt.get(run, {})
         fnd = found.get(run, {})
@@ -461,6 +469,22 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
             wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
         out[run] = RunResult(run, v, n_ops[run], wit)
     return out
+
+
+def _clean_status(ops: pl.DataFrame, p: pl.DataFrame, counts: pl.DataFrame, flagged: set) -> pl.DataFrame:
+    """Statuses of runs with no flagged partition, as combine() would decide them: unknown if
+    some acknowledged write is undecided (no final read after it) or no check examined
+    anything; valid otherwise."""
+    c = pl.col
+    st = (ops.group_by("run").agg(pl.len().alias("ops"))
+          .join(p.group_by("run").agg(((c("f") == "send") | ((c("f") == "poll") & (c("type") == "ok")))
+                                      .sum().alias("n_p")), on="run", how="left")
+          .join(counts, on="run", how="left")
+          .filter(~c("run").is_in(pl.Series(sorted(flagged), dtype=pl.Int64).implode())))
+    examined_any = c("n_p").fill_null(0) + c("consumer_examined").fill_null(0) > 0
+    return st.select("run", "ops", pl.when(c("undecided").fill_null(0) > 0).then(pl.lit("unknown"))
+                     .when(examined_any).then(pl.lit("valid")).otherwise(pl.lit("unknown"))
+                     .alias("status"))
 
 
 # ---------------------------------------------------------------------------------------------
