@@ -14,8 +14,9 @@ Rules of the layout (the one place that owns them):
 - Every event of a run is in one file, contiguous, in the run's event order; a run's bucket is
   fixed by the writer (`bucket` = run index mod buckets for generated runs). A reader may take
   any set of whole files: it then holds whole runs.
-- Files are kept under MAX_FILE_BYTES so that no engine splits one (Spark splits files above
-  spark.sql.files.maxPartitionBytes; `kafkaverify mine` raises that above this bound).
+- Each events file is one Parquet row group: engines split Parquet files only at row groups
+  (Spark assigns a row group to the split holding its middle), so a run is never cut in two.
+  Keep files under MAX_FILE_BYTES (the generator sizes buckets so).
 - The schema metadata of each events file holds a header (format, version) as in the history
   format, so `check-history`'s reader accepts a one-run file.
 Imports neither spec/ nor impl/.
@@ -78,8 +79,10 @@ def write_events(path: Path, table: pa.Table) -> None:
     """One events file (whole runs, in order); adds the `row` column."""
     path.parent.mkdir(parents=True, exist_ok=True)
     table = table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
+    # One row group per file: Spark may split a file only at row groups, so a run is never
+    # cut in two however Spark sizes its splits.
     pq.write_table(table.cast(event_schema()), str(path), compression="zstd",
-                   row_group_size=1 << 20)
+                   row_group_size=max(table.num_rows, 1))
 
 
 def write_runs(dataset: str | Path, table: pa.Table, part: int = 0) -> None:

@@ -65,7 +65,8 @@ def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
 
 # ---------------------------------------------------------------------------------------------
 # 1-2. Input screen and pairing. `ev` holds the events of one or many runs: the schema's
-# columns, `run` (an integer per history) and `row` (the event's row in its file).
+# columns, `run` (an integer per history), `row` (the event's row in its file, for messages)
+# and `_i` (the event's position in the frame: runs are contiguous and in file order).
 
 def pair(ev: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
     """One row per operation (invoke joined with its completion by id), and the runs whose
@@ -101,11 +102,11 @@ def pair(ev: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
     # Project before filtering: a filter gathers every column it is given.
     inv = ev.lazy().filter(is_inv).select(
         "run", ik, "id", "process", "f", "topic", "partition", "value", "offset", "group",
-        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("row").alias("inv_row"),
+        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("_i").alias("inv_row"),
         *CONFIG).collect()
     comp = ev.lazy().filter(~is_inv).select(
         ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
-        c("row").alias("comp_row"), c("offset").alias("offset_c"), "offsets", "values",
+        c("_i").alias("comp_row"), c("offset").alias("offset_c"), "offsets", "values",
         c("generation").alias("generation_c")).collect()
     bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
     ops = inv.join(comp, on="ik", how="left")
@@ -355,7 +356,7 @@ def _consumer(ops, p, polls, recs, assigns, at):
 def to_history(ev: pl.DataFrame, rows: pl.Series, header: dict, where: str, base: int) -> History:
     """The object reader's History for some events (given by file row): the one per-row path,
     taken only for what a screen flagged (or for the cycle search of a small history)."""
-    sub = ev.filter(c_row_in(rows)).sort("row")
+    sub = ev.filter(c_row_in(rows)).sort("_i")
     names = [n for n in FIELDS]
     evs = []
     for r in sub.select(*names, "row").iter_rows(named=True):
@@ -364,7 +365,7 @@ def to_history(ev: pl.DataFrame, rows: pl.Series, header: dict, where: str, base
 
 
 def c_row_in(rows: pl.Series) -> pl.Expr:
-    return pl.col("row").is_in(rows.implode())
+    return pl.col("_i").is_in(rows.implode())
 
 
 @dataclass
@@ -407,7 +408,7 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
             c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
         rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
         for (run,), part in ev.filter(c_row_in(rows)).group_by("run"):
-            h = to_history(part, part.get_column("row"), headers.get(run, {}), where, base)
+            h = to_history(part, part.get_column("_i"), headers.get(run, {}), where, base)
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
@@ -459,7 +460,7 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
             # Some partition is not linearizable and the run is small: the whole run as
             # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
             part = ev.filter(c("run") == run)
-            h = to_history(part, part.get_column("row"), headers.get(run, {}), where, base)
+            h = to_history(part, part.get_column("_i"), headers.get(run, {}), where, base)
             results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
                                         deadline=deadline))
         v = combine(results, n_ops[run])
@@ -517,7 +518,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
         return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
-    ev = ev.with_columns(pl.lit(0, pl.Int64).alias("run"))
+    # `_i`: the event's position in this frame (selection and file order); `row` is for messages.
+    ev = ev.with_columns(pl.lit(0, pl.Int64).alias("run")).with_row_index("_i")
     if ev.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
     ops, bad = pair(ev)

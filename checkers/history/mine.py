@@ -48,7 +48,7 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
         ev = ev.with_columns(pl.lit(None, pl.String).alias(file_col))
     # A run is contiguous: its integer code counts the changes of trace_id (no hashing).
     ev = ev.with_columns(((c("trace_id") != c("trace_id").shift(1)).fill_null(True)
-                          .cast(pl.Int64).cum_sum() - 1).alias("run"))
+                          .cast(pl.Int64).cum_sum() - 1).alias("run")).with_row_index("_i")
     runs = ev.group_by("run").agg(c("trace_id").first(), c(file_col).first().alias("file"))
     tid = dict(zip(runs.get_column("run").to_list(), runs.get_column("trace_id").to_list()))
     fil = dict(zip(runs.get_column("run").to_list(), runs.get_column("file").to_list()))
@@ -127,3 +127,31 @@ def mine_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from union_table(vt, xt).to_batches(max_chunksize=1 << 16)
     finally:
         gc.enable()
+
+
+def mine_local(dataset: str, out: str | None = None, progress=None):
+    """The same job without Spark: one file at a time through the kernel, in this process
+    (memory: one file's events). Returns the summary (checkers/history/mine_report.py)."""
+    import time
+    from pathlib import Path
+    from checkers.history.mine_report import aggregate_local
+    from traces.runs import check_dataset, read_runs
+    t0 = time.perf_counter()
+    files, _ = check_dataset(dataset)
+    runs = pl.from_arrow(read_runs(dataset))
+    vts, xts, events = [], [], 0
+    for i, f in enumerate(files):
+        ev = pl.read_parquet(f).with_columns(pl.lit(str(f)).alias("file"))
+        events += ev.height
+        vt, xt = mine_frame(ev.drop("bucket", strict=False))
+        vts.append(vt)
+        xts.append(xt)
+        if progress:
+            progress(i + 1, len(files))
+    verdicts = pl.from_arrow(pa.concat_tables(vts))
+    violations = pl.from_arrow(pa.concat_tables(xts))
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        violations.write_parquet(Path(out) / "violations.parquet")
+        verdicts.write_parquet(Path(out) / "verdicts.parquet")
+    return aggregate_local(verdicts, violations, runs, events, time.perf_counter() - t0, "local kernel")
