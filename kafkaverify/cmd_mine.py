@@ -86,7 +86,10 @@ def register(group: click.Group) -> None:
             if shutil.which("java") is None and not _java_home():
                 raise InputError("Spark needs Java (17): install a JRE (apt-get install "
                                  "openjdk-17-jre-headless) or set JAVA_HOME; or use --engine local")
+            from pyspark.sql import SparkSession
             from checkers.history.spark_job import mine_spark, session
+            # A session already running in this process (tests, notebooks) is used, not stopped.
+            ours = SparkSession.getActiveSession() is None
             try:
                 spark = session(master)
             except Exception as e:   # py4j/JVM start failures: a message, not a traceback
@@ -95,8 +98,16 @@ def register(group: click.Group) -> None:
                 p, report = _progress_bar(console, "mining (Spark tasks)")
                 with p:
                     s = mine_spark(spark, dataset, out, report)
+            except Exception as e:
+                from pyspark.errors import PySparkException
+                from py4j.protocol import Py4JError
+                if isinstance(e, (PySparkException, Py4JError)):
+                    click.echo(f"error: the Spark job failed: {str(e).splitlines()[0]}", err=True)
+                    return 2            # incomplete: nothing was decided
+                raise
             finally:
-                spark.stop()
+                if ours:
+                    spark.stop()
         Path(out).mkdir(parents=True, exist_ok=True)
         title = Path(dataset).name
         (Path(out) / "summary.md").write_text(markdown(s, title), encoding="utf-8")

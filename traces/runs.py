@@ -112,3 +112,24 @@ def check_dataset(dataset: str | Path) -> tuple[list[Path], list[Path]]:
 def read_runs(dataset: str | Path) -> pa.Table:
     _, runs = check_dataset(dataset)
     return pa.concat_tables([pq.read_table(str(p)) for p in runs])
+
+
+def extract_run(dataset: str | Path, trace_id: str, out: str | Path) -> int:
+    """Writes one run of a dataset as a one-history Parquet file (for check-history, shrink,
+    the HTML report); returns its number of events."""
+    import pyarrow.compute as pc
+    runs = read_runs(dataset)
+    hit = runs.filter(pc.equal(runs.column("trace_id"), trace_id))
+    if hit.num_rows == 0:
+        raise LayoutError(f"{dataset}: no run {trace_id!r}")
+    b = hit.column("bucket")[0].as_py()
+    tables = [pq.read_table(str(p)) for p in sorted(events_dir(dataset).glob(f"bucket={b:05d}/*.parquet"))]
+    t = pa.concat_tables(tables)
+    t = t.filter(pc.equal(t.column("trace_id"), trace_id)).drop_columns(["row"])
+    if "bucket" in t.column_names:
+        t = t.drop_columns(["bucket"])
+    header = {"format": FORMAT, "version": VERSION, "trace_id": trace_id}
+    t = t.cast(arrow_schema()).replace_schema_metadata(
+        {PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()})
+    pq.write_table(t, str(out), compression="zstd")
+    return t.num_rows

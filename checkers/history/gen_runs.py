@@ -59,14 +59,14 @@ class RunSpec:
     corrupt: bool
 
 
-def spec(seed: int, i: int, corrupt_rate: float = 0.0) -> RunSpec:
+def spec(seed: int, i: int, corrupt_rate: float = 0.0, plant: bool = True) -> RunSpec:
     rng = random.Random(seed * 1_000_003 + i)
     gen = rng.choice(GENERATIONS)
     prod = rng.choice(sorted(PRODUCERS))
     fault = rng.choice(sorted(FAULTS))
     rate = 0.0 if fault == "none" else rng.choice(FAULT_RATES[1:])
     planted = ""
-    if FAULTS[fault] and rng.random() < rate * EXPOSURE[gen]:
+    if FAULTS[fault] and rng.random() < rate * EXPOSURE[gen] and plant:
         planted = rng.choice(FAULTS[fault])
     corrupt = rng.random() < corrupt_rate
     return RunSpec(i, f"run-{i:08d}", rng.randrange(2**31), gen, prod, fault, rate, planted, corrupt)
@@ -93,10 +93,10 @@ def run_history(s: RunSpec, ops: int) -> tuple[dict, list[dict]]:
 
 def generate_dataset(out: str, runs: int, seed: int, ops: int = 60, buckets: int = 8,
                      distinct: int | None = None, corrupt_rate: float = 0.0,
-                     progress=None) -> dict:
+                     progress=None, plant: bool = True) -> dict:
     """Writes the dataset; returns counts. Bucket b holds runs i with i % buckets == b."""
     k = min(distinct or runs, runs)
-    specs = [spec(seed, i, corrupt_rate) for i in range(k)]
+    specs = [spec(seed, i, corrupt_rate, plant) for i in range(k)]
     tables = []
     for s in specs:
         header, evs = run_history(s, ops)

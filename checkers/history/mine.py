@@ -4,7 +4,7 @@ whole files, traces/runs.py); the local engine calls it per file. Both return th
 Arrow tables, so `kafkaverify mine` and `check-history` cannot disagree by construction
 other than through this module (and a test runs both on the same runs).
 
-  verdicts:   trace_id, status (valid|invalid|unknown|corrupt), ops, types (list<string>),
+  verdicts:   trace_id, status (valid|invalid|unknown|corrupt), ops, events, types (list<string>),
               file, error (corrupt runs: the reader's message with its row)
   violations: trace_id, partition, type, witness (list<int64>), witness_len, explanation,
               witness_ops (one line per witness operation), file
@@ -24,7 +24,7 @@ from traces.history import FIELDS, FORMAT, VERSION, HistoryError
 from traces.history import pair as pair_events
 
 VERDICT_SCHEMA = pa.schema([
-    ("trace_id", pa.string()), ("status", pa.string()), ("ops", pa.int64()),
+    ("trace_id", pa.string()), ("status", pa.string()), ("ops", pa.int64()), ("events", pa.int64()),
     ("types", pa.list_(pa.string())), ("file", pa.string()), ("error", pa.string())])
 VIOLATION_SCHEMA = pa.schema([
     ("trace_id", pa.string()), ("partition", pa.string()), ("type", pa.string()),
@@ -49,16 +49,18 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
     # A run is contiguous: its integer code counts the changes of trace_id (no hashing).
     ev = ev.with_columns(((c("trace_id") != c("trace_id").shift(1)).fill_null(True)
                           .cast(pl.Int64).cum_sum() - 1).alias("run")).with_row_index("_i")
-    runs = ev.group_by("run").agg(c("trace_id").first(), c(file_col).first().alias("file"))
+    runs = ev.group_by("run").agg(c("trace_id").first(), c(file_col).first().alias("file"),
+                                  pl.len().alias("events"))
     tid = dict(zip(runs.get_column("run").to_list(), runs.get_column("trace_id").to_list()))
     fil = dict(zip(runs.get_column("run").to_list(), runs.get_column("file").to_list()))
+    nev = dict(zip(runs.get_column("run").to_list(), runs.get_column("events").to_list()))
     ops, bad = pair(ev)
     verdicts: list[dict] = []
     violations: list[dict] = []
     headers = {r: {"format": FORMAT, "version": VERSION, "trace_id": tid[r]} for r in tid}
 
     def emit(run: int, v, n_ops: int, witness_ops: dict) -> None:
-        verdicts.append({"trace_id": tid[run], "status": v.status, "ops": n_ops,
+        verdicts.append({"trace_id": tid[run], "status": v.status, "ops": n_ops, "events": nev[run],
                          "types": sorted(v.types()), "file": fil[run], "error": None})
         for a in v.anomalies:
             lines = "\n".join(f"{witness_ops[i].describe()}  ({witness_ops[i].where})"
@@ -75,7 +77,7 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
         try:
             h = pair_events(fil[run] or "", headers[run], evs)
         except HistoryError as e:
-            verdicts.append({"trace_id": tid[run], "status": "corrupt", "ops": 0, "types": [],
+            verdicts.append({"trace_id": tid[run], "status": "corrupt", "ops": 0, "events": nev[run], "types": [],
                              "file": fil[run], "error": str(e)})
             continue
         v = check_history(h)
@@ -93,6 +95,7 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
         cl = clean[0].with_columns(
             c("run").replace_strict(list(tid), list(tid.values()), return_dtype=pl.String).alias("trace_id"),
             c("run").replace_strict(list(fil), list(fil.values()), return_dtype=pl.String).alias("file"),
+            c("run").replace_strict(list(nev), list(nev.values()), return_dtype=pl.Int64).alias("events"),
             pl.lit([], pl.List(pl.String)).alias("types"), pl.lit(None, pl.String).alias("error"))
         vt = pa.concat_tables([vt, cl.select(VERDICT_SCHEMA.names).to_arrow().cast(VERDICT_SCHEMA)])
     return vt, pa.Table.from_pylist(violations, VIOLATION_SCHEMA)

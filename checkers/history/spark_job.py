@@ -86,30 +86,34 @@ class Progress:
 
 
 def mine_spark(spark, dataset: str, out: str, progress=None) -> Summary:
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from traces.runs import check_dataset, events_dir, runs_dir
     t0 = time.perf_counter()
     check_dataset(dataset)
     ev = (spark.read.parquet(str(events_dir(dataset)))
-          .select("*", F.col("_metadata.file_path").alias("file")).drop("bucket"))
-    res = ev.mapInArrow(mine_batches, from_arrow_schema(OUT_SCHEMA))
+          .select("*", F.regexp_replace(F.col("_metadata.file_path"), "^file:", "").alias("file"))
+          .drop("bucket"))
+    # mapInArrow runs once: its (small) output is persisted and every aggregate reads that.
+    res = ev.mapInArrow(mine_batches, from_arrow_schema(OUT_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
     outp = Path(out)
-    tmp = str(outp / "_results")
-    with Progress(spark, progress or (lambda d, t: None)):
-        res.write.mode("overwrite").partitionBy("kind").parquet(tmp)
-    got = spark.read.parquet(tmp)
-    verdicts = got.filter(F.col("kind") == "verdict").select("trace_id", "status", "ops", "types", "file", "error")
-    violations = got.filter(F.col("kind") == "violation").select(
+    verdicts = res.filter(F.col("kind") == "verdict").select("trace_id", "status", "ops", "events",
+                                                              "types", "file", "error")
+    violations = res.filter(F.col("kind") == "violation").select(
         "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
-    verdicts.write.mode("overwrite").parquet(str(outp / "verdicts.parquet"))
+    with Progress(spark, progress or (lambda d, t: None)):
+        verdicts.write.mode("overwrite").parquet(str(outp / "verdicts.parquet"))
     violations.write.mode("overwrite").parquet(str(outp / "violations.parquet"))
     runs = spark.read.parquet(str(runs_dir(dataset))).select("trace_id", *KEYS)
     v = verdicts.join(runs, "trace_id", "left")
     x = violations.join(runs, "trace_id", "left")
     # Aggregates only to the driver (toArrow: no pandas).
-    by_status = pl.from_arrow(v.groupBy("status", *KEYS).agg(F.count("*").alias("runs"))
+    by_status = pl.from_arrow(v.groupBy("status", *KEYS).agg(F.count("*").alias("runs"),
+                                                              F.sum("events").alias("events"))
                               .orderBy("status", *KEYS).toArrow())
+    n_events = int(by_status.get_column("events").sum() or 0) if by_status.height else 0
+    by_status = by_status.drop("events")
     by_anomaly = pl.from_arrow(x.groupBy("type", *KEYS).agg(
         F.count("*").alias("violations"), F.countDistinct("trace_id").alias("runs"))
         .orderBy("type", *KEYS).toArrow())
@@ -120,6 +124,7 @@ def mine_spark(spark, dataset: str, out: str, progress=None) -> Summary:
         "type", "trace_id", "partition", "witness_len", "witness", "explanation", "witness_ops", "file")
     corrupt = pl.from_arrow(verdicts.filter(F.col("status") == "corrupt").orderBy("trace_id")
                             .limit(MAX_CORRUPT).select("trace_id", "file", "error").toArrow())
+    res.unpersist()
     n_runs = int(by_status.get_column("runs").sum()) if by_status.height else 0
     n_events = ev.count()
     return Summary(by_status.with_columns(pl.col("runs").cast(pl.UInt32)),
