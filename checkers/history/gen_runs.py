@@ -131,3 +131,25 @@ def generate_dataset(out: str, runs: int, seed: int, ops: int = 60, buckets: int
     return {"runs": runs, "events": events, "distinct": k, "buckets": buckets,
             "planted": sum(1 for i in range(runs) if specs[i % k].planted),
             "corrupt": sum(1 for i in range(runs) if specs[i % k].corrupt)}
+
+
+def planted_mismatches(runs, verdicts) -> list[str]:
+    """What a mining result gets wrong against what was planted (polars frames: the runs table
+    and the verdicts): a planted run not invalid or without its kind, a clean run not valid, a
+    corrupt run not reported corrupt, a run missing. Empty: exactly the planted ones found."""
+    import polars as pl
+    v = runs.join(verdicts, on="trace_id", how="left")
+    out = []
+    for r in v.iter_rows(named=True):
+        if r["status"] is None:
+            out.append(f"{r['trace_id']}: not reported")
+        elif r["corrupt"]:
+            if r["status"] != "corrupt":
+                out.append(f"{r['trace_id']}: corrupt row not reported ({r['status']})")
+        elif r["planted"]:
+            if r["status"] != "invalid" or r["planted"] not in (r["types"] or []):
+                out.append(f"{r['trace_id']}: planted {r['planted']}, found {r['status']} {r['types']}")
+        elif r["status"] != "valid":
+            out.append(f"{r['trace_id']}: nothing planted, found {r['status']} {r['types']}")
+    del pl
+    return out

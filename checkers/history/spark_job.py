@@ -27,13 +27,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ship(spark) -> None:
-    """The packages the executors import, as one zip on their Python path."""
+    """The packages the executors import, as one zip on their Python path (once per context:
+    a session reused by getOrCreate keeps its zip)."""
+    if getattr(spark.sparkContext, "_kafkaverify_shipped", False):
+        return
     path = Path(tempfile.mkdtemp(prefix="kv-spark-")) / "kafkaverify_mine.zip"
     with zipfile.ZipFile(path, "w") as z:
         for pkg in PACKAGES:
             for f in sorted((ROOT / pkg).rglob("*.py")):
                 z.write(f, f.relative_to(ROOT))
     spark.sparkContext.addPyFile(str(path))
+    spark.sparkContext._kafkaverify_shipped = True
 
 
 def session(master: str, app: str = "kafkaverify-mine", extra: dict | None = None):
@@ -47,7 +51,11 @@ def session(master: str, app: str = "kafkaverify-mine", extra: dict | None = Non
          .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
          .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
          .config("spark.python.worker.reuse", "true")
-         .config("spark.driver.bindAddress", "127.0.0.1" if master.startswith(("local", "spark://127.")) else "0.0.0.0"))
+)
+    if master.startswith(("local", "spark://127.", "spark://localhost")):
+        # On loopback the driver must advertise loopback too (else executors are told to
+        # call back a public address that may not route: they exit and are relaunched).
+        b = b.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for k, v in (extra or {}).items():
         b = b.config(k, v)
     spark = b.getOrCreate()
