@@ -353,15 +353,16 @@ def _consumer(ops, p, polls, recs, assigns, at):
 # ---------------------------------------------------------------------------------------------
 # 4. Objects for flagged partitions (through the object reader's own pairing), and verdicts.
 
-def to_history(ev: pl.DataFrame, rows: pl.Series, header: dict, where: str, base: int) -> History:
-    """The object reader's History for some events (given by file row): the one per-row path,
-    taken only for what a screen flagged (or for the cycle search of a small history)."""
-    sub = ev.filter(c_row_in(rows)).sort("_i")
-    names = [n for n in FIELDS]
-    evs = []
-    for r in sub.select(*names, "row").iter_rows(named=True):
-        evs.append((f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
-    return pair_events("", header, evs)
+def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: int) -> dict[int, History]:
+    """The object reader's History of each run in `ev` (some of its events): the one per-row
+    path, taken only for what a screen flagged (or for the cycle search of a small history).
+    One pass over the rows for all runs: no per-run filtering of the frame."""
+    names = list(FIELDS)
+    per: dict[int, list] = {}
+    for r in ev.sort("_i").select("run", *names, "row").iter_rows(named=True):
+        per.setdefault(r["run"], []).append(
+            (f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
+    return {run: pair_events("", headers.get(run, {}), evs) for run, evs in per.items()}
 
 
 def c_row_in(rows: pl.Series) -> pl.Expr:
@@ -407,13 +408,20 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
         sel = ops.filter(c("run").is_in(runs_f.implode()) & (
             c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
         rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
-        for (run,), part in ev.filter(c_row_in(rows)).group_by("run"):
-            h = to_history(part, part.get_column("_i"), headers.get(run, {}), where, base)
+        for run, h in to_histories(ev.filter(c_row_in(rows)), headers, where, base).items():
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
             found[run] = {r.name: (r.anomalies, r.notes) for r in res}
             found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
+    # Runs that need the cross-partition cycle search (some partition not linearizable, the
+    # run small enough): all their events as objects, in one pass.
+    full: dict[int, History] = {}
+    if done:
+        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
+        if need:
+            full = to_histories(ev.filter(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
+                                headers, where, base)
     out: dict[int, RunResult] = {}
     to_judge = sorted(n_ops)
     if clean is not None and done:
@@ -459,8 +467,7 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
         else:
             # Some partition is not linearizable and the run is small: the whole run as
             # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
-            part = ev.filter(c("run") == run)
-            h = to_history(part, part.get_column("_i"), headers.get(run, {}), where, base)
+            h = full[run]
             results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
                                         deadline=deadline))
         v = combine(results, n_ops[run])
