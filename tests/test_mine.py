@@ -109,17 +109,27 @@ def test_summary_pages(mined):
     assert s.count("corrupt") >= 1 and "Runs with corrupt rows" in md
 
 
-def test_cli_exit_codes(dataset, tmp_path):
-    p = cli("mine", dataset, "--engine", "local", "--out", tmp_path / "o")
+def _main(capsys, *args) -> tuple[int, str, str]:
+    """The command line in this process (the same entry point, no interpreter start-up)."""
+    from kafkaverify.cli import main
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    return e.value.code, out.out, out.err
+
+
+def test_cli_exit_codes(dataset, tmp_path, capsys):
+    p = cli("mine", dataset, "--engine", "local", "--out", tmp_path / "o")     # one real process
     assert p.returncode == 1 and "invalid" in p.stdout and "corrupt run" in p.stdout
     assert (tmp_path / "o" / "summary.html").exists() and (tmp_path / "o" / "violations.parquet").exists()
-    p = cli("mine", tmp_path / "nope", "--engine", "local")
-    assert p.returncode == 3 and "not a directory" in p.stderr
+    code, _, err = _main(capsys, "mine", tmp_path / "nope", "--engine", "local")
+    assert code == 3 and "not a directory" in err
     # The same matrix with nothing planted: exit 0.
     clean = tmp_path / "clean"
     generate_dataset(str(clean), runs=6, seed=5, ops=40, buckets=2, plant=False)
-    p = cli("mine", clean, "--engine", "local")
-    assert p.returncode == 0 and "6 valid" in p.stdout
+    code, out, _ = _main(capsys, "mine", clean, "--engine", "local")
+    assert code == 0 and "6 valid" in out
     # A run with no final read: unknown, exit 2.
     from traces.runs import bucket_path, run_schema, write_events, write_runs
     import pyarrow as pa
@@ -132,5 +142,5 @@ def test_cli_exit_codes(dataset, tmp_path):
                               "generation": ["current"], "producer": ["idempotent"], "fault_type": ["none"],
                               "fault_rate": [0.0], "ops": [1], "planted": [""], "corrupt": [False]},
                              schema=run_schema()))
-    p = cli("mine", unk, "--engine", "local")
-    assert p.returncode == 2 and "1 unknown" in p.stdout
+    code, out, _ = _main(capsys, "mine", unk, "--engine", "local")
+    assert code == 2 and "1 unknown" in out
