@@ -6,6 +6,7 @@ Stages:
 - the newest generation explored exhaustively at the default bounds finds nothing;
 - every golden trace in traces/corpus replays to its recorded verdict (model traces) or shows
   its recorded anomaly (client histories);
+- mining a few thousand generated runs finds exactly the violations seeded in them;
 - teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
   `current` without each fix, at the bounds where that fix's bug is observable.
 
@@ -169,6 +170,38 @@ def _golden_history_stage(paths: list[Path]) -> StageResult:
                        cmd, paths)
 
 
+MINING_RUNS = 2000
+MINING_SEED = 12
+
+
+def _mining_stage(runs: int = MINING_RUNS, seed: int = MINING_SEED) -> StageResult:
+    """Generates a few thousand runs with seeded violations (and a few corrupt rows) and mines
+    them: exactly the planted runs must be found, each with its kind, and the corrupt ones
+    reported. Runs the bucket kernel in this process (the engine Spark runs in mapInArrow),
+    not on Spark: a Spark session takes 5-20 s to start on this machine and more under load,
+    which alone would eat the stage's budget; tests/test_mine_spark.py covers Spark."""
+    import tempfile
+    import polars as pl
+    from checkers.history.gen_runs import generate_dataset, planted_mismatches
+    from checkers.history.mine import mine_local
+    name = f"mining {runs} runs (seed={seed}, local kernel)"
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kv-mine-") as d:
+        g = generate_dataset(d, runs=runs, seed=seed, ops=50, buckets=4, corrupt_rate=0.002)
+        out = Path(d) / "out"
+        s = mine_local(d, str(out))
+        bad = planted_mismatches(pl.read_parquet(Path(d) / "runs"),
+                                 pl.read_parquet(out / "verdicts.parquet"))
+    secs = time.monotonic() - t0
+    detail = (f"{g['events']} events, {g['planted']} planted found, {s.count('corrupt')} corrupt "
+              f"reported; mined in {s.seconds:.1f}s")
+    if bad:
+        return StageResult(name, "fail", secs, f"{len(bad)} mismatches, e.g. {'; '.join(bad[:3])} "
+                           f"(reproduce: kafkaverify gen-runs DIR --runs {runs} --seed {seed} --ops 50 "
+                           "--buckets 4 --corrupt-rate 0.002 && kafkaverify mine DIR --engine local)")
+    return StageResult(name, "pass", secs, detail)
+
+
 def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out: list[tuple[str, Callable[[], StageResult]]] = [
         ("current exhausted", lambda: _explore_stage(
@@ -181,6 +214,7 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
         out.append((f"golden {p.name}", lambda p=p: _golden_model_stage(p)))
     hist = sorted(CORPUS.glob("history-*.jsonl"))
     out.append(("golden histories", lambda: _golden_history_stage(hist)))
+    out.append(("mining", lambda: _mining_stage(500 if quick else MINING_RUNS)))
     teeth = TEETH[:2] if quick else TEETH
     for name, gen, without, bounds, invs, expect in teeth:
         out.append((name, lambda n=name, g=gen, w=without, b=bounds, i=invs, e=expect: _explore_stage(

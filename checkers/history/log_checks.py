@@ -57,21 +57,49 @@ def unseen_writes(part: Part) -> tuple[list[Anomaly], int]:
     began after the acknowledgement. Returns the anomalies and how many acknowledged writes
     were unread with no final read to decide them (those make the check unknown, not valid)."""
     out, undecided = [], 0
-    finals = part.finals
+    # Finals are in invoke order: if any began after the acknowledgement, the last one did.
+    last = part.finals[-1] if part.finals else None
     hi = part.max_read
     for op in part.unread_acks:
         if op.offset < hi:
             continue
-        after = [p for p in finals if p.inv > op.comp]
-        if not after:
+        if last is None or last.inv <= op.comp:
             undecided += 1
             continue
-        p = after[-1]
+        p = last
         out.append(Anomaly("unseen-write", (op.id, p.id),
                            f"send #{op.id} of {op.value!r} was acknowledged at offset {op.offset} "
                            f"of {part.tp}, but the final read #{p.id}, begun afterwards, did not "
                            f"return it (nor did any other poll).", part.tp))
     return out, undecided
+
+
+def lost_reads(part: Part) -> list[Anomaly]:
+    """The final reads, begun after a poll completed, must return every offset that poll read:
+    a final read that returns less than what was already read is lost data. This is the
+    client-side face of KIP-101 (a leader change truncates records that consumers had already
+    read above the new leader's log end). One anomaly per partition: the highest offset read
+    and then missing, with the poll that read it and the last final read."""
+    if not part.finals:
+        return []
+    start = part.finals[0].inv                       # finals are in invoke order
+    final_offsets: set[int] = set()
+    for p in part.finals:
+        final_offsets.update(p.offsets)
+    missing, by = -1, None
+    for p in part.polls:
+        if p.final or p.comp >= start or not p.offsets:
+            continue
+        gone = [o for o in p.offsets if o not in final_offsets]
+        if gone and max(gone) > missing:
+            missing, by = max(gone), p
+    if by is None:
+        return []
+    f = part.finals[-1]
+    return [Anomaly("lost-read", _ids(by, f),
+                    f"poll #{by.id} read offset {missing} of {part.tp}, yet the final reads "
+                    f"(up to #{f.id}), begun after it completed, did not return that offset: "
+                    "the log lost records it had already served.", part.tp)]
 
 
 def failed_writes_observed(part: Part) -> list[Anomaly]:
@@ -204,7 +232,7 @@ def check_log(index: Index) -> list[CheckResult]:
         polls += len(part.polls)
         records += len(part.log)
         found["offsets"] += inconsistent_offsets(part) + duplicates(part)
-        found["writes"] += lost_writes(part) + failed_writes_observed(part)
+        found["writes"] += lost_writes(part) + failed_writes_observed(part) + lost_reads(part)
         unseen, und = unseen_writes(part)
         found["writes"] += unseen
         undecided += und
