@@ -6,7 +6,7 @@ A schedule file is JSON (one object), header fields plus the events:
     {"format": "kafkaverify-schedule", "version": 1, "kind": "schedule",
      "generation": "current", "brokers": 3, "seed": 7,
      "workload": {"client": "kafka-python", "acks": "all", "retries": 5, "max_in_flight": 5,
-                  "idempotence": false, "records": 40, "consumers": 1, "min_insync": 2},
+                  "idempotence": false, "records": 400, "consumers": 0, "min_insync": 2},
      "events": [
         {"after_ms": 300, "fault": "crash", "target": "leader:t/0", "duration_ms": 1500},
         {"after_ms": 200, "fault": "partition", "between": ["1", "coord"], "duration_ms": 4000},
@@ -60,7 +60,7 @@ MAX_MS = 600_000            # no single wait or duration beyond 10 minutes: a ty
 CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
 WORKLOAD_DEFAULTS: dict[str, Any] = {
     "client": "kafka-python", "acks": "all", "retries": 5, "max_in_flight": 1, "idempotence": False,
-    "records": 40, "consumers": 1, "min_insync": 2, "replication_factor": 3, "topic": "nemesis",
+    "records": 400, "consumers": 0, "min_insync": 2, "replication_factor": 3, "topic": "nemesis",
     "partitions": 1,
 }
 
