@@ -16,7 +16,8 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
                                                           has at those offsets (LogMatching)
     truncated (reason hw/epoch)   Truncate                the offset is exactly spec.rules.truncation_offset
                                                           of the mapped follower and leader under the
-                                                          generation's fixes
+                                                          generation's fixes; an ISR member keeps every
+                                                          committed record (LeaderCandidateCompleteness)
     hw_advanced (leader)          FetchRequest (HW step)  HW <= LEO; HW <= every committed-ISR member's LEO
                                                           (with maximal-isr); no advance under min ISR
                                                           (with min-isr-hw)
@@ -222,9 +223,23 @@ def _truncated(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> boo
                      [f"Truncate b{n} to offset {want} (spec.rules.truncation_offset, fixes: "
                       f"{', '.join(sorted(p.fixes))})"])
             _apply_truncate(r, off)
+            _candidate_complete(p, n, r, ev, res)
             return True
     _apply_truncate(r, off)
+    _candidate_complete(p, n, r, ev, res)
     return False
+
+
+def _candidate_complete(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> None:
+    """LeaderCandidateCompleteness (spec/invariants.py) on the mapped state after a truncation:
+    an ISR member, electable as leader, must hold every committed record. Power loss is the
+    model's durability exemption, so it is not asked after one."""
+    ld = p.reps.get(r.leader)
+    if p.power_loss or r.role != FOLLOWER or ld is None or n not in ld.isr or len(r.log) >= p.exposed:
+        return
+    _div(res, p, ev, f"ISR member {n} truncated to {len(r.log)}, below the high watermark {p.exposed} a "
+                     "leader exposed: it could be elected but lacks committed records (LeaderCandidateCompleteness)",
+         [f"keep offsets < {p.exposed} (truncate by leader epoch: KIP-101)"], "invariant")
 
 
 def _apply_truncate(r: _Replica, off: int) -> None:

@@ -180,6 +180,36 @@ def _summary(console: Console, summ, out: Path, cmd: str) -> None:
         console.print(f"  reproduce:       kafkaverify replay {shlex.quote(str(out / 'shrunk-schedule.json'))}",
                       highlight=False)
         console.print(f"  regenerate:      {cmd}", highlight=False, markup=False)
+        _ask_model(console, s, r, out)
+
+
+def _ask_model(console: Console, s, r, out: Path) -> None:
+    """The shrunk schedule asked of the model (kafkaverify/nemesis/model_map.py), for the
+    invariant the broker's divergence named if it named one; the answer and the model's story
+    are saved next to the schedule."""
+    import re
+    from kafkaverify.nemesis.model_map import ask_model
+    from spec import INVARIANT_NAMES
+    named = [m for d in r.divergences for m in re.findall(r"\((\w+)\)", d["text"]) if m in INVARIANT_NAMES]
+    try:
+        a = ask_model(s, time_limit_s=60, invariants=tuple(named[:1]) or None)
+    except ValueError as e:           # a generation or fix the model does not know
+        console.print(f"  model:           not asked ({e})", highlight=False, markup=False)
+        return
+    text = [f"faults: {', '.join(f.describe() for f in a.faults) or 'none'}",
+            f"no model counterpart: {'; '.join(a.unmapped) or 'none'}"]
+    if a.status == "violation":
+        head = f"reproduces on the model: {a.invariant} in {len(a.path)} steps ({a.message})"
+        text += [head, *a.story()]
+    elif a.status == "none":
+        head = f"the model finds no violation with these faults ({a.states:,} states, exhausted)"
+        text.append(head)
+    else:
+        head = f"the model's search hit its bound ({a.states:,} states, {a.seconds:.0f} s): unknown"
+        text.append(head)
+    (out / "shrunk-schedule.model.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+    console.print(f"  model:           {head}; story in {out / 'shrunk-schedule.model.txt'}",
+                  highlight=False, markup=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

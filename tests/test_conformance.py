@@ -67,4 +67,6 @@ def test_committed_record_missing_from_a_new_leader():
                     ev(1, "truncated", offset=2, reason="hw"),
                     ev(1, "became_leader", leader_epoch=1, isr=[1], log_end_offset=2, hw=2)]
     r = check_events(evs, "v0.10")
-    assert [d.kind for d in r.divergences] == ["invariant"] and "LeaderCompleteness" in r.divergences[0].text
+    assert [d.kind for d in r.divergences] == ["invariant", "invariant"]
+    assert "LeaderCandidateCompleteness" in r.divergences[0].text      # ISR member 1 truncated
+    assert "(LeaderCompleteness)" in r.divergences[1].text              # and was elected
