@@ -13,6 +13,7 @@ def dup_history(**cfg):
     # "a" sent; the first attempt was appended at 0 but its answer lost; the retry went to 1
     b.send(0, "a", 2, 10, offset=1)
     b.send(0, "b", 11, 12, offset=2)
+    b.poll(8, [(0, "a"), (1, "a")], 13, 14)          # two reads of the copy: one placement
     b.poll(9, [(0, "a"), (1, "a"), (2, "b")], 20, 21, final=True)
     return b.history()
 

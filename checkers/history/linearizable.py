@@ -62,9 +62,13 @@ def effective_appends(part: Part, config: dict[int, dict] | None = None) -> tupl
         elif s.type == "fail":
             bad.append(_a((s, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, but "
                                   f"its send #{s.id} failed and so never took effect.", part))
-        elif s.type == "ok" and s.offset != o and o not in at and \
-                duplicate_permitted((config or {}).get(s.process)):
-            at[o] = replace(s, type="info", comp=None, offset=None)     # the retry's copy
+        elif s.type == "ok" and s.offset != o and duplicate_permitted((config or {}).get(s.process)):
+            other = at.get(o)
+            if other is None:
+                at[o] = replace(s, type="info", comp=None, offset=None)     # the retry's copy
+            elif other.id != s.id:
+                bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, which "
+                                          f"send #{other.id} holds ({other.value!r}).", part))
         elif s.type == "ok" and s.offset != o:
             bad.append(_a((s, p), f"send #{s.id} put {v!r} at offset {s.offset} of {part.tp}, "
                                   f"but poll #{p.id} read it at offset {o}.", part))
