@@ -124,6 +124,11 @@ def register(group: click.Group) -> None:
         rf = replication_factor or brokers
         if rf > brokers or min_insync > rf:
             raise InputError(f"need min-insync <= replication-factor <= brokers (got {min_insync}, {rf}, {brokers})")
+        module = {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka", "aiokafka": "aiokafka"}[CLIENT_NAMES[clients]]
+        try:
+            __import__(module)
+        except ImportError:
+            raise InputError(f"client {clients} is not installed (pip install {CLIENT_NAMES[clients]})") from None
         console = Console(width=160)
         net = _net_mode(console, any(f in NEEDS_NET for f in fl))
         w = default_workload(CLIENT_NAMES[clients], acks="all" if acks == "all" else int(acks), retries=retries,
