@@ -47,6 +47,10 @@ def test_broker_without_epoch_truncation_caught_shrunk_and_replayed(tmp_path):
     assert "conformance" in r.stdout and "truncated to offset" in r.stdout
     shrunk = tmp_path / "shrunk-schedule.json"
     assert f"kafkaverify replay {shrunk}" in r.stdout.replace("\n", "")
+    failing = [p.parent for p in sorted(tmp_path.glob("run-*/result.json"))
+               if json.loads(p.read_text())["status"] == "invalid"]
+    assert failing and "Conformance divergences" in (failing[0] / "report.html").read_text()
+    assert "reproduces on the model: LeaderCandidateCompleteness" in r.stdout.replace("\n", "")
     s = json.loads(shrunk.read_text())
     assert s["without"] == ["epoch-truncation"] and 1 <= len(s["events"]) <= 4
     rr = kv("replay", str(shrunk))

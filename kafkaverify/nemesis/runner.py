@@ -314,6 +314,7 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
     except HistoryError as e:
         status, res.reason = "unknown", f"history unreadable: {e}"
     res.divergences = _conformance(out, s)
+    _report_divergences(out / "report.html", res.divergences, s)
     if res.divergences:
         status = "invalid"
         res.first_anomaly = res.first_anomaly or f"conformance: {res.divergences[0]['text']}"
@@ -323,6 +324,27 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
     res.seconds = time.monotonic() - t_start
     (out / "result.json").write_text(json.dumps(res.to_json(), indent=1))
     return res
+
+
+def _report_divergences(html: Path, divs: list[dict], s: Schedule) -> None:
+    """Adds the schedule and the conformance divergences (event, mapped model state, what the
+    model allowed) to the run's HTML report (checkers/history/report_html.py renders the rest)."""
+    from html import escape
+    if not html.exists():
+        return
+    parts = [f"<h2>Fault schedule</h2><p>{escape(s.describe())}</p>"]
+    if divs:
+        parts.append(f"<h2>Conformance divergences ({len(divs)})</h2>")
+        for d in divs[:20]:
+            parts.append("<div><p><b>" + escape(d["text"]) + "</b></p><pre>" + escape(json.dumps(d["event"]))
+                         + "\nmodel state:\n" + escape("\n".join(d["model_state"]))
+                         + "\nthe model allowed:\n" + escape("\n".join(d["allowed"])) + "</pre></div>")
+    else:
+        parts.append("<h2>Conformance</h2><p>every mapped broker step is one the model allows</p>")
+    text = html.read_text(encoding="utf-8")
+    at = text.rfind("</body>")
+    text = text[:at] + "".join(parts) + text[at:] if at >= 0 else text + "".join(parts)
+    html.write_text(text, encoding="utf-8")
 
 
 def _recover(c, w: dict, timeout_s: float) -> bool:
