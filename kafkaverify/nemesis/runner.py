@@ -270,7 +270,9 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
             r.pump(at)
             r.apply(e)
             at = max(at, time.monotonic())
-        r.pump(time.monotonic() + TAIL_S)
+        # every duration runs its course (a session expiry needs its full cut), then a tail of
+        # traffic before the faults still standing are undone
+        r.pump(max([u[0] for u in r.undo] + [time.monotonic()]) + TAIL_S)
         r.heal_everything()
         recovered = _recover(c, w, RECOVER_S)
         r.producer._stop.set()
