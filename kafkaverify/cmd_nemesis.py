@@ -148,8 +148,8 @@ def register(group: click.Group) -> None:
         _summary(console, summ, outp, cmd)
         if summ.failures:
             return exitcodes.VIOLATION
-        if not summ.runs or any(r.status != "valid" for _, r in summ.runs):
-            return exitcodes.UNKNOWN
+        if not summ.runs or summ.stopped or any(r.status != "valid" for _, r in summ.runs):
+            return exitcodes.UNKNOWN          # something undecided, or the time limit cut the run short
         return exitcodes.VALID
 
 

@@ -104,7 +104,11 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
             state["shrinks"] += 1
         state["i"] += 1
         s = Schedule(s.generation, s.brokers, s.events, s.workload, seed=seed, without=s.without)
-        r = run_schedule(s, out_dir / f"run-{state['i']:04d}", net=net)
+        run_dir = out_dir / f"run-{state['i']:04d}"
+        try:
+            r = run_schedule(s, run_dir, net=net)
+        except Exception as e:        # the harness itself failed: this run decides nothing
+            r = RunResult("unknown", run_dir, reason=f"harness error: {e.__class__.__name__}: {e}")
         summ.runs.append((s, r))
         if progress:
             progress(state["i"], s, r)
