@@ -9,8 +9,9 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
     broker event                  model action            checked
     became_leader                 ControllerReact+Deliver one leader per epoch (UniqueLeaderPerEpoch);
                                                           a clean leader holds every record a leader
-                                                          exposed (LeaderCompleteness; not after
-                                                          a power loss, the model's durability exemption)
+                                                          exposed (LeaderCompleteness), unless every
+                                                          holder lost them to power loss (the model's
+                                                          durability exemption; KIP-966's case is not)
     appended (role leader)        Produce                 the leader leads that epoch; appends at its LEO
     appended (role follower)      FetchResponse           the records carry the epochs the leader's log
                                                           has at those offsets (LogMatching)
@@ -93,7 +94,7 @@ class _Partition:
         self.reps: dict[int, _Replica] = {}
         self.epoch_leader: dict[int, int] = {}
         self.exposed = 0                 # highest HW any leader advanced to
-        self.power_loss = False          # some replica lost unflushed records (model exemption)
+        self.power_loss = False          # some replica lost unflushed records (see _doomed)
 
     def rep(self, n: int) -> _Replica:
         return self.reps.setdefault(n, _Replica())
@@ -140,7 +141,7 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
     t, r = ev["type"], p.rep(n)
     if t == "recovered":
         leo = int(ev["log_end_offset"])
-        if int(ev.get("truncated_bytes", 0)) > 0 and leo < len(r.log):
+        if leo < len(r.log):       # a suffix vanished across the restart: unflushed writes lost
             p.power_loss = True
         del r.log[leo:]
         if leo > len(r.log):              # a log we never saw written (before this trace): unknown epochs
@@ -155,7 +156,7 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
             _div(res, p, ev, f"broker {n} became leader of epoch {e}, which broker {other} already led",
                  [f"ControllerReact electing a leader with epoch > {e}"], "invariant")
         p.epoch_leader[e] = n
-        if not p.power_loss and len(r.log) < p.exposed:
+        if len(r.log) < p.exposed and not _doomed(p, n):
             _div(res, p, ev, f"broker {n} became leader of epoch {e} with log end {len(r.log)}, below the "
                              f"high watermark {p.exposed} a leader exposed: committed records are lost "
                              "(LeaderCompleteness)", [f"elect a replica holding offsets < {p.exposed}"], "invariant")
@@ -230,12 +231,19 @@ def _truncated(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> boo
     return False
 
 
+def _doomed(p: _Partition, n: int) -> bool:
+    """The model's durability exemption (per record, spec/invariants.py): committed records every
+    holder lost to power loss need not survive. Approximated per partition: after a power loss,
+    when no other replica holds the whole committed prefix."""
+    return p.power_loss and not any(len(x.log) >= p.exposed for b, x in p.reps.items() if b != n)
+
+
 def _candidate_complete(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> None:
     """LeaderCandidateCompleteness (spec/invariants.py) on the mapped state after a truncation:
     an ISR member, electable as leader, must hold every committed record. Power loss is the
     model's durability exemption, so it is not asked after one."""
     ld = p.reps.get(r.leader)
-    if p.power_loss or r.role != FOLLOWER or ld is None or n not in ld.isr or len(r.log) >= p.exposed:
+    if r.role != FOLLOWER or ld is None or n not in ld.isr or len(r.log) >= p.exposed or _doomed(p, n):
         return
     _div(res, p, ev, f"ISR member {n} truncated to {len(r.log)}, below the high watermark {p.exposed} a "
                      "leader exposed: it could be elected but lacks committed records (LeaderCandidateCompleteness)",

@@ -70,3 +70,16 @@ def test_committed_record_missing_from_a_new_leader():
     assert [d.kind for d in r.divergences] == ["invariant", "invariant"]
     assert "LeaderCandidateCompleteness" in r.divergences[0].text      # ISR member 1 truncated
     assert "(LeaderCompleteness)" in r.divergences[1].text              # and was elected
+
+
+def test_power_loss_exemption_only_when_every_holder_lost_the_records():
+    lost_on_1 = base() + [ev(1, "recovered", log_end_offset=0, truncated_bytes=0)]
+    # broker 0 still holds offsets 0..2: electing the empty broker 1 loses them (KIP-966's case)
+    r = check_events(lost_on_1 + [ev(1, "became_leader", leader_epoch=1, isr=[0, 1], log_end_offset=0, hw=0)],
+                     "current")
+    assert ["(LeaderCompleteness)" in d.text for d in r.divergences] == [True]
+    # both lost them to power loss: the model's exemption, no divergence
+    r = check_events(lost_on_1 + [ev(0, "recovered", log_end_offset=0, truncated_bytes=0),
+                                  ev(1, "became_leader", leader_epoch=1, isr=[0, 1], log_end_offset=0, hw=0)],
+                     "current")
+    assert r.divergences == []
