@@ -255,8 +255,7 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
     status, reason = "unknown", ""
     try:
         c.start()
-        c.create_topic(w["topic"], partitions=w["partitions"], replication_factor=w["replication_factor"],
-                       min_insync=w["min_insync"])
+        _create_topic(c, w)
         c.wait_for_leaders(w["topic"], timeout_s=30, isr_size=w["replication_factor"])
         rec = HistoryRecorder(out / "producer.jsonl", trace_id="producer", client=w["client"])
         r.producer = ProducerWorkload(rec, w["client"], c.bootstrap, w)
@@ -347,6 +346,20 @@ def _report_divergences(html: Path, divs: list[dict], s: Schedule) -> None:
     at = text.rfind("</body>")
     text = text[:at] + "".join(parts) + text[at:] if at >= 0 else text + "".join(parts)
     html.write_text(text, encoding="utf-8")
+
+
+def _create_topic(c, w: dict, attempts: int = 20) -> None:
+    """CreateTopics, retried while the answering broker has not yet seen every registration
+    (INVALID_REPLICATION_FACTOR, 38: its watch lags under load). Bounded: 20 tries, 0.5 s apart."""
+    from impl.cluster import ClusterError
+    for k in range(attempts):
+        try:
+            return c.create_topic(w["topic"], partitions=w["partitions"], replication_factor=w["replication_factor"],
+                                  min_insync=w["min_insync"])
+        except ClusterError as e:
+            if "error 38" not in str(e) or k == attempts - 1:
+                raise
+            time.sleep(0.5)
 
 
 def _recover(c, w: dict, timeout_s: float) -> bool:
