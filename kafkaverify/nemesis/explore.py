@@ -77,6 +77,8 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
     """Runs up to n_schedules generated schedules (stops at the first failure's shrink bound or
     the time limit); returns every run and the smallest failing schedule."""
     summ = Summary()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     state = {"i": 0, "shrinks": 0}
     verdicts: dict[tuple, bool] = {}
@@ -92,23 +94,27 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
     @hyp_seed(seed)
     @given(schedules(generation, brokers, faults, workload, without))
     def prop(s: Schedule) -> None:
-        # A schedule already run answers from memory: Hypothesis replays its failing example
-        # before shrinking, and a real re-run might pass by timing (Hypothesis would call it flaky)
+        if run_or_recall(s):
+            # one raise site: Hypothesis tells failures apart by where they were raised
+            raise AssertionError("the schedule failed (see the explorer's summary)")
+
+    def run_or_recall(s: Schedule) -> bool:
+        """True when the schedule fails. A schedule already run answers from memory: Hypothesis
+        replays its failing example before shrinking, and a real re-run might pass by timing
+        (Hypothesis would call that flaky)."""
         seen = verdicts.get(s.events)
         if seen is not None:
-            if seen:
-                raise AssertionError("failed before")
-            return
+            return seen
         shrinking = bool(summ.failures)
         if over():
             if not summ.stopped:
                 summ.stopped = f"time limit {time_limit_s:g}s reached"
             if shrinking:
-                return          # stop shrinking: this candidate counts as passing
+                return False    # stop shrinking: this candidate counts as passing
             reject()
         if shrinking:
-            if state["shrinks"] >= shrink_runs or size(s) >= size(summ.smallest[0]):
-                return          # bound on real runs spent shrinking; larger ones teach nothing
+            if state["shrinks"] >= shrink_runs:
+                return False    # bound on real runs spent shrinking
             state["shrinks"] += 1
         state["i"] += 1
         s = Schedule(s.generation, s.brokers, s.events, s.workload, seed=seed, without=s.without)
@@ -123,9 +129,11 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
             progress(state["i"], s, r)
         if r.failed:
             summ.failures.append((s, r))
-            if summ.smallest is None or size(s) < size(summ.smallest[0]):
+            # Hypothesis proposes only candidates it orders as simpler than its current failing
+            # example, so the latest failure is the simplest; `size` breaks ties for the report
+            if summ.smallest is None or shrinking or size(s) < size(summ.smallest[0]):
                 summ.smallest = (s, r)
-            raise AssertionError(r.first_anomaly)
+        return r.failed
 
     try:
         prop()
