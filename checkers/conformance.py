@@ -111,7 +111,9 @@ def _rebuild_cache(log: list[int]) -> tuple:
 
 
 def check_events(events: Iterable[dict], generation: str, without: Iterable[str] = (),
-                 min_insync: int = 1) -> Result:
+                 min_insync: int | dict[str, int] = 1) -> Result:
+    """min_insync: one value, or per topic ({topic: n}; topics not named get 1, the broker
+    default, e.g. __consumer_offsets). The broker's trace does not carry topic configs."""
     if generation not in GENERATIONS:
         raise ValueError(f"unknown generation {generation!r}")
     fixes = GENERATIONS[generation] - frozenset(without)
@@ -123,7 +125,8 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
         if t not in MAPPED or "topic" not in ev:
             res.unmapped[t] = res.unmapped.get(t, 0) + 1
             continue
-        p = parts.setdefault((ev["topic"], int(ev["partition"])), _Partition(fixes, min_insync))
+        mi = min_insync.get(ev["topic"], 1) if isinstance(min_insync, dict) else min_insync
+        p = parts.setdefault((ev["topic"], int(ev["partition"])), _Partition(fixes, mi))
         n = int(ev["node"])
         if _step(p, n, ev, res):
             res.mapped += 1
@@ -297,7 +300,7 @@ def read_events(paths: Iterable[str | Path]) -> list[dict]:
 
 
 def check_traces(paths: Iterable[str | Path], generation: str, without: Iterable[str] = (),
-                 min_insync: int = 1) -> list[Divergence]:
+                 min_insync: int | dict[str, int] = 1) -> list[Divergence]:
     return check_events(read_events(paths), generation, without, min_insync).divergences
 
 

@@ -83,3 +83,12 @@ def test_power_loss_exemption_only_when_every_holder_lost_the_records():
                                   ev(1, "became_leader", leader_epoch=1, isr=[0, 1], log_end_offset=0, hw=0)],
                      "current")
     assert r.divergences == []
+
+
+def test_min_isr_is_per_topic():
+    """HW advancing with ISR {0}: a divergence where the topic's min ISR is 2 (min-isr-hw), none
+    for a topic at the broker default of 1 (e.g. __consumer_offsets)."""
+    evs = [ev(0, "became_leader", leader_epoch=0, isr=[0], log_end_offset=0, hw=0),
+           ev(0, "appended", base_offset=0, last_offset=0, leader_epoch=0), ev(0, "hw_advanced", hw=1)]
+    assert "below min.insync.replicas 2" in check_events(evs, "current", min_insync={"t": 2}).divergences[0].text
+    assert check_events(evs, "current", min_insync={"other": 2}).divergences == []

@@ -380,4 +380,4 @@ def _conformance(out: Path, s: Schedule) -> list[dict]:
     traces = sorted((out / "cluster").glob("broker-*/trace-*.jsonl"))
     # judged against the generation's full fixes: a broker built without one must diverge
     return [d.to_json() for d in check_traces(traces, generation=s.generation,
-                                              min_insync=s.workload["min_insync"])]
+                                              min_insync={s.workload["topic"]: s.workload["min_insync"]})]
