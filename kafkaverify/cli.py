@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "kafkaverify.cmd_history",
     "kafkaverify.cmd_broker",
     "kafkaverify.cmd_mine",
+    "kafkaverify.cmd_nemesis",
 )
 
 

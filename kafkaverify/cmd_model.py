@@ -174,7 +174,12 @@ def register(group: click.Group) -> None:
     @click.argument("file", type=click.Path(dir_okay=False))
     @click.option("--rewrite", is_flag=True, help="re-record the state summaries (golden files)")
     def replay(file, rewrite):
-        """Re-execute a model trace and reproduce its verdict."""
+        """Re-execute a model trace and reproduce its verdict; a fault schedule (nemesis) is run
+        against a fresh real cluster instead."""
+        from traces.schedule import is_schedule_file
+        if is_schedule_file(file):
+            from kafkaverify.cmd_nemesis import replay_schedule
+            return replay_schedule(file)
         from checkers.model_trace import replay as run
         from traces.trace import TraceError
         try:

@@ -26,16 +26,23 @@ def inconsistent_offsets(part: Part) -> list[Anomaly]:
     return out
 
 
-def duplicates(part: Part) -> list[Anomaly]:
-    """One value at two offsets: the record was written twice (e.g. a non-idempotent retry)."""
-    out = []
+def duplicates(part: Part, config: dict[int, dict] | None = None) -> tuple[list[Anomaly], list[Anomaly]]:
+    """One value at two offsets: the record was written twice (e.g. a non-idempotent retry).
+    An anomaly unless its producer's settings permit it (then a note). Returns (anomalies, notes)."""
+    out, notes = [], []
     for v in sorted(part.dups):
         o1, o2 = part.first_offset[v], part.dups[v]
         a, b = part.ops_showing(o1, v)[0], part.ops_showing(o2, v)[0]
-        out.append(Anomaly("duplicate", _ids(a, b),
-                           f"value {v!r} appears at offset {o1} (#{a.id}) and at offset {o2} "
-                           f"(#{b.id}) of {part.tp}.", part.tp))
-    return out
+        text = f"value {v!r} appears at offset {o1} (#{a.id}) and at offset {o2} (#{b.id}) of {part.tp}"
+        s = part.send_of.get(v)
+        cfg = (config or {}).get(s.process) if s is not None else None
+        if duplicate_permitted(cfg):
+            settings = ", ".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+            notes.append(Anomaly("duplicate", _ids(a, b), f"{text}; producer settings: {settings} — "
+                                 "a retried batch may be appended twice, which these permit.", part.tp))
+        else:
+            out.append(Anomaly("duplicate", _ids(a, b), text + ".", part.tp))
+    return out, notes
 
 
 def lost_writes(part: Part) -> list[Anomaly]:
@@ -179,6 +186,15 @@ def reorder_permitted(cfg: dict | None) -> bool:
             and (cfg.get("max_in_flight") or 1) > 1)
 
 
+def duplicate_permitted(cfg: dict | None) -> bool:
+    """Kafka may append one record twice only without idempotence and with retries: a batch
+    whose acknowledgement was lost is sent again and appended again (KIP-98's motivation).
+    With idempotence the broker answers the retry with the original offset."""
+    if not cfg:
+        return False   # unknown settings: since Kafka 3.0 the default is idempotent
+    return cfg.get("idempotence") is False and (cfg.get("retries") or 0) > 0
+
+
 def send_order(part: Part, config: dict[int, dict]) -> tuple[list[Anomaly], list[Anomaly]]:
     """Per producer process, acknowledged sends take offsets in send (invoke) order. A send
     that completed before the next began and still got a later offset is a nonmonotonic-send;
@@ -226,12 +242,15 @@ def check_log(index: Index) -> list[CheckResult]:
     """Runs every rule of this module over every partition (in sorted order: deterministic)."""
     found: dict[str, list[Anomaly]] = {k: [] for k in ("offsets", "writes", "polls", "sends")}
     notes: list[Anomaly] = []
+    permitted: dict[str, list[Anomaly]] = {"offsets": []}
     records = sends = polls = undecided = 0
     for part in index.sorted_parts():
         sends += len(part.sends)
         polls += len(part.polls)
         records += len(part.log)
-        found["offsets"] += inconsistent_offsets(part) + duplicates(part)
+        dup, dup_notes = duplicates(part, index.config)
+        found["offsets"] += inconsistent_offsets(part) + dup
+        permitted["offsets"] += dup_notes
         found["writes"] += lost_writes(part) + failed_writes_observed(part) + lost_reads(part)
         unseen, und = unseen_writes(part)
         found["writes"] += unseen
@@ -243,7 +262,7 @@ def check_log(index: Index) -> list[CheckResult]:
     unknown = (f"{undecided} acknowledged write(s) were never read and no final read began after "
                "them: lost or merely lagging cannot be told apart") if undecided else ""
     return [
-        finish("offsets", records, found["offsets"]),
+        finish("offsets", records, found["offsets"], permitted["offsets"]),
         finish("writes", sends, found["writes"], unknown=unknown, limited=bool(undecided)),
         finish("polls", polls, found["polls"]),
         finish("sends", sends, found["sends"], notes),
