@@ -202,6 +202,17 @@ def _mining_stage(runs: int = MINING_RUNS, seed: int = MINING_SEED) -> StageResu
     return StageResult(name, "pass", secs, detail)
 
 
+def _nemesis_stage() -> StageResult:
+    """Generated crash/pause schedules on a real `current` cluster must give valid histories with
+    no conformance divergence, and a broker built without epoch-truncation must be caught by
+    conformance (kafkaverify/nemesis/stage.py)."""
+    from kafkaverify.nemesis.stage import SEED, check_stage
+    verdict, secs, detail = check_stage()
+    return StageResult("nemesis on real brokers", verdict, secs, detail,
+                       reproduce=f"kafkaverify nemesis --generation current --schedules 2 --seed {SEED} "
+                                 "--faults crash,pause --consumers 0")
+
+
 def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out: list[tuple[str, Callable[[], StageResult]]] = [
         ("current exhausted", lambda: _explore_stage(
@@ -215,6 +226,7 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     hist = sorted(CORPUS.glob("history-*.jsonl"))
     out.append(("golden histories", lambda: _golden_history_stage(hist)))
     out.append(("mining", lambda: _mining_stage(500 if quick else MINING_RUNS)))
+    out.append(("nemesis", _nemesis_stage))
     teeth = TEETH[:2] if quick else TEETH
     for name, gen, without, bounds, invs, expect in teeth:
         out.append((name, lambda n=name, g=gen, w=without, b=bounds, i=invs, e=expect: _explore_stage(
