@@ -116,39 +116,48 @@ def bfs_states(model: Model, limit: int) -> list[State]:
 
 
 def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
-    """Check the symbolic path: for each state, the guard and successor formulas built over z3
-    variables, with the state substituted and simplified, equal the concrete evaluation."""
+    """Check the symbolic path: the guard and successor formulas, built once over z3 variables
+    and evaluated in a z3 model that fixes the variables to a concrete state, equal the
+    concrete evaluation."""
     from checkers.prove.symstate import variables
     xs = variables(enc, "x")
-    sym_g = {}
-    sym_t = {}
-    for inst in enc.insts:
-        sym_g[inst] = inst.guard(xs, inst)
-        sym_t[inst] = enc.succ(inst, xs)
+    sym_g = {inst: inst.guard(xs, inst) for inst in enc.insts}
+    sym_t = {inst: enc.succ(inst, xs) for inst in enc.insts}
+
+    def val(m, v):
+        if not z3.is_expr(v):
+            return v
+        x = m.eval(v, model_completion=True)
+        return z3.is_true(x) if z3.is_bool(x) else x.as_long()
+
     problems = []
     for s in states:
         try:
             d = enc.from_state(s)
         except Unsupported:
             continue
-        sub = [(xs[k], z3.BoolVal(v) if isinstance(v, bool) else z3.IntVal(v)) for k, v in d.items()]
+        sol = z3.Solver()
+        sol.add([xs[k] == v for k, v in d.items()])
+        if sol.check() != z3.sat:
+            problems.append("state constraints unsatisfiable")
+            continue
+        m = sol.model()
         for inst in enc.insts:
             cg = bool(inst.guard(d, inst))
-            zg = z3.simplify(z3.substitute(z3.BoolVal(sym_g[inst]) if isinstance(sym_g[inst], bool)
-                                           else sym_g[inst], *sub))
-            if z3.is_true(zg) != cg:
-                problems.append(f"{inst.kind} b{inst.b} {inst.arg}: z3 guard {zg} vs concrete {cg}")
+            if bool(val(m, sym_g[inst])) != cg:
+                problems.append(f"{inst.kind} b{inst.b} {inst.arg}: z3 guard differs (concrete {cg})")
                 continue
             if not cg:
                 continue
             ct = enc.succ(inst, d)
             for k, v in sym_t[inst].items():
-                if not z3.is_expr(v):
-                    zv = v
-                else:
-                    zv = z3.simplify(z3.substitute(v, *sub))
-                    zv = z3.is_true(zv) if z3.is_bool(zv) else zv.as_long()
-                if zv != ct[k]:
-                    problems.append(f"{inst.kind} b{inst.b} {inst.arg}: field {k} z3 {zv} vs concrete {ct[k]}")
+                if v is xs[k]:
+                    if ct[k] != d[k]:
+                        problems.append(f"{inst.kind} b{inst.b} {inst.arg}: {k} kept by z3, changed concretely")
+                        break
+                    continue
+                if val(m, v) != ct[k]:
+                    problems.append(f"{inst.kind} b{inst.b} {inst.arg}: field {k} z3 {val(m, v)} "
+                                    f"vs concrete {ct[k]}")
                     break
     return problems
