@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "kafkaverify.cmd_model",
     "kafkaverify.cmd_history",
     "kafkaverify.cmd_broker",
+    "kafkaverify.cmd_prove",
 )
 
 

@@ -14,6 +14,8 @@ CurrentRequests
               wrote).
 OneLeaderPerEpoch
               a broker acting as leader with the store's current epoch is the store's leader.
+LeaderInIsr   the store's leader is in the store's ISR, a request's leader in the request's ISR,
+              and a leader in its own ISR and in its own proposal.
 LeaderIsrView the store's current leader, while acting, knows the store's ISR and version — or
               its AlterIsr was committed and not yet answered, and then the store holds its
               proposal at the version of the answer; a proposal is always a superset of its ISR
@@ -125,6 +127,20 @@ def leader_isr_view(e: Encoding, s):
     return AND(*out)
 
 
+def leader_in_isr(e: Encoding, s):
+    n = e.n
+    zl = s[("z", "leader")]
+    out = [IMPLIES(EQ(zl, j), s[("z", "isr", j)]) for j in range(n)]
+    for d in range(n):
+        for k in range(e.K):
+            out += [IMPLIES(AND(s[("m", d, k, "v")], EQ(s[("m", d, k, "leader")], j)), s[("m", d, k, "isr", j)])
+                    for j in range(n)]
+    for i in range(n):
+        lead = EQ(s[("b", i, "role")], LEADER)
+        out.append(IMPLIES(lead, AND(s[("b", i, "isr", i)], IMPLIES(s[("b", i, "haspend")], s[("b", i, "pend", i)]))))
+    return AND(*out)
+
+
 def ite_bool(c, a, b):
     return OR(AND(c, a), AND(NOT(c), b))
 
@@ -135,10 +151,12 @@ STRENGTHENING = {
     "EpochsBounded": epochs_bounded,
     "CurrentRequests": current_requests,
     "OneLeaderPerEpoch": one_leader_per_epoch,
+    "LeaderInIsr": leader_in_isr,
     "LeaderIsrView": leader_isr_view,
 }
 
-_ISR_VIEW = ("TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderIsrView")
+_ISR_VIEW = ("TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
+             "LeaderIsrView")
 NEEDS: dict[str, tuple[str, ...]] = {
     "HwBelowLeo": ("LogBounds",),
     "MonotonicEpochs": (),
