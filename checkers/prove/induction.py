@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import z3
 
-from checkers.prove.bmc import _solver, transition
+from checkers.prove.bmc import _solver
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import STATE_PROPS, step_holds
 from checkers.prove.strengthen import NEEDS, STRENGTHENING
-from checkers.prove.sym import AND, NOT
 from checkers.prove.symstate import concretize, variables
 from spec import Model
 
+LAST: list = []     # the last CTI as (encoding, pre-state, post-state) dicts, for inspection
 CORE = ("HwBelowLeo", "MonotonicEpochs", "LogMatching", "StrongIsr", "ReplicationQuorumSuperset")
 
 
@@ -54,31 +54,44 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
         if not f(enc, init):
             return ProofResult(name, "refuted" if k == name else "unknown", time.monotonic() - t0,
                                failing=f"{k} fails in the initial state")
-    s, t, ch = variables(enc, "pre"), variables(enc, "post"), z3.Int("act")
-    sol = _solver()
-    sol.set("timeout", max(1, int(time_limit * 1000)))
-    sol.add([_z(f(enc, s)) for f in conj.values()])
-    sol.add(transition(enc, s, t, ch))
-    goals = {k: _z(f(enc, t)) for k, f in conj.items()}
-    if name == "MonotonicEpochs":
-        goals[name] = _z(step_holds(enc, s, t))
-    sol.add(z3.Not(z3.And(list(goals.values()))))
-    r = sol.check()
-    secs = time.monotonic() - t0
-    if r == z3.unsat:
-        return ProofResult(name, "proved", secs)
-    if r == z3.unknown:
-        return ProofResult(name, "unknown", secs, failing=f"solver: {sol.reason_unknown()}")
-    m = sol.model()
-    broken = [k for k, g in goals.items() if z3.is_false(m.eval(g, model_completion=True))]
-    return ProofResult(name, "unknown", secs, cti=cti_story(enc, m, s, t, ch), failing=", ".join(broken))
+    # One query per action instance: the hypothesis, the instance's guard, and the negated goal
+    # over the instance's successor terms (no post-state variables, no choice among actions).
+    s = variables(enc, "pre")
+    hyp = [_z(f(enc, s)) for f in conj.values()]
+    for idx, inst in enumerate(enc.insts):
+        left = time_limit - (time.monotonic() - t0)
+        if left <= 0:
+            return ProofResult(name, "unknown", time.monotonic() - t0, failing="time limit")
+        g = inst.guard(s, inst)
+        if g is False:
+            continue
+        t = enc.succ(inst, s)
+        goals = {k: _z(f(enc, t)) for k, f in conj.items()}
+        if name == "MonotonicEpochs":
+            goals[name] = _z(step_holds(enc, s, t))
+        sol = _solver()
+        sol.set("timeout", max(1, int(left * 1000)))
+        sol.add(hyp)
+        sol.add(_z(g))
+        sol.add(z3.Not(_z(t[("g", "oob")])))
+        sol.add(z3.Not(z3.And(list(goals.values()))))
+        r = sol.check()
+        if r == z3.unknown:
+            return ProofResult(name, "unknown", time.monotonic() - t0,
+                               failing=f"solver gave up on {inst.kind}: {sol.reason_unknown()}")
+        if r == z3.sat:
+            m = sol.model()
+            LAST[:] = [enc, concretize(m, s), concretize(m, t)]
+            broken = [k for k, gl in goals.items() if z3.is_false(m.eval(gl, model_completion=True))]
+            return ProofResult(name, "unknown", time.monotonic() - t0,
+                               cti=cti_story(enc, m, s, t, inst), failing=", ".join(broken))
+    return ProofResult(name, "proved", time.monotonic() - t0)
 
 
-def cti_story(enc: Encoding, m, s, t, ch) -> str:
+def cti_story(enc: Encoding, m, s, t, inst) -> str:
     """The CTI in the explorer's story format: the pre-state, the action, the post-state."""
     from spec.state import summary
     d, e = concretize(m, s), concretize(m, t)
-    inst = enc.insts[m.eval(ch, model_completion=True).as_long()]
     a = enc.spec_action(inst, d)
     lines = ["  pre-state:"]
     for st, head in ((enc.to_state(d), None), (enc.to_state(e), a)):

@@ -5,13 +5,15 @@ with P, never assumed alone.
 
 TypeOk        every field in its range (roles, broker ids, lengths within the log bound, session
               marks in {0,1,2}, counters within the config's bounds); a down broker has no role,
-              no fetch, no proposal; records are numbered below `produced`.
+              no fetch, no proposal, no session and no requests addressed to it (no pauses in
+              the encoding: registered exactly while running).
 EpochsBounded every broker's and every in-flight request's leader epoch is at most the store's,
               and its controller epoch at most the store's.
 CurrentRequests
-              an in-flight request of the store's current leader epoch carries the store's
-              leader, ISR and version (only the controller writes an epoch, and it sends what it
-              wrote).
+              an in-flight request of the store's current leader epoch names the store's leader;
+              one addressed to that leader while it has not yet taken up the epoch also carries
+              the store's ISR and version (nothing but that leader's AlterIsr changes them within
+              an epoch).
 OneLeaderPerEpoch
               a broker acting as leader with the store's current epoch is the store's leader.
 LeaderInIsr   the store's leader is in the store's ISR, a request's leader in the request's ISR,
@@ -69,15 +71,24 @@ def type_ok(e: Encoding, s):
                                         EQ(b("resp"), -1), EQ(b("ctl"), 0), NOT(b("hascc")))),
                 IMPLIES(NOT(EQ(b("role"), LEADER)), AND(NOT(b("haspend")), EQ(b("resp"), -1))),
                 IMPLIES(EQ(b("role"), LEADER), EQ(b("leader"), i)),
-                IMPLIES(EQ(b("role"), FOLLOWER), AND(b("leader") >= 0, NOT(EQ(b("leader"), i)))),
+                IMPLIES(EQ(b("role"), FOLLOWER), NOT(EQ(b("leader"), i))),
                 IMPLIES(EQ(b("resp"), -2), b("haspend")), IMPLIES(b("resp") >= 0, b("haspend"))]
+        out.append(IMPLIES(EQ(b("role"), LEADER), b("le") >= 0))
         for k in range(L):
-            out += [_rng(b("lr", k), 0, R - 1 if R else 0), b("lep", k) >= 0]
+            out += [_rng(b("lr", k), 0, R - 1 if R else 0), b("lep", k) >= 0,
+                    _rng(b("fr", k), 0, R - 1 if R else 0), b("fe", k) >= 0]
+        for k in range(C):
+            out.append(b("ce_", k) >= 0)
         for j in range(n):
             out += [_rng(b("pos", j), -1, L), _rng(b("cch", j), 0, 2)]
     for d in range(n):
+        # without pauses a broker is registered exactly while it runs, and requests to a broker
+        # die with it
+        out.append(EQ(s[("z", "sess", d)], s[("b", d, "alive")]))
         for k in range(e.K):
-            out += [_rng(s[("m", d, k, "leader")], -1, n - 1), s[("m", d, k, "le")] >= 0]
+            out += [_rng(s[("m", d, k, "leader")], -1, n - 1), s[("m", d, k, "le")] >= 0,
+                    s[("m", d, k, "ver")] >= 0, s[("m", d, k, "ce")] >= 0,
+                    IMPLIES(s[("m", d, k, "v")], s[("b", d, "alive")])]
     return AND(*out)
 
 
@@ -97,9 +108,12 @@ def current_requests(e: Encoding, s):
     for d in range(e.n):
         for k in range(e.K):
             m = lambda f, *x: s[("m", d, k, f) + x]   # noqa: E731
-            out.append(IMPLIES(AND(m("v"), EQ(m("le"), s[("z", "le")])),
-                               AND(EQ(m("leader"), s[("z", "leader")]), EQ(m("ver"), s[("z", "ver")]),
-                                   *[EQ(m("isr", j), s[("z", "isr", j)]) for j in range(e.n)])))
+            cur = AND(m("v"), EQ(m("le"), s[("z", "le")]))
+            out.append(IMPLIES(cur, EQ(m("leader"), s[("z", "leader")])))
+            # the leader has not taken up the epoch yet, so nothing has changed the ISR since
+            waiting = AND(cur, EQ(s[("z", "leader")], d), s[("b", d, "le")] < s[("z", "le")])
+            out.append(IMPLIES(waiting, AND(EQ(m("ver"), s[("z", "ver")]),
+                                            *[EQ(m("isr", j), s[("z", "isr", j)]) for j in range(e.n)])))
     return AND(*out)
 
 
@@ -123,7 +137,6 @@ def leader_isr_view(e: Encoding, s):
         grow = AND(*[IMPLIES(b("isr", j), b("pend", j)) for j in range(n)])
         shrink = AND(*[IMPLIES(b("pend", j), b("isr", j)) for j in range(n)])
         out.append(IMPLIES(b("haspend"), OR(grow, shrink)))
-        out.append(IMPLIES(AND(b("haspend"), NOT(shrink)), b("isr", i)))
     return AND(*out)
 
 
@@ -155,12 +168,12 @@ STRENGTHENING = {
     "LeaderIsrView": leader_isr_view,
 }
 
-_ISR_VIEW = ("TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
+_ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
              "LeaderIsrView")
 NEEDS: dict[str, tuple[str, ...]] = {
     "HwBelowLeo": ("LogBounds",),
     "MonotonicEpochs": (),
     "ReplicationQuorumSuperset": _ISR_VIEW,
-    "LogMatching": ("LogBounds",) + _ISR_VIEW,
-    "StrongIsr": ("LogBounds",) + _ISR_VIEW,
+    "LogMatching": _ISR_VIEW,
+    "StrongIsr": _ISR_VIEW,
 }
