@@ -16,11 +16,27 @@ from kafkaverify import exitcodes
 from kafkaverify.exitcodes import InputError
 
 
+MAX_PROVE_BROKERS = 7
+
+
+def prove_config(generation, without, brokers, log_length):
+    """The model config for the z3 engine. spec's make_config caps brokers at 5 (for the
+    explorer); induction is not enumeration, so up to 7 replicas are allowed here, validated
+    by make_config at 5 and widened. Raises ConfigError."""
+    from dataclasses import replace
+
+    from spec import ConfigError, make_config
+    if not 1 <= brokers <= MAX_PROVE_BROKERS:
+        raise ConfigError(f"brokers must be between 1 and {MAX_PROVE_BROKERS}")
+    cfg = make_config(generation, tuple(without), brokers=min(brokers, 5), records=log_length)
+    return replace(cfg, brokers=brokers)
+
+
 def _config(generation, without, brokers, log_length):
     from checkers.prove.encoding import supported
-    from spec import ConfigError, make_config
+    from spec import ConfigError
     try:
-        cfg = make_config(generation, tuple(without), brokers=brokers, records=log_length)
+        cfg = prove_config(generation, without, brokers, log_length)
     except ConfigError as e:
         raise InputError(str(e)) from None
     why = supported(cfg)
@@ -109,6 +125,9 @@ def register(group: click.Group) -> None:
                 raise InputError(f"unknown invariant {n!r} (one of {', '.join(known)})")
         if depth < 0 or time_limit <= 0:
             raise InputError("--depth must be >= 0 and --time-limit positive")
+        if depth and brokers > 5:
+            raise InputError("BMC traces replay on spec, which takes at most 5 brokers: "
+                             "use --depth 0 (induction only) above 5")
         outdir = None
         if out:
             outdir = Path(out)
