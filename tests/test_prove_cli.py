@@ -88,3 +88,10 @@ def test_invariant_encodings_agree_with_spec():
                 if not want:
                     violated_seen.add(inv.name)
     assert {"MinIsrDurability", "StrongIsr", "ReplicationQuorumSuperset"} <= violated_seen
+
+
+def test_check_stage_passes():
+    from kafkaverify.cmd_prove import prove_stage
+    verdict, secs, detail = prove_stage()
+    assert verdict == "pass", detail
+    assert "replayed" in detail and "MonotonicEpochs proved" in detail
