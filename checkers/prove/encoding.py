@@ -29,7 +29,7 @@ from typing import Callable
 
 from checkers.prove.sym import AND, EQ, MAX, MIN, NE, NOT, OR, SUM, ite, sel
 from spec import Action, Config, State
-from spec.state import FOLLOWER, LEADER, NONE, Broker, Zk, bits
+from spec.state import FOLLOWER, LEADER, NONE, Broker, Zk
 
 
 class Unsupported(ValueError):
