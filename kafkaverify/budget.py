@@ -44,6 +44,7 @@ TABLE: dict[str, Row] = {
     "golden model-kip966-last-replica-standing.jsonl":           Row("kip-966",           0.2, Q),
     "golden histories":                                          Row("history-checkers",  1.0, Q),
     "mining":                                                    Row("history-checkers", 10.0, F),
+    "z3 prove":                                                  Row("kafka-15583",      14.0, F),   # its tooth: BMC without min-isr-hw
     "nemesis":                                                   Row("kip-101",          40.0, F),   # its tooth: a broker without epoch-truncation
     "v0.10 KIP-101 data loss":                                   Row("kip-101",           3.4, Q),
     "v0.10 KIP-101 divergence":                                  Row("kip-101",           2.5, Q),

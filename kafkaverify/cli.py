@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "kafkaverify.cmd_broker",
     "kafkaverify.cmd_mine",
     "kafkaverify.cmd_nemesis",
+    "kafkaverify.cmd_prove",
 )
 
 

@@ -202,6 +202,13 @@ def _mining_stage(runs: int = MINING_RUNS, seed: int = MINING_SEED) -> StageResu
     return StageResult(name, "pass", secs, detail)
 
 
+def _prove_stage() -> StageResult:
+    """z3 (checkers/prove): induction of the invariants it proves for `current`, and bounded
+    model checking refuting a vulnerable configuration, replayed on the explicit model."""
+    from kafkaverify.cmd_prove import prove_stage
+    return StageResult("z3 prove", *prove_stage())
+
+
 def _nemesis_stage() -> StageResult:
     """Generated crash/pause schedules on a real `current` cluster must give valid histories with
     no conformance divergence, and a broker built without epoch-truncation must be caught by
@@ -227,6 +234,7 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out.append(("golden histories", lambda: _golden_history_stage(hist)))
     out.append(("mining", lambda: _mining_stage(500 if quick else MINING_RUNS)))
     out.append(("nemesis", _nemesis_stage))
+    out.append(("z3 prove", _prove_stage))
     teeth = TEETH[:2] if quick else TEETH
     for name, gen, without, bounds, invs, expect in teeth:
         out.append((name, lambda n=name, g=gen, w=without, b=bounds, i=invs, e=expect: _explore_stage(
