@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from spec import GENERATIONS, INVARIANTS, Action, Model, State, make_config
-from spec.invariants import Invariant, violated
+from spec.invariants import Invariant, selected, violated
 
 CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
 
@@ -77,8 +77,7 @@ SIM_BOUNDS = {"brokers": 3, "records": 3, "crashes": 3, "elections": 3, "unflush
 def run_script(model: Model, script: list[Step], invariants: tuple[str, ...] | None = None):
     """Follow a script. Returns (steps taken, violation or None, actions, states): stops at the
     first violation, or at the first step that is not enabled (steps taken < len(script))."""
-    invs = model.invariants if invariants is None else tuple(
-        i for i in model.invariants if i.name in invariants)
+    invs = model.invariants if invariants is None else selected(model.config, invariants)
     s = model.initial()
     actions: list[Action] = []
     states: list[State] = []
@@ -182,7 +181,7 @@ def make(recipe: Recipe, time_limit: float = 600.0):
     if recipe.predicate is not None:
         model.invariants = (Invariant(recipe.invariants[0], "golden target", recipe.predicate, False),)
     elif recipe.invariants:
-        model.invariants = tuple(i for i in model.invariants if i.name in recipe.invariants)
+        model.invariants = selected(cfg, recipe.invariants)
     if recipe.seed is not None:
         from checkers.shrink_trace import shrink_path
         from checkers.simulate import simulate

@@ -28,6 +28,9 @@ class Invariant(NamedTuple):
     check: Callable[[Config, State], str | None]
     scoped: bool   # only meaningful without unclean leader election
     counts_copies: bool = False   # a replica count: any power or disk loss may lower it (not checked after one)
+    # A client promise: None when the configured clients are promised it, else why not (then
+    # the invariant is off unless asked for by name). None here: a promise of the brokers.
+    promise: Callable[[Config], str | None] | None = None
 
 
 def _acting_leaders(s: State):
@@ -196,6 +199,49 @@ def unique_leader_per_epoch(cfg: Config, s: State) -> str | None:
     return None
 
 
+# --- client promises, judged on what consumers can read (the `exposed` prefix), which is what a
+# client history's final reads show ---------------------------------------------------------------
+
+def _producer_reads(s: State):
+    """Per producer: the records of its batches in the readable prefix, in log order, as
+    (record, offset)."""
+    by: dict[int, list] = {}
+    for off, r in enumerate(s.exposed):
+        if r < len(s.writes):
+            p, k, _, _ = s.writes[r]
+            if p >= 0:
+                by.setdefault(p, []).append((k, off))
+    return by
+
+
+def producer_send_order(cfg: Config, s: State) -> str | None:
+    """Acknowledged records of a producer appear in the log in send order."""
+    for p, recs in sorted(_producer_reads(s).items()):
+        out = s.prods[p].out
+        seen, last = set(), None
+        for k, off in recs:
+            if k in seen or out[k] < 0:
+                continue
+            seen.add(k)
+            if last is not None and k < last[0]:
+                return (f"producer p{p} sent record {k} before record {last[0]}, both acknowledged, "
+                        f"but the log has {last[0]} at offset {last[1]} and {k} at offset {off}")
+            last = (k, off)
+    return None
+
+
+def producer_exactly_once(cfg: Config, s: State) -> str | None:
+    """No record of a producer is in the log twice."""
+    for p, recs in sorted(_producer_reads(s).items()):
+        first: dict[int, int] = {}
+        for k, off in recs:
+            if k in first:
+                return (f"producer p{p}'s record {k} is in the log twice, at offsets {first[k]} "
+                        f"and {off}")
+            first[k] = off
+    return None
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("HwBelowLeo", "every replica's HW is at most its LEO", hw_below_leo, False),
     Invariant("LogMatching", "two replicas agree on every offset below both their HWs",
@@ -218,13 +264,49 @@ INVARIANTS: tuple[Invariant, ...] = (
               replication_quorum_superset, False),
     Invariant("NoCommittedRecordLostGlobally", "every committed record is on some replica",
               no_committed_record_lost_globally, True),
+    Invariant("ProducerSendOrder", "per producer and partition, acknowledged records appear in "
+              "send order", producer_send_order, False,
+              promise=lambda c: rules.promises_send_order(c.fixes, c.max_in_flight, c.retries)),
+    Invariant("ProducerExactlyOnce", "per producer and partition, each record is written once",
+              producer_exactly_once, False,
+              promise=lambda c: rules.promises_exactly_once(c.fixes, c.retries)),
 )
+CLIENT_INVARIANTS = tuple(i.name for i in INVARIANTS if i.promise is not None)
 INVARIANT_NAMES = tuple(inv.name for inv in INVARIANTS)
 
 
+def applies(inv: Invariant, cfg: Config) -> bool:
+    """A client invariant needs its clients: the producers' without producers is vacuous."""
+    if inv.promise is None:
+        return True
+    if inv.name.startswith("Producer"):
+        return bool(cfg.producers)
+    return bool(cfg.consumers)
+
+
+def unpromised(cfg: Config) -> dict[str, str]:
+    """Client invariants these settings make no promise of, with the reason (they are off
+    unless asked for by name: "can my settings reorder?" is then the question)."""
+    return {inv.name: why for inv in INVARIANTS if inv.promise is not None and applies(inv, cfg)
+            and (why := inv.promise(cfg)) is not None}
+
+
 def active(cfg: Config) -> tuple[Invariant, ...]:
-    """The invariants that must hold under this config (scoped ones drop out under unclean)."""
-    return tuple(inv for inv in INVARIANTS if not (inv.scoped and cfg.unclean))
+    """The invariants that must hold under this config (scoped ones drop out under unclean;
+    client ones without their clients, or where the settings promise nothing)."""
+    off = unpromised(cfg)
+    return tuple(inv for inv in INVARIANTS if not (inv.scoped and cfg.unclean)
+                 and applies(inv, cfg) and inv.name not in off)
+
+
+def selected(cfg: Config, names: tuple[str, ...] | None) -> tuple[Invariant, ...]:
+    """The invariants to check: the active ones, or those named (a client invariant named
+    explicitly is checked even where the settings do not promise it)."""
+    if names is None:
+        return active(cfg)
+    act = {i.name for i in active(cfg)}
+    return tuple(i for i in INVARIANTS if i.name in names
+                 and (i.name in act or (i.promise is not None and applies(i, cfg))))
 
 
 def violated(cfg: Config, s: State, invs: tuple[Invariant, ...] | None = None) -> tuple[str, str] | None:
