@@ -242,6 +242,61 @@ def producer_exactly_once(cfg: Config, s: State) -> str | None:
     return None
 
 
+def group_fenced_never_commits(cfg: Config, s: State) -> str | None:
+    """A member fenced by a rebalance never gets a commit acknowledged."""
+    if s.grp and s.grp.fenced:
+        return (f"a commit from a fenced generation was acknowledged (the group is at generation "
+                f"{s.grp.gen})")
+    return None
+
+
+def group_committed_offset_never_back(cfg: Config, s: State) -> str | None:
+    """The committed offset the coordinator serves is never below one already acknowledged,
+    also after a coordinator fail-over (the new coordinator loads it from its log)."""
+    if not s.grp:
+        return None
+    for i, b in _acting_leaders(s):
+        off = max(0, rules.committed_offset_in_log(b.log, s.writes))
+        if off < s.grp.hi:
+            return (f"coordinator b{i} serves committed offset {off}, below the offset "
+                    f"{s.grp.hi} already acknowledged to the group")
+    return None
+
+
+def group_single_owner(cfg: Config, s: State) -> str | None:
+    """No two live members of one generation own the data partition."""
+    if not s.grp:
+        return None
+    seen: dict[int, int] = {}
+    for ci, c in enumerate(s.grp.cons):
+        if c.alive and c.gen >= 0:
+            if c.gen in seen:
+                return f"consumers c{seen[c.gen]} and c{ci} both own the partition in generation {c.gen}"
+            seen[c.gen] = ci
+    return None
+
+
+def group_at_least_once(cfg: Config, s: State) -> str | None:
+    """Commit after processing: every record below an acknowledged committed offset was
+    processed."""
+    if not s.grp:
+        return None
+    for d in range(s.grp.hi):
+        if not s.grp.processed[d]:
+            return f"offset {s.grp.hi} is committed but record d{d} below it was never processed"
+    return None
+
+
+def group_at_most_once(cfg: Config, s: State) -> str | None:
+    """Commit before processing: no record is processed twice."""
+    if not s.grp:
+        return None
+    for d, n in enumerate(s.grp.processed):
+        if n > 1:
+            return f"record d{d} was processed twice"
+    return None
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("HwBelowLeo", "every replica's HW is at most its LEO", hw_below_leo, False),
     Invariant("LogMatching", "two replicas agree on every offset below both their HWs",
@@ -270,9 +325,22 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("ProducerExactlyOnce", "per producer and partition, each record is written once",
               producer_exactly_once, False,
               promise=lambda c: rules.promises_exactly_once(c.fixes, c.retries)),
+    Invariant("GroupFencedNeverCommits", "a fenced generation never commits",
+              group_fenced_never_commits, False, promise=lambda c: None),
+    Invariant("GroupCommittedOffsetNeverBack", "committed offsets of a group never go back, also "
+              "across a coordinator fail-over", group_committed_offset_never_back, True,
+              promise=lambda c: None),
+    Invariant("GroupSingleOwner", "no two live members of one generation own a partition",
+              group_single_owner, False, promise=lambda c: None),
+    Invariant("GroupAtLeastOnce", "commit after processing: every record below the committed "
+              "offset was processed", group_at_least_once, False,
+              promise=lambda c: rules.promises_delivery(c.commit, "at-least-once")),
+    Invariant("GroupAtMostOnce", "commit before processing: no record is processed twice",
+              group_at_most_once, False,
+              promise=lambda c: rules.promises_delivery(c.commit, "at-most-once")),
 )
-CLIENT_INVARIANTS = tuple(i.name for i in INVARIANTS if i.promise is not None)
 INVARIANT_NAMES = tuple(inv.name for inv in INVARIANTS)
+CLIENT_INVARIANTS = tuple(i.name for i in INVARIANTS if i.promise is not None)
 
 
 def applies(inv: Invariant, cfg: Config) -> bool:

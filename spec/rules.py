@@ -345,3 +345,34 @@ def promises_exactly_once(fixes: frozenset, retries: int) -> str | None:
     if "idempotent-producer" in fixes or retries == 0:
         return None
     return f"not promised: no idempotence with retries={retries} may write a record twice"
+
+
+# --- consumer groups (GroupCoordinator, GroupMetadataManager) ------------------------------------
+
+def commit_generation_ok(commit_generation: int, group_generation: int, fixes: frozenset) -> bool:
+    """GroupCoordinator.handleCommitOffsets / validateOffsetCommit (`group-generation-fencing`,
+    the generation check of the group protocol, KIP-62's era): a commit from another generation
+    gets ILLEGAL_GENERATION, so a member fenced by a rebalance cannot move the group's offset.
+    Without it the coordinator accepts any member's commit."""
+    return "group-generation-fencing" not in fixes or commit_generation == group_generation
+
+
+def committed_offset_in_log(log: tuple, writes: tuple) -> int:
+    """GroupMetadataManager.loadGroupsAndOffsets: a coordinator knows the group's committed
+    offset as the last commit record in its __consumer_offsets log (the log is compacted by key:
+    the last value wins); -1 when there is none. A new coordinator loads it from its own log,
+    so a commit its log lacks is gone for the group."""
+    off = -1
+    for r, _ in log:
+        if r < len(writes) and writes[r][0] < 0:
+            off = writes[r][1]
+    return off
+
+
+def promises_delivery(commit: str, mode: str) -> str | None:
+    """Commit after processing promises at-least-once (a crash re-delivers from the committed
+    offset: nothing below it unprocessed); commit before processing promises at-most-once (a
+    crash skips the record committed but not processed: nothing twice). None when `mode` is
+    what `commit` promises."""
+    promised = "at-least-once" if commit == "after" else "at-most-once"
+    return None if mode == promised else f"not promised: commit {commit} processing is {promised}"
