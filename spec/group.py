@@ -26,8 +26,8 @@ class Cons(NamedTuple):
     stage: int      # 0 ready to poll; 1 polled; 2 processed (awaits commit, commit=after);
                     # 3 committed (awaits processing, commit=before)
     commit: tuple   # the commit in flight: (generation, offset, broker, le, wid, log offset,
-                    # stale) with wid -1 before the coordinator handled it; stale: its
-                    # generation was not the group's when handled (ghost); () none
+                    # stale) with wid -1 before the coordinator handled it; stale: the
+                    # group's generation had moved on when it was sent (ghost); () none
 
 
 class Grp(NamedTuple):
@@ -163,7 +163,9 @@ def process(cfg, s, ci, _):
 
 def commit(cfg, s, ci, b):
     c = s.grp.cons[ci]
-    return _setc(s, ci, c._replace(commit=(c.gen, c.held + 1, b, -1, -1, -1, 0)))
+    # stale (ghost): the group had rebalanced past this member's generation before it sent the
+    # commit, so a history shows the newer assignment completed before the commit began.
+    return _setc(s, ci, c._replace(commit=(c.gen, c.held + 1, b, -1, -1, -1, int(c.gen != s.grp.gen))))
 
 
 def handle_commit(cfg, s, ci, _):
@@ -182,7 +184,7 @@ def handle_commit(cfg, s, ci, _):
                                   pos=_set(b.pos, bi, len(log))))
     s = s._replace(brokers=_set(s.brokers, bi, nb), produced=wid + 1,
                    writes=s.writes + ((-1, off, gen, ci),))
-    s = _setc(s, ci, c._replace(commit=(gen, off, bi, b.le, wid, loff, int(gen != g.gen))))
+    s = _setc(s, ci, c._replace(commit=(gen, off, bi, b.le, wid, loff, c.commit[6])))
     return _advance_hw(cfg, s, bi)
 
 
