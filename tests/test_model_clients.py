@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from checkers.explore import explore
-from checkers.golden import (GROUP_BOUNDS, GROUP_FAILOVER_BOUNDS, PRODUCER_CONNECTION_BOUNDS,
-                             PRODUCER_FAULT_BOUNDS)
+# The heavier explorations (one in flight never reorders; idempotence clean across a leader
+# move; the v0.10 offsets regression) run as `kafkaverify check` stages and in
+# `python -m kafkaverify.bench.model_clients`, not here.
+from checkers.golden import GROUP_BOUNDS, PRODUCER_CONNECTION_BOUNDS, PRODUCER_FAULT_BOUNDS
 from checkers.history.run import check_history
 from checkers.model_history import (differential_invariants, expected_anomalies, history_of_run,
                                     random_run)
@@ -46,13 +48,6 @@ def test_reordering_needs_retries_two_in_flight_and_no_idempotence():
     assert kinds.count("Send") == 3            # two batches, then the retry of the first
 
 
-@pytest.mark.slow
-def test_one_in_flight_never_reorders():
-    one = _explore("current", ("idempotent-producer",), ("ProducerSendOrder",),
-                   **{**PRODUCER_FAULT_BOUNDS, "max_in_flight": 1})
-    assert one.status == "exhausted"           # nothing overtakes a retry
-
-
 def test_duplicate_needs_a_retry_without_idempotence():
     r = _explore("current", ("idempotent-producer",), ("ProducerExactlyOnce",), **PRODUCER_CONNECTION_BOUNDS)
     assert r.status == "violation" and len(r.path) == 8
@@ -75,22 +70,10 @@ def test_idempotence_with_six_in_flight_duplicates_a_batch_that_left_the_cache()
     assert "record 0" in r.message and "BumpEpoch" in [a.kind for a in r.path]
 
 
-@pytest.mark.slow
-def test_idempotent_producer_clean_across_a_leader_move():
-    r = _explore("current", **PRODUCER_FAULT_BOUNDS)
-    assert r.status == "exhausted" and r.distinct > 50_000, (r.status, r.invariant, r.message)
-
-
 def test_a_fenced_generation_commits_only_without_the_fence():
     r = _explore("current", ("group-generation-fencing",), **GROUP_BOUNDS)
     assert r.status == "violation" and r.invariant == "GroupFencedNeverCommits"
     assert _explore("current", **GROUP_BOUNDS).status == "exhausted"
-
-
-@pytest.mark.slow
-def test_offsets_partition_on_v010_loses_an_acknowledged_commit_across_failover():
-    r = _explore("v0.10", invariants=("GroupCommittedOffsetNeverBack",), **GROUP_FAILOVER_BOUNDS)
-    assert r.status == "violation" and len(r.path) == 19
 
 
 def test_delivery_modes_promise_one_thing_each():
