@@ -85,14 +85,14 @@ def _signature(b) -> tuple:
 
 
 def canonical(s: State) -> State:
-    """Canonical under broker renaming, then (with two or more producers) under producer
-    renaming: producers with the same settings are interchangeable; a producer's id appears in
-    the write table and as its place in `prods`, nowhere else. The least renaming over all
-    producer orders is taken (at most 3! = 6)."""
+    """Canonical under broker renaming, then (with two or more producers, or consumers) under
+    client renaming: producers with the same settings are interchangeable; a producer's id
+    appears in the write table and as its place in `prods`, nowhere else. The least renaming
+    over all client orders is taken (at most 3! = 6)."""
     c = _canonical_brokers(s)
     prods = c[15]
     if len(prods) < 2:
-        return c
+        return _canonical_consumers(c)
     writes = c[14]
     best = None
     for q in permutations(range(len(prods))):      # q[old] = new
@@ -101,6 +101,26 @@ def canonical(s: State) -> State:
             inv[n] = o
         w = tuple((q[x[0]],) + x[1:] if x[0] >= 0 else x for x in writes)
         t = c[:14] + (w, tuple(prods[inv[n]] for n in range(len(q))), c[16])
+        if best is None or t < best:
+            best = t
+    return best
+
+
+def _canonical_consumers(c: tuple) -> tuple:
+    """Consumers of one group are interchangeable too: a member's id appears as its place in the
+    group's member list, as the group's owner, and in the commit records it wrote."""
+    grp = c[16]
+    if not grp or len(grp[2]) < 2:
+        return c
+    cons, writes = grp[2], c[14]
+    best = None
+    for q in permutations(range(len(cons))):      # q[old] = new
+        inv = [0] * len(q)
+        for o, n in enumerate(q):
+            inv[n] = o
+        w = tuple(x[:3] + (q[x[3]],) if x[0] < 0 else x for x in writes)
+        g = (grp[0], q[grp[1]] if grp[1] >= 0 else -1, tuple(cons[inv[n]] for n in range(len(q))))
+        t = c[:14] + (w, c[15], g + tuple(grp[3:]))
         if best is None or t < best:
             best = t
     return best

@@ -95,6 +95,15 @@ def test_producers_are_symmetric():
     assert first != second and canonical(first) == canonical(second)
 
 
+def test_consumers_are_symmetric():
+    cfg = make_config("current", consumers=2, records=1, crashes=0, elections=0, losses=0)
+    m = Model(cfg)
+    s = m.initial()
+    first = m.step(s, next(a for a in m.enabled(s) if a.kind == "Join" and a.b == 0))
+    second = m.step(s, next(a for a in m.enabled(s) if a.kind == "Join" and a.b == 1))
+    assert first != second and canonical(first) == canonical(second)
+
+
 def test_cli_names_what_the_settings_do_not_promise():
     r = subprocess.run([sys.executable, "-m", "kafkaverify", "explore", "--producers", "1",
                         "--records", "1", "--crashes", "0", "--elections", "0", "--retries", "1",
