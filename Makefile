@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-APT_PKGS := zookeeper chromium
+APT_PKGS := zookeeper chromium nftables iproute2
 
 .PHONY: check test bench system-deps setup clean
 
@@ -15,11 +15,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Debian packages the tests use: a real ZooKeeper (and Java) and headless Chromium.
+# Debian packages the tests use: a real ZooKeeper (and Java), headless Chromium, and nftables +
+# iproute2 for the nemesis's real network partitions (network namespace + drop rules).
 system-deps:
 	@missing=""; \
 	[ -d /usr/share/zookeeper ] || missing="$$missing zookeeper"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v nft >/dev/null || missing="$$missing nftables"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
 	  echo "installing Debian packages:$$missing"; \

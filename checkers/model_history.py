@@ -152,15 +152,16 @@ def _group_events(rec: _Rec, t: int, a: Action, prev: State, s: State, procs: di
 
 def expected_anomalies(cfg: Config, violation: tuple[str, str] | None) -> tuple[str | None, bool]:
     """(the anomaly the history must show, whether it must make the history invalid). A
-    reordering the producer's settings permit is a note of the history checkers, not an
-    anomaly: the run stays valid."""
+    reordering or a duplicate the producer's settings permit is a note of the history checkers,
+    not an anomaly: the run stays valid."""
     if violation is None:
         return None, False
     kind = ANOMALY_OF.get(violation[0])
-    if kind == "send-reorder" and violation[0] == "ProducerSendOrder":
-        from checkers.history.log_checks import reorder_permitted
-        permitted = reorder_permitted({"idempotence": cfg.idempotence, "retries": cfg.retries,
-                                       "max_in_flight": cfg.max_in_flight})
+    if violation[0] in ("ProducerSendOrder", "ProducerExactlyOnce"):
+        from checkers.history.log_checks import duplicate_permitted, reorder_permitted
+        settings = {"idempotence": cfg.idempotence, "retries": cfg.retries,
+                    "max_in_flight": cfg.max_in_flight}
+        permitted = (reorder_permitted if kind == "send-reorder" else duplicate_permitted)(settings)
         return kind, not permitted
     return kind, True
 

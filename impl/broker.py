@@ -77,6 +77,9 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000    # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
+    # Debug switch, never a default: fixes removed from the generation, so that conformance
+    # (checkers/conformance.py) can be shown to catch a broker missing one of them.
+    without_fixes: list = field(default_factory=list)
 
 
 class Partition:
@@ -120,7 +123,7 @@ class Broker:
     def __init__(self, cfg: BrokerConfig):
         self.cfg = cfg
         self.id = cfg.node_id
-        self.fixes = rules.fixes_for(cfg.generation)
+        self.fixes = rules.fixes_for(cfg.generation) - frozenset(cfg.without_fixes)
         self.dir = Path(cfg.data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_config = LogConfig(**cfg.log)
@@ -886,6 +889,9 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s broker-{a.id} %(name)s %(levelname)s %(message)s")
     cfg = BrokerConfig(node_id=a.id, port=a.port, data_dir=a.data_dir, coordinator=a.coordinator,
                        coord_root=a.coord_root, generation=a.generation, **json.loads(a.config))
+    if cfg.host != "127.0.0.1":       # a per-node address: outgoing connections come from it too
+        from impl import netaddr
+        netaddr.set_source(cfg.host)
     asyncio.run(Broker(cfg).run())
 
 

@@ -41,6 +41,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+COORD_HOST = "127.0.0.2"
+
+
+def broker_host(i: int) -> str:
+    """Broker i's own address in a private network namespace (Cluster(addresses=True))."""
+    return f"127.0.0.{11 + i}"
+
+
 def child_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -52,13 +60,23 @@ class Cluster:
     def __init__(self, n: int, data_dir: str | Path, generation: str = "current",
                  coordinator: str = "embedded", base_port: int | None = None,
                  broker_config: dict | None = None, session_timeout_ms: int = 3000,
-                 broker_configs: dict[int, dict] | None = None, coord_root: str | None = None):
-        """coord_root: prefix of every coordination path. None = a fresh random namespace on
+                 broker_configs: dict[int, dict] | None = None, coord_root: str | None = None,
+                 addresses: bool = False):
+        """addresses: give every node its own loopback address (coordination server 127.0.0.2,
+        broker N 127.0.0.(11+N)), listening and connecting from it, so that a partition
+        is an nftables rule on addresses (impl/netfault.py). Only inside a private network
+        namespace, where all of 127.0.0.0/8 is this cluster's; needs the embedded coordinator.
+
+        coord_root: prefix of every coordination path. None = a fresh random namespace on
         ZooKeeper (tests: runs never see each other; deleted at stop) and "" on the embedded
         server; the CLI passes "" so a restarted cluster finds its topics again."""
         if n < 1:
             raise ValueError("a cluster needs at least one broker")
         rules.fixes_for(generation)          # validates
+        if addresses and coordinator != "embedded":
+            raise ValueError("per-node addresses need the embedded coordinator")
+        self.hosts = [broker_host(i) if addresses else "127.0.0.1" for i in range(n)]
+        self.coord_host = COORD_HOST if addresses else "127.0.0.1"
         self.n = n
         self.data_dir = Path(data_dir)
         self.generation = generation
@@ -83,7 +101,8 @@ class Cluster:
             d.mkdir(parents=True, exist_ok=True)
             log = open(self.data_dir / "coord.log", "ab")
             self.coord_proc = subprocess.Popen(
-                [sys.executable, "-m", "impl.coord.server", "--port", "0", "--data-dir", str(d)],
+                [sys.executable, "-m", "impl.coord.server", "--port", "0", "--host", self.coord_host,
+                 "--data-dir", str(d)],
                 stdout=subprocess.PIPE, stderr=log, env=child_env(), cwd=PROJECT_ROOT)
             line = self._read_line(self.coord_proc, "coord ready:", 20)
             self.coord_url = "embedded://" + line.split("coord ready:", 1)[1].strip()
@@ -140,7 +159,8 @@ class Cluster:
             [sys.executable, "-m", "impl.broker", "--id", str(i), "--port", str(self.ports[i]),
              "--data-dir", str(self.broker_dir(i)), "--coordinator", self.coord_url,
              "--coord-root", self.coord_root, "--generation", self.generation,
-             "--config", json.dumps({**self.broker_config, **self.broker_configs.get(i, {})})],
+             "--config", json.dumps({**self.broker_config, "host": self.hosts[i],
+                                     **self.broker_configs.get(i, {})})],
             stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=PROJECT_ROOT)
         if wait:
             self.wait_registered(i, timeout_s)
@@ -191,10 +211,10 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        return ",".join(f"{h}:{p}" for h, p in zip(self.hosts, self.ports))
 
     def address(self, i: int) -> tuple[str, int]:
-        return ("127.0.0.1", self.ports[i])
+        return (self.hosts[i], self.ports[i])
 
     def alive(self) -> list[int]:
         return sorted(i for i, p in self.procs.items() if p.poll() is None)

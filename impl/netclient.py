@@ -6,6 +6,7 @@ import asyncio
 import socket
 import struct
 
+from impl import netaddr
 from impl.protocol import codec
 
 
@@ -31,7 +32,8 @@ class AsyncConn:
     async def _ensure(self) -> None:
         if self._w is None:
             self._r, self._w = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.timeout_s)
+                asyncio.open_connection(self.host, self.port, local_addr=netaddr.source_address()),
+                self.timeout_s)
 
     async def _roundtrip(self, payload: bytes) -> bytes:
         await self._ensure()
@@ -72,7 +74,8 @@ class AsyncConn:
 
 class SyncConn:
     def __init__(self, host: str, port: int, client_id: str = "kafkaverify", timeout_s: float = 15.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock = socket.create_connection((host, port), timeout=timeout_s,
+                                             source_address=netaddr.source_address())
         self._corr = 0
         self.client_id = client_id
 

@@ -14,6 +14,9 @@ COMMAND_MODULES = (
     "kafkaverify.cmd_model",
     "kafkaverify.cmd_history",
     "kafkaverify.cmd_broker",
+    "kafkaverify.cmd_mine",
+    "kafkaverify.cmd_nemesis",
+    "kafkaverify.cmd_prove",
 )
 
 

@@ -43,16 +43,16 @@ def _write_history(path: str, header: dict, ops) -> None:
         raise InputError(f"cannot write {path}: {e.strerror}") from None
 
 
-def _summary(console: Console, h, verdict, seconds: float) -> None:
+def _summary(console: Console, n_ops: int, by_id: dict, verdict, seconds: float) -> None:
     from checkers.history.result import counts
-    t = Table(title=f"{len(h.ops)} operations checked in {seconds:.2f} s: {verdict.status.upper()}")
+    t = Table(title=f"{n_ops} operations read and checked in {seconds:.2f} s (end to end): "
+                    f"{verdict.status.upper()}")
     for col in ("check", "status", "examined", "anomalies", "note"):
         t.add_column(col)
     for c in verdict.checks:
         t.add_row(c.name, c.status, str(c.examined),
                   ", ".join(f"{k}: {n}" for k, n in counts(c.anomalies).items()), c.reason)
     console.print(t)
-    by_id = h.by_id()
     if verdict.anomalies:
         first: dict[str, object] = {}
         for a in verdict.anomalies:
@@ -82,19 +82,30 @@ def register(group: click.Group) -> None:
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
                   help="seconds; checks not finished in time are unknown")
     def check_history_cmd(file, fmt, json_out, html_out, time_limit):
-        """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input."""
-        from checkers.history.run import check_history
-        h = _load(file, fmt)
+        """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input.
+
+        The columnar kernel (checkers/history/columnar.py) reads and screens the history; the
+        partitions it flags are judged by the object checkers, which build the witnesses. The
+        time limit and the printed time both cover everything from reading the file on."""
+        # The clock starts before anything is read: reading is most of the cost.
         t0 = time.perf_counter()
-        verdict = check_history(h, time_limit=time_limit)
+        deadline = time.monotonic() + time_limit if time_limit else None
+        from checkers.history.columnar import check_file
+        from traces.history import HistoryError
+        try:
+            r = check_file(file, fmt, deadline=deadline)
+        except HistoryError as e:
+            raise InputError(str(e)) from None
+        verdict = r.verdict
         secs = time.perf_counter() - t0
-        _summary(Console(width=160), h, verdict, secs)
+        _summary(Console(width=160), r.ops, r.witness_ops, verdict, secs)
         if json_out:
-            out = verdict.to_json(h.by_id())
-            out["file"], out["seconds"] = file, round(secs, 3)
+            out = verdict.to_json(r.witness_ops)
+            out["file"], out["seconds"], out["engine"] = file, round(secs, 3), r.engine
             _write_text(json_out, json.dumps(out, indent=1))
         if html_out:
             from checkers.history.report_html import render
+            h = r.history if r.history is not None else _load(file, fmt)   # the timeline needs every op
             _write_text(html_out, render(h, verdict, title=Path(file).name))
         return EXIT[verdict.status]
 

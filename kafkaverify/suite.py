@@ -6,16 +6,22 @@ Stages:
 - the newest generation explored exhaustively at the default bounds finds nothing;
 - every golden trace in traces/corpus replays to its recorded verdict (model traces) or shows
   its recorded anomaly (client histories);
+- mining a few thousand generated runs finds exactly the violations seeded in them;
 - teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
   `current` without each fix, at the bounds where that fix's bug is observable.
+
+Which stages run under `--budget quick|full`, with their fix family and cost: one row per stage
+in kafkaverify/budget.py (add one with each new stage). Reports for CI (JUnit XML, artefacts,
+HTML summary): kafkaverify/ci_report.py.
 """
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import click
 from rich.console import Console
@@ -94,6 +100,15 @@ class StageResult:
     verdict: str        # pass | fail | unknown
     seconds: float
     detail: str
+    # For CI reports (kafkaverify/ci_report.py): the command that reproduces the stage's search,
+    # and what it found -- (Config, result with .path/.states) for searches, the files it read
+    # for golden stages. Never serialised as is.
+    reproduce: str = ""
+    evidence: Any = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "verdict": self.verdict, "seconds": self.seconds,
+                "detail": self.detail, "reproduce": self.reproduce}
 
 
 def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
@@ -102,19 +117,21 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
     from checkers.explore import explore
     from spec import Model, make_config
     t0 = time.monotonic()
+    from kafkaverify.cmd_model import _config_args
     cfg = make_config(generation, without, **bounds)
     r = explore(Model(cfg), time_limit=time_limit, invariants=invariants)
     secs = time.monotonic() - t0
     stats = f"{r.distinct:,} states, depth {r.depth}, {r.states_per_second:,.0f}/s"
+    cmd = f"kafkaverify explore {_config_args(cfg)}" + "".join(f" --invariant {i}" for i in invariants or ())
     if r.status == "violation":
         detail = f"{r.invariant} in {len(r.path)} steps; {stats}"
         if expect_violation and expect and r.invariant != expect:
-            return StageResult(name, "fail", secs, f"expected {expect}, found {detail}")
-        return StageResult(name, "pass" if expect_violation else "fail", secs, detail)
+            return StageResult(name, "fail", secs, f"expected {expect}, found {detail}", cmd, (cfg, r))
+        return StageResult(name, "pass" if expect_violation else "fail", secs, detail, cmd, (cfg, r))
     if r.status == "exhausted":
         return StageResult(name, "fail" if expect_violation else "pass", secs,
-                           f"exhausted, no violation; {stats}")
-    return StageResult(name, "unknown", secs, f"{r.status}; {stats}")
+                           f"exhausted, no violation; {stats}", cmd, (cfg, r))
+    return StageResult(name, "unknown", secs, f"{r.status}; {stats}", cmd, (cfg, r))
 
 
 def _simulate_stage(name: str, without: tuple, seed: int, steps: int) -> StageResult:
@@ -123,32 +140,37 @@ def _simulate_stage(name: str, without: tuple, seed: int, steps: int) -> StageRe
     case), which is not the bug these stages are about."""
     from checkers.simulate import simulate
     from spec import Model, make_config
+    from kafkaverify.cmd_model import _config_args
     t0 = time.monotonic()
-    model = Model(make_config("current", without, **SIM_BOUNDS))
+    cfg = make_config("current", without, **SIM_BOUNDS)
+    model = Model(cfg)
     model.invariants = tuple(i for i in model.invariants if i.name == "LogMatching")
     r = simulate(model, seed, steps, walk_length=60, time_limit=TEETH_TIME_LIMIT)
     secs = time.monotonic() - t0
+    cmd = f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length 60"
     if r.status == "violation":
-        return StageResult(name, "pass", secs, f"{r.invariant} after {r.steps:,} steps (seed {seed})")
+        return StageResult(name, "pass", secs, f"{r.invariant} after {r.steps:,} steps (seed {seed})",
+                           cmd, (cfg, r))
     return StageResult(name, "fail" if r.status == "ok" else "unknown", secs,
-                       f"no violation in {r.steps:,} steps (seed {seed})")
+                       f"no violation in {r.steps:,} steps (seed {seed})", cmd, (cfg, r))
 
 
 def _golden_model_stage(path: Path) -> StageResult:
     from checkers.model_trace import replay
     from traces.trace import TraceError
     t0 = time.monotonic()
+    cmd = f"kafkaverify replay {shlex.quote(str(path))}"
     try:
         r = replay(path)
     except TraceError as e:
-        return StageResult(f"golden {path.name}", "fail", time.monotonic() - t0, str(e))
+        return StageResult(f"golden {path.name}", "fail", time.monotonic() - t0, str(e), cmd, [path])
     secs = time.monotonic() - t0
     if r.problem:
-        return StageResult(f"golden {path.name}", "fail", secs, r.problem)
+        return StageResult(f"golden {path.name}", "fail", secs, r.problem, cmd, [path])
     got = r.violation[0] if r.violation else None
     ok = got == r.recorded
     return StageResult(f"golden {path.name}", "pass" if ok else "fail", secs,
-                       f"{r.steps} steps, {got or 'no violation'} (recorded {r.recorded or 'none'})")
+                       f"{r.steps} steps, {got or 'no violation'} (recorded {r.recorded or 'none'})", cmd, [path])
 
 
 def _golden_history_stage(paths: list[Path]) -> StageResult:
@@ -163,22 +185,81 @@ def _golden_history_stage(paths: list[Path]) -> StageResult:
         if v.status != "invalid" or kind not in types:
             bad.append(f"{p.name}: {v.status}, {sorted(types)}")
     secs = time.monotonic() - t0
+    cmd = f"kafkaverify check-history {shlex.quote(str(paths[0]))}" if paths else ""
     if not paths:
         return StageResult("golden histories", "unknown", secs, "no golden histories found")
     if bad:
-        return StageResult("golden histories", "fail", secs, "; ".join(bad))
-    return StageResult("golden histories", "pass", secs, f"{len(paths)} histories, each anomaly found")
+        cmd = f"kafkaverify check-history {shlex.quote(str(CORPUS / bad[0].split(':')[0]))}"
+        return StageResult("golden histories", "fail", secs, "; ".join(bad), cmd, paths)
+    return StageResult("golden histories", "pass", secs, f"{len(paths)} histories, each anomaly found",
+                       cmd, paths)
+
+
+MINING_RUNS = 2000
+MINING_SEED = 12
+
+
+def _mining_stage(runs: int = MINING_RUNS, seed: int = MINING_SEED) -> StageResult:
+    """Generates a few thousand runs with seeded violations (and a few corrupt rows) and mines
+    them: exactly the planted runs must be found, each with its kind, and the corrupt ones
+    reported. Runs the bucket kernel in this process (the engine Spark runs in mapInArrow),
+    not on Spark: a Spark session takes 5-20 s to start on this machine and more under load,
+    which alone would eat the stage's budget; tests/test_mine_spark.py covers Spark."""
+    import tempfile
+    import polars as pl
+    from checkers.history.gen_runs import generate_dataset, planted_mismatches
+    from checkers.history.mine import mine_local
+    name = f"mining {runs} runs (seed={seed}, local kernel)"
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kv-mine-") as d:
+        g = generate_dataset(d, runs=runs, seed=seed, ops=50, buckets=4, corrupt_rate=0.002)
+        out = Path(d) / "out"
+        s = mine_local(d, str(out))
+        bad = planted_mismatches(pl.read_parquet(Path(d) / "runs"),
+                                 pl.read_parquet(out / "verdicts.parquet"))
+    secs = time.monotonic() - t0
+    detail = (f"{g['events']} events, {g['planted']} planted found, {s.count('corrupt')} corrupt "
+              f"reported; mined in {s.seconds:.1f}s")
+    if bad:
+        return StageResult(name, "fail", secs, f"{len(bad)} mismatches, e.g. {'; '.join(bad[:3])} "
+                           f"(reproduce: kafkaverify gen-runs DIR --runs {runs} --seed {seed} --ops 50 "
+                           "--buckets 4 --corrupt-rate 0.002 && kafkaverify mine DIR --engine local)")
+    return StageResult(name, "pass", secs, detail)
+
+
+def _prove_stage() -> StageResult:
+    """z3 (checkers/prove): induction of the invariants it proves for `current`, and bounded
+    model checking refuting a vulnerable configuration, replayed on the explicit model."""
+    from kafkaverify.cmd_prove import prove_stage
+    return StageResult("z3 prove", *prove_stage())
+
+
+def _nemesis_stage() -> StageResult:
+    """Generated crash/pause schedules on a real `current` cluster must give valid histories with
+    no conformance divergence, and a broker built without epoch-truncation must be caught by
+    conformance (kafkaverify/nemesis/stage.py)."""
+    from kafkaverify.nemesis.stage import SEED, check_stage
+    verdict, secs, detail = check_stage()
+    return StageResult("nemesis on real brokers", verdict, secs, detail,
+                       reproduce=f"kafkaverify nemesis --generation current --schedules 2 --seed {SEED} "
+                                 "--faults crash,pause --consumers 0")
 
 
 def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out: list[tuple[str, Callable[[], StageResult]]] = [
         ("current exhausted", lambda: _explore_stage(
             "current exhausted at default bounds", "current", (), {}, None, False, CURRENT_TIME_LIMIT)),
+        # the same with one crash: 24 k states in seconds, the quick budget's safety check
+        ("current exhausted, one crash", lambda: _explore_stage(
+            "current exhausted with one crash", "current", (), {"crashes": 1}, None, False, CURRENT_TIME_LIMIT)),
     ]
     for p in sorted(CORPUS.glob("model-*.jsonl")):
         out.append((f"golden {p.name}", lambda p=p: _golden_model_stage(p)))
     hist = sorted(CORPUS.glob("history-*.jsonl"))
     out.append(("golden histories", lambda: _golden_history_stage(hist)))
+    out.append(("mining", lambda: _mining_stage(500 if quick else MINING_RUNS)))
+    out.append(("nemesis", _nemesis_stage))
+    out.append(("z3 prove", _prove_stage))
     teeth = TEETH[:2] if quick else TEETH
     for name, gen, without, bounds, invs, expect in teeth:
         out.append((name, lambda n=name, g=gen, w=without, b=bounds, i=invs, e=expect: _explore_stage(
@@ -193,32 +274,45 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     return out
 
 
-def run_suite(json_out: str | None = None, quick: bool = False,
-              only: tuple[str, ...] = ()) -> int:
+def run_suite(json_out: str | None = None, quick: bool = False, only: tuple[str, ...] = (),
+              budget: str | None = None, junit: str | None = None, html_out: str | None = None,
+              artifacts: str | None = None) -> int:
+    """Runs the stages of `budget` (kafkaverify/budget.py; `quick=True` means budget quick), or
+    the stages named in `only`, and writes the reports asked for (kafkaverify/ci_report.py)."""
+    from kafkaverify import budget as budgets
+    from kafkaverify.ci_report import Outcome, story, write_outputs
+    budget = budget or ("quick" if quick else "full")
+    chosen = budgets.select(budget, only)
     console = Console()
-    chosen = [(n, f) for n, f in stages(quick) if not only or any(o in n for o in only)]
-    if not chosen:
-        raise exitcodes.InputError(f"no stage matches {', '.join(only)}")
-    console.print(f"kafkaverify check: {len(chosen)} stages")
-    results: list[StageResult] = []
-    for name, fn in chosen:
-        with console.status(f"running: {name}"):
-            r = fn()
-        results.append(r)
+    console.print(f"kafkaverify check: budget {budget}, {len(chosen)} stages")
+    t_all = time.monotonic()
+    outcomes: list[Outcome] = []
+    for st in chosen:
+        with console.status(f"running: {st.name}"):
+            r = st.run()
+        o = Outcome(r, st.family, stage_name=st.name)
+        o.story = story(r)
+        outcomes.append(o)
         colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[r.verdict]
-        console.print(f"[{colour}]{r.verdict:>7}[/{colour}]  {r.name}  ({r.seconds:.1f}s)  {r.detail}")
-    table = Table(title="invariant suite")
-    for col in ("stage", "verdict", "seconds", "detail"):
+        console.print(f"[{colour}]{r.verdict:>7}[/{colour}]  {r.name}  ({r.seconds:.1f}s)  {r.detail}",
+                      highlight=False)
+        if r.verdict != "pass":
+            console.print(o.story, markup=False, highlight=False)
+            console.print(f"reproduce: {o.reproduce_check}" + (f"  (or: {r.reproduce})" if r.reproduce else ""),
+                          markup=False, highlight=False)
+    seconds = time.monotonic() - t_all
+    table = Table(title=f"invariant suite ({budget}, {seconds:.1f} s)")
+    for col in ("stage", "family", "verdict", "seconds", "detail"):
         table.add_column(col)
-    for r in results:
+    for o in outcomes:
+        r = o.result
         colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[r.verdict]
-        table.add_row(r.name, f"[{colour}]{r.verdict}[/{colour}]", f"{r.seconds:.1f}", r.detail)
+        table.add_row(r.name, o.family, f"[{colour}]{r.verdict}[/{colour}]", f"{r.seconds:.1f}", r.detail)
     console.print(table)
-    if json_out:
-        try:
-            Path(json_out).write_text(json.dumps([r.__dict__ for r in results], indent=2))
-        except OSError as e:
-            raise exitcodes.InputError(f"cannot write {json_out}: {e.strerror}") from None
+    for path in write_outputs(outcomes, budget, seconds, junit=junit, json_out=json_out,
+                              html_out=html_out, artefacts=artifacts):
+        console.print(f"wrote {path}", highlight=False)
+    results = [o.result for o in outcomes]
     if any(r.verdict == "fail" for r in results):
         return exitcodes.VIOLATION
     if any(r.verdict == "unknown" for r in results):

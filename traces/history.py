@@ -204,6 +204,12 @@ def check_event(path: str, where: str, ev: Any) -> None:
         raise HistoryError(path, where, f"unknown operation f={ev['f']!r} (expected one of {', '.join(FS)})")
     if "offsets" in ev and any(not isinstance(o, int) or isinstance(o, bool) for o in ev["offsets"]):
         raise HistoryError(path, where, "'offsets' must be a list of integers")
+    # Kafka offsets start at 0: a negative one is a recording bug, not an anomaly to report.
+    if "offset" in ev and ev["offset"] < 0:
+        raise HistoryError(path, where, f"negative offset {ev['offset']} (offsets start at 0)")
+    if "offsets" in ev and any(o < 0 for o in ev["offsets"]):
+        raise HistoryError(path, where, f"negative offset {min(ev['offsets'])} in 'offsets' "
+                                        "(offsets start at 0)")
     if "values" in ev and any(not isinstance(v, str) for v in ev["values"]):
         raise HistoryError(path, where, "'values' must be a list of strings")
     if "delivery" in ev and ev["delivery"] not in DELIVERY_MODES:

@@ -15,6 +15,10 @@ _OFFSET, _VALUE = attrgetter("offset"), attrgetter("value")
 _OFFSETS, _VALUES = attrgetter("offsets"), attrgetter("values")
 
 
+def _INV_ID(op: Op) -> tuple[int, int]:
+    return (op.inv, op.id)
+
+
 def _record(log: dict, first: dict, conflicts: dict, dups: dict, o: int, v) -> None:
     """Records value v at offset o: keeps the first value per offset and the first offset per
     value, noting a second one as a conflict (one offset, two values) or a duplicate."""
@@ -52,6 +56,9 @@ class Part:
     odd_records: list[tuple[Op, int, str]] = field(default_factory=list)
     _rank: dict[int, int] | None = None
     _dense_base: int | None = None
+    _sorted_offsets: list[int] | None = None
+    _showing: dict[tuple[int, str], list[Op]] | None = None
+    _reading: dict[str, list[Op]] | None = None
 
     def build(self) -> None:
         log, conflicts, first, dups = self.log, self.conflicts, self.first_offset, self.dups
@@ -119,22 +126,34 @@ class Part:
     def offset_at_rank(self, rank: int) -> int:
         if self._dense_base is not None:
             return self._dense_base + rank
-        return sorted(self.log)[rank]
+        if self._sorted_offsets is None:     # once, not once per anomaly
+            self._sorted_offsets = sorted(self.log)
+        return self._sorted_offsets[rank]
 
     def ops_showing(self, offset: int, value: str) -> list[Op]:
-        """Operations that show `value` at `offset` (send ack or poll record), by invoke time."""
-        out = [op for op in self.sends if op.type == "ok" and op.offset == offset and op.value == value]
-        for op in self.polls:
-            if value in op.values:
-                for o, v in zip(op.offsets, op.values):
-                    if o == offset and v == value:
-                        out.append(op)
-                        break
-        out.sort(key=lambda o: (o.inv, o.id))
-        return out
+        """Operations that show `value` at `offset` (send ack or poll record), by invoke time.
+        The lookup table is built on first use, once: witnesses cost O(1) each afterwards, so
+        no rule is superlinear in the number of anomalies it reports."""
+        if self._showing is None:
+            showing: dict[tuple[int, str], list[Op]] = {}
+            for op in self.acked:
+                showing.setdefault((op.offset, op.value), []).append(op)
+            for op in self.polls:
+                for k in dict.fromkeys(zip(op.offsets, op.values)):
+                    showing.setdefault(k, []).append(op)
+            for ops in showing.values():
+                ops.sort(key=_INV_ID)
+            self._showing = showing
+        return self._showing.get((offset, value), [])
 
     def polls_reading(self, value: str) -> list[Op]:
-        return [op for op in self.polls if value in op.values]
+        if self._reading is None:
+            reading: dict[str, list[Op]] = {}
+            for op in self.polls:
+                for v in dict.fromkeys(op.values):
+                    reading.setdefault(v, []).append(op)
+            self._reading = reading
+        return self._reading.get(value, [])
 
 
 @dataclass

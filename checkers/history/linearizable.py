@@ -17,10 +17,12 @@ exponential search (Porcupine's docs note the same for a log with offsets).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import accumulate, compress, count, repeat
 from operator import attrgetter, ge, gt, sub
 
 from checkers.history.index import Index, Part
+from checkers.history.log_checks import duplicate_permitted
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
 
@@ -29,9 +31,12 @@ INF = float("inf")
 _OFFSET, _INV, _COMP = attrgetter("offset"), attrgetter("inv"), attrgetter("comp")
 
 
-def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
+def effective_appends(part: Part, config: dict[int, dict] | None = None) -> tuple[dict[int, Op], list[Anomaly]]:
     """offset -> the send that put it there, for every send that must have taken effect; plus
-    the anomalies found on the way (records no single log can explain)."""
+    the anomalies found on the way (records no single log can explain). With `config`, a second
+    copy of an acknowledged send whose producer's settings permit duplicates (a retried batch
+    appended twice: log_checks.duplicate_permitted) is an append of unknown time, like an info
+    send, rather than a record no log explains."""
     acked = part.acked
     at: dict[int, Op] = dict(zip(map(_OFFSET, acked), acked))
     bad: list[Anomaly] = []
@@ -57,13 +62,28 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
         elif s.type == "fail":
             bad.append(_a((s, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, but "
                                   f"its send #{s.id} failed and so never took effect.", part))
+        elif s.type == "ok" and s.offset != o and duplicate_permitted((config or {}).get(s.process)):
+            other = at.get(o)
+            if other is None:
+                at[o] = replace(s, type="info", comp=None, offset=None)     # the retry's copy
+            elif other.id != s.id:
+                bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, which "
+                                          f"send #{other.id} holds ({other.value!r}).", part))
         elif s.type == "ok" and s.offset != o:
             bad.append(_a((s, p), f"send #{s.id} put {v!r} at offset {s.offset} of {part.tp}, "
                                   f"but poll #{p.id} read it at offset {o}.", part))
         elif s.type == "info":
             other = at.get(o)
             seen = placed.get(s.id)
-            if seen is not None and seen[0] != o:
+            if seen is not None and seen[0] != o and duplicate_permitted((config or {}).get(s.process)):
+                # A retried batch whose answers were all lost: appended twice, as the settings
+                # permit (the duplicate check notes it); the second copy is the retry's.
+                if other is None:
+                    at[o] = replace(s, type="info", comp=None, offset=None)
+                elif other.id != s.id:
+                    bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, "
+                                              f"which send #{other.id} holds ({other.value!r}).", part))
+            elif seen is not None and seen[0] != o:
                 bad.append(_a((seen[1], p), f"polls #{seen[1].id} and #{p.id} read {v!r} (an "
                                             f"unacknowledged send, #{s.id}) at offsets "
                                             f"{seen[0]} and {o} of {part.tp}.", part))
@@ -77,8 +97,8 @@ def effective_appends(part: Part) -> tuple[dict[int, Op], list[Anomaly]]:
     return at, bad
 
 
-def check_partition(part: Part) -> list[Anomaly]:
-    at, bad = effective_appends(part)
+def check_partition(part: Part, config: dict[int, dict] | None = None) -> list[Anomaly]:
+    at, bad = effective_appends(part, config)
     if bad:
         return bad
     order = sorted(at)
@@ -158,7 +178,7 @@ def check(index: Index) -> CheckResult:
     anomalies, examined = [], 0
     for part in index.sorted_parts():
         examined += len(part.sends) + len(part.polls)
-        anomalies += check_partition(part)
+        anomalies += check_partition(part, index.config)
     return finish("linearizable", examined, anomalies)
 
 

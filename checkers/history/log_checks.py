@@ -26,16 +26,23 @@ def inconsistent_offsets(part: Part) -> list[Anomaly]:
     return out
 
 
-def duplicates(part: Part) -> list[Anomaly]:
-    """One value at two offsets: the record was written twice (e.g. a non-idempotent retry)."""
-    out = []
+def duplicates(part: Part, config: dict[int, dict] | None = None) -> tuple[list[Anomaly], list[Anomaly]]:
+    """One value at two offsets: the record was written twice (e.g. a non-idempotent retry).
+    An anomaly unless its producer's settings permit it (then a note). Returns (anomalies, notes)."""
+    out, notes = [], []
     for v in sorted(part.dups):
         o1, o2 = part.first_offset[v], part.dups[v]
         a, b = part.ops_showing(o1, v)[0], part.ops_showing(o2, v)[0]
-        out.append(Anomaly("duplicate", _ids(a, b),
-                           f"value {v!r} appears at offset {o1} (#{a.id}) and at offset {o2} "
-                           f"(#{b.id}) of {part.tp}.", part.tp))
-    return out
+        text = f"value {v!r} appears at offset {o1} (#{a.id}) and at offset {o2} (#{b.id}) of {part.tp}"
+        s = part.send_of.get(v)
+        cfg = (config or {}).get(s.process) if s is not None else None
+        if duplicate_permitted(cfg):
+            settings = ", ".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+            notes.append(Anomaly("duplicate", _ids(a, b), f"{text}; producer settings: {settings} — "
+                                 "a retried batch may be appended twice, which these permit.", part.tp))
+        else:
+            out.append(Anomaly("duplicate", _ids(a, b), text + ".", part.tp))
+    return out, notes
 
 
 def lost_writes(part: Part) -> list[Anomaly]:
@@ -57,21 +64,49 @@ def unseen_writes(part: Part) -> tuple[list[Anomaly], int]:
     began after the acknowledgement. Returns the anomalies and how many acknowledged writes
     were unread with no final read to decide them (those make the check unknown, not valid)."""
     out, undecided = [], 0
-    finals = part.finals
+    # Finals are in invoke order: if any began after the acknowledgement, the last one did.
+    last = part.finals[-1] if part.finals else None
     hi = part.max_read
     for op in part.unread_acks:
         if op.offset < hi:
             continue
-        after = [p for p in finals if p.inv > op.comp]
-        if not after:
+        if last is None or last.inv <= op.comp:
             undecided += 1
             continue
-        p = after[-1]
+        p = last
         out.append(Anomaly("unseen-write", (op.id, p.id),
                            f"send #{op.id} of {op.value!r} was acknowledged at offset {op.offset} "
                            f"of {part.tp}, but the final read #{p.id}, begun afterwards, did not "
                            f"return it (nor did any other poll).", part.tp))
     return out, undecided
+
+
+def lost_reads(part: Part) -> list[Anomaly]:
+    """The final reads, begun after a poll completed, must return every offset that poll read:
+    a final read that returns less than what was already read is lost data. This is the
+    client-side face of KIP-101 (a leader change truncates records that consumers had already
+    read above the new leader's log end). One anomaly per partition: the highest offset read
+    and then missing, with the poll that read it and the last final read."""
+    if not part.finals:
+        return []
+    start = part.finals[0].inv                       # finals are in invoke order
+    final_offsets: set[int] = set()
+    for p in part.finals:
+        final_offsets.update(p.offsets)
+    missing, by = -1, None
+    for p in part.polls:
+        if p.final or p.comp >= start or not p.offsets:
+            continue
+        gone = [o for o in p.offsets if o not in final_offsets]
+        if gone and max(gone) > missing:
+            missing, by = max(gone), p
+    if by is None:
+        return []
+    f = part.finals[-1]
+    return [Anomaly("lost-read", _ids(by, f),
+                    f"poll #{by.id} read offset {missing} of {part.tp}, yet the final reads "
+                    f"(up to #{f.id}), begun after it completed, did not return that offset: "
+                    "the log lost records it had already served.", part.tp)]
 
 
 def failed_writes_observed(part: Part) -> list[Anomaly]:
@@ -151,6 +186,15 @@ def reorder_permitted(cfg: dict | None) -> bool:
             and (cfg.get("max_in_flight") or 1) > 1)
 
 
+def duplicate_permitted(cfg: dict | None) -> bool:
+    """Kafka may append one record twice only without idempotence and with retries: a batch
+    whose acknowledgement was lost is sent again and appended again (KIP-98's motivation).
+    With idempotence the broker answers the retry with the original offset."""
+    if not cfg:
+        return False   # unknown settings: since Kafka 3.0 the default is idempotent
+    return cfg.get("idempotence") is False and (cfg.get("retries") or 0) > 0
+
+
 def send_order(part: Part, config: dict[int, dict]) -> tuple[list[Anomaly], list[Anomaly]]:
     """Per producer process, acknowledged sends take offsets in send (invoke) order. A send
     that completed before the next began and still got a later offset is a nonmonotonic-send;
@@ -198,13 +242,16 @@ def check_log(index: Index) -> list[CheckResult]:
     """Runs every rule of this module over every partition (in sorted order: deterministic)."""
     found: dict[str, list[Anomaly]] = {k: [] for k in ("offsets", "writes", "polls", "sends")}
     notes: list[Anomaly] = []
+    permitted: dict[str, list[Anomaly]] = {"offsets": []}
     records = sends = polls = undecided = 0
     for part in index.sorted_parts():
         sends += len(part.sends)
         polls += len(part.polls)
         records += len(part.log)
-        found["offsets"] += inconsistent_offsets(part) + duplicates(part)
-        found["writes"] += lost_writes(part) + failed_writes_observed(part)
+        dup, dup_notes = duplicates(part, index.config)
+        found["offsets"] += inconsistent_offsets(part) + dup
+        permitted["offsets"] += dup_notes
+        found["writes"] += lost_writes(part) + failed_writes_observed(part) + lost_reads(part)
         unseen, und = unseen_writes(part)
         found["writes"] += unseen
         undecided += und
@@ -215,7 +262,7 @@ def check_log(index: Index) -> list[CheckResult]:
     unknown = (f"{undecided} acknowledged write(s) were never read and no final read began after "
                "them: lost or merely lagging cannot be told apart") if undecided else ""
     return [
-        finish("offsets", records, found["offsets"]),
+        finish("offsets", records, found["offsets"], permitted["offsets"]),
         finish("writes", sends, found["writes"], unknown=unknown, limited=bool(undecided)),
         finish("polls", polls, found["polls"]),
         finish("sends", sends, found["sends"], notes),

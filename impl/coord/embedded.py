@@ -81,7 +81,9 @@ class EmbeddedCoordinator(Coordinator):
         """TCP connect + hello (new or resumed session); return the socket and the hello's ok.
         The timeout also bounds the hello exchange: a port that accepts but never answers (not
         our server, or a stopped one) fails here instead of hanging."""
-        sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
+        from impl import netaddr
+        sock = socket.create_connection((self.host, self.port), timeout=timeout_s,
+                                        source_address=netaddr.source_address())
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             hello = {"id": 0, "op": "hello", "timeout_ms": self.session_timeout_ms}

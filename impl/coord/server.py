@@ -125,15 +125,15 @@ class Server:
                 self.writers.pop(conn, None)
                 w.close()
 
-    async def run(self, port: int) -> None:
-        srv = await asyncio.start_server(self.handle, "127.0.0.1", port, limit=2 ** 16)
+    async def run(self, port: int, host: str = "127.0.0.1") -> None:
+        srv = await asyncio.start_server(self.handle, host, port, limit=2 ** 16)
         real_port = srv.sockets[0].getsockname()[1]
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         tasks = [asyncio.create_task(self.decide_loop()), asyncio.create_task(self.ticker())]
-        print(f"coord ready: 127.0.0.1:{real_port}", flush=True)
+        print(f"coord ready: {host}:{real_port}", flush=True)
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
         self.stopping = True
@@ -153,6 +153,8 @@ class Server:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m impl.coord.server", description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1; 0 picks a free one")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (a per-node address in a private network namespace)")
     p.add_argument("--data-dir", required=True, help="where the snapshot and log live")
     p.add_argument("--tick-ms", type=int, default=100, help="session-expiry check period")
     p.add_argument("--hello-timeout-ms", type=int, default=HELLO_TIMEOUT_MS,
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--tick-ms, --hello-timeout-ms and --compact-after must be positive")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     server = Server(args.data_dir, args.tick_ms, args.hello_timeout_ms, args.compact_after)
-    asyncio.run(server.run(args.port))
+    asyncio.run(server.run(args.port, args.host))
     return 0
 
 

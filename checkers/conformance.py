@@ -1,0 +1,323 @@
+"""Conformance of the real broker to the model: the brokers' transition traces (kind "event",
+traces/trace.py) are mapped onto model states and actions, and every mapped step is checked
+against the model's rules (spec/rules.py, the fixes of spec/config.py) and invariants. Never
+imports impl/: the broker is judged only through its trace files.
+
+Refinement mapping, per partition (records are identified by their offset; a log is the leader
+epoch of each offset, as the model's log is (record, epoch) pairs):
+
+    broker event                  model action            checked
+    became_leader                 ControllerReact+Deliver one leader per epoch (UniqueLeaderPerEpoch);
+                                                          a clean leader holds every record a leader
+                                                          exposed (LeaderCompleteness), unless every
+                                                          holder lost them to power loss (the model's
+                                                          durability exemption; KIP-966's case is not)
+    appended (role leader)        Produce                 the leader leads that epoch; appends at its LEO
+    appended (role follower)      FetchResponse           the records carry the epochs the leader's log
+                                                          has at those offsets (LogMatching)
+    truncated (reason hw/epoch)   Truncate                the offset is exactly spec.rules.truncation_offset
+                                                          of the mapped follower and leader under the
+                                                          generation's fixes; an ISR member keeps every
+                                                          committed record (LeaderCandidateCompleteness)
+    hw_advanced (leader)          FetchRequest (HW step)  HW <= LEO; HW <= every committed-ISR member's LEO
+                                                          (with maximal-isr); no advance under min ISR
+                                                          (with min-isr-hw)
+    hw_advanced (follower)        FetchResponse           HW <= own LEO
+    isr_changed                   AlterIsrResponse        the leader's committed ISR (mapped state only)
+    recovered                     Restart (after a crash) the log as the restarted broker found it
+Not mapped (the broker does not trace them, or they carry no replication state): fetch requests,
+flushes, control-message delivery and loss, controller_elected, stale_request_rejected,
+broker_started, and truncations for out-of-range fetches (reason leader_log_end / log_start,
+which the model folds into FetchResponse). A truncation that needs the follower's HW after a
+restart (the checkpoint is not traced) is counted as unmapped, not judged.
+
+Events of all brokers are merged by their timestamp (one machine, one clock).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from spec import rules as R
+from spec.config import GENERATIONS
+from spec.state import FOLLOWER, LEADER, NONE, Broker, describe_broker
+
+MAPPED = ("became_leader", "became_follower", "appended", "truncated", "hw_advanced", "isr_changed", "recovered")
+
+
+@dataclass
+class Divergence:
+    event: dict
+    text: str
+    model_state: list[str]          # the mapped brokers of that partition, as the model prints them
+    allowed: list[str]              # what the model would have allowed instead
+    kind: str = "step"              # "step" (the model forbids this step) or "invariant"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "text": self.text, "event": self.event, "model_state": self.model_state,
+                "allowed": self.allowed}
+
+
+@dataclass
+class _Replica:
+    log: list[int] = field(default_factory=list)          # epoch of each offset
+    cache: tuple = ()
+    hw: int | None = 0                                     # None: unknown (after a restart)
+    role: int = NONE
+    le: int = -1
+    leader: int = -1
+    isr: frozenset = frozenset()
+    alive: bool = True
+
+    def model(self, n: int) -> Broker:
+        log = tuple((o, e) for o, e in enumerate(self.log))
+        isr = sum(1 << b for b in self.isr if b < 64)
+        return Broker(alive=self.alive, paused=False, gen=0, log=log, flushed=len(log),
+                      hw=self.hw if self.hw is not None else 0, cache=self.cache, le=self.le, role=self.role,
+                      leader=self.leader, ver=0, isr=isr, pending=-1, pos=(), trunc=False, fetch=(), ce=0,
+                      ctl=0, ctl_cache=(), pend_acks=0, pend_gen=0, resp=-1)
+
+
+@dataclass
+class Result:
+    divergences: list[Divergence]
+    events: int = 0
+    mapped: int = 0
+    unmapped: dict[str, int] = field(default_factory=dict)
+
+
+class _Partition:
+    def __init__(self, fixes: frozenset, min_insync: int):
+        self.fixes, self.min_insync = fixes, min_insync
+        self.reps: dict[int, _Replica] = {}
+        self.epoch_leader: dict[int, int] = {}
+        self.exposed = 0                 # highest HW any leader advanced to
+        self.power_loss = False          # some replica lost unflushed records (see _doomed)
+
+    def rep(self, n: int) -> _Replica:
+        return self.reps.setdefault(n, _Replica())
+
+    def state(self) -> list[str]:
+        return [describe_broker(n, r.model(n)) for n, r in sorted(self.reps.items())]
+
+
+def _rebuild_cache(log: list[int]) -> tuple:
+    cache: tuple = ()
+    for o, e in enumerate(log):
+        cache = R.cache_assign(cache, e, o)
+    return cache
+
+
+def check_events(events: Iterable[dict], generation: str, without: Iterable[str] = (),
+                 min_insync: int | dict[str, int] = 1) -> Result:
+    """min_insync: one value, or per topic ({topic: n}; topics not named get 1, the broker
+    default, e.g. __consumer_offsets). The broker's trace does not carry topic configs."""
+    if generation not in GENERATIONS:
+        raise ValueError(f"unknown generation {generation!r}")
+    fixes = GENERATIONS[generation] - frozenset(without)
+    parts: dict[tuple[str, int], _Partition] = {}
+    res = Result([])
+    for ev in events:
+        res.events += 1
+        t = ev.get("type")
+        if t not in MAPPED or "topic" not in ev:
+            res.unmapped[t] = res.unmapped.get(t, 0) + 1
+            continue
+        mi = min_insync.get(ev["topic"], 1) if isinstance(min_insync, dict) else min_insync
+        p = parts.setdefault((ev["topic"], int(ev["partition"])), _Partition(fixes, mi))
+        n = int(ev["node"])
+        if _step(p, n, ev, res):
+            res.mapped += 1
+        else:
+            key = f"{t}:{ev.get('reason', '')}".rstrip(":")
+            res.unmapped[key] = res.unmapped.get(key, 0) + 1
+    return res
+
+
+def _div(res: Result, p: _Partition, ev: dict, text: str, allowed: list[str], kind: str = "step") -> None:
+    res.divergences.append(Divergence(ev, text, p.state(), allowed, kind))
+
+
+def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
+    t, r = ev["type"], p.rep(n)
+    if t == "recovered":
+        leo = int(ev["log_end_offset"])
+        if leo < len(r.log):       # a suffix vanished across the restart: unflushed writes lost
+            p.power_loss = True
+        del r.log[leo:]
+        if leo > len(r.log):              # a log we never saw written (before this trace): unknown epochs
+            r.log += [-1] * (leo - len(r.log))
+        r.cache = _rebuild_cache(r.log)
+        r.hw, r.role, r.le, r.alive = None, NONE, -1, True
+        return True
+    if t == "became_leader":
+        e = int(ev["leader_epoch"])
+        other = p.epoch_leader.get(e)
+        if other is not None and other != n:
+            _div(res, p, ev, f"broker {n} became leader of epoch {e}, which broker {other} already led",
+                 [f"ControllerReact electing a leader with epoch > {e}"], "invariant")
+        p.epoch_leader[e] = n
+        if len(r.log) < p.exposed and not _doomed(p, n):
+            _div(res, p, ev, f"broker {n} became leader of epoch {e} with log end {len(r.log)}, below the "
+                             f"high watermark {p.exposed} a leader exposed: committed records are lost "
+                             "(LeaderCompleteness)", [f"elect a replica holding offsets < {p.exposed}"], "invariant")
+        r.role, r.le, r.leader = LEADER, e, n
+        r.isr = frozenset(ev.get("isr", []))
+        r.cache = R.cache_assign(r.cache, e, len(r.log))
+        if ev.get("hw") is not None and r.hw is None:
+            r.hw = int(ev["hw"])
+        return True
+    if t == "became_follower":
+        r.role, r.le, r.leader = FOLLOWER, int(ev["leader_epoch"]), int(ev["leader"])
+        return True
+    if t == "isr_changed":
+        if r.role == LEADER and int(ev["leader_epoch"]) == r.le:
+            r.isr = frozenset(ev["isr"])
+        return True
+    if t == "appended":
+        return _appended(p, n, r, ev, res)
+    if t == "truncated":
+        return _truncated(p, n, r, ev, res)
+    if t == "hw_advanced":
+        return _hw(p, n, r, ev, res)
+    return False
+
+
+def _appended(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
+    base, last, e = int(ev["base_offset"]), int(ev["last_offset"]), int(ev["leader_epoch"])
+    if ev.get("role") == "follower":
+        ld = p.reps.get(r.leader)
+        if base != len(r.log):
+            _div(res, p, ev, f"follower {n} appended at offset {base} but its log ends at {len(r.log)}",
+                 [f"FetchResponse appending at offset {len(r.log)}"])
+        elif ld is not None and last < len(ld.log) and ld.log[last] not in (e, -1):
+            _div(res, p, ev, f"follower {n} appended offset {last} with epoch {e}, but the leader {r.leader}'s "
+                             f"log has epoch {ld.log[last]} there (LogMatching)",
+                 [f"FetchResponse copying the leader's entries (offset {last} @ epoch {ld.log[last]})"], "invariant")
+        del r.log[base:]
+        r.log += [e] * (last - base + 1)
+        r.cache = R.cache_assign(r.cache, e, base)
+        return True
+    if r.role != LEADER or e != r.le:
+        _div(res, p, ev, f"broker {n} appended as leader of epoch {e} but is "
+                         f"{'leader of epoch ' + str(r.le) if r.role == LEADER else 'not a leader'}",
+             ["Produce only at the leader of the current epoch"])
+    elif base != len(r.log):
+        _div(res, p, ev, f"leader {n} appended at offset {base} but its log ends at {len(r.log)}",
+             [f"Produce appending at offset {len(r.log)}"])
+    del r.log[base:]
+    r.log += [e] * (last - base + 1)
+    r.cache = R.cache_assign(r.cache, e, base)
+    return True
+
+
+def _truncated(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
+    off, reason = int(ev["offset"]), ev["reason"]
+    if reason in ("hw", "leader_epoch") and r.role == FOLLOWER and r.leader in p.reps:
+        ld = p.reps[r.leader]
+        f_model, l_model = r.model(n), ld.model(r.leader)
+        uses_hw = "epoch-truncation" not in p.fixes or not r.cache
+        if not (uses_hw and r.hw is None) and -1 not in r.log and -1 not in ld.log:
+            want = R.truncation_offset(f_model, l_model, p.fixes)
+            if want != off:
+                _div(res, p, ev, f"follower {n} truncated to offset {off} ({reason}); the model's rule for "
+                                 f"this state truncates to {want}",
+                     [f"Truncate b{n} to offset {want} (spec.rules.truncation_offset, fixes: "
+                      f"{', '.join(sorted(p.fixes))})"])
+            _apply_truncate(r, off)
+            _candidate_complete(p, n, r, ev, res)
+            return True
+    _apply_truncate(r, off)
+    _candidate_complete(p, n, r, ev, res)
+    return False
+
+
+def _doomed(p: _Partition, n: int) -> bool:
+    """The model's durability exemption (per record, spec/invariants.py): committed records every
+    holder lost to power loss need not survive. Approximated per partition: after a power loss,
+    when no other replica holds the whole committed prefix."""
+    return p.power_loss and not any(len(x.log) >= p.exposed for b, x in p.reps.items() if b != n)
+
+
+def _candidate_complete(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> None:
+    """LeaderCandidateCompleteness (spec/invariants.py) on the mapped state after a truncation:
+    an ISR member, electable as leader, must hold every committed record. Power loss is the
+    model's durability exemption, so it is not asked after one."""
+    ld = p.reps.get(r.leader)
+    if r.role != FOLLOWER or ld is None or n not in ld.isr or len(r.log) >= p.exposed or _doomed(p, n):
+        return
+    _div(res, p, ev, f"ISR member {n} truncated to {len(r.log)}, below the high watermark {p.exposed} a "
+                     "leader exposed: it could be elected but lacks committed records (LeaderCandidateCompleteness)",
+         [f"keep offsets < {p.exposed} (truncate by leader epoch: KIP-101)"], "invariant")
+
+
+def _apply_truncate(r: _Replica, off: int) -> None:
+    del r.log[off:]
+    if off > len(r.log):      # log_start: the log restarts at `off`
+        r.log += [-1] * (off - len(r.log))
+    r.cache = R.cache_truncate(r.cache, off)
+    if r.hw is not None:
+        r.hw = min(r.hw, len(r.log))
+
+
+def _hw(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
+    hw = int(ev["hw"])
+    if hw > len(r.log):
+        _div(res, p, ev, f"broker {n} set its HW to {hw}, above its log end {len(r.log)} (HwBelowLeo)",
+             [f"HW <= {len(r.log)}"], "invariant")
+    if ev.get("role") != "follower" and r.role == LEADER:
+        if "min-isr-hw" in p.fixes and len(r.isr) < p.min_insync and r.hw is not None and hw > r.hw:
+            _div(res, p, ev, f"leader {n} advanced its HW to {hw} with ISR {sorted(r.isr)} below "
+                             f"min.insync.replicas {p.min_insync}", ["no HW advance under min ISR (min-isr-hw)"])
+        if "maximal-isr" in p.fixes:
+            lag = [(b, len(p.reps[b].log)) for b in sorted(r.isr)
+                   if b != n and b in p.reps and -1 not in p.reps[b].log and len(p.reps[b].log) < hw]
+            if lag:
+                b, leo = lag[0]
+                _div(res, p, ev, f"leader {n} advanced its HW to {hw}, past ISR member {b} whose log ends at {leo}",
+                     [f"HW <= {leo} (spec.rules.leader_hw over the maximal ISR)"])
+        p.exposed = max(p.exposed, hw)
+    r.hw = hw
+    return True
+
+
+def read_events(paths: Iterable[str | Path]) -> list[dict]:
+    """The event records of broker trace files, merged by timestamp (stable per file). A torn
+    last line (the broker was killed mid-write) ends that file: the event never completed."""
+    from traces.trace import TraceError, iter_records
+    evs: list[tuple[float, int, int, dict]] = []
+    for k, path in enumerate(paths):
+        try:
+            for j, rec in iter_records(path):
+                if rec.get("kind") == "event":
+                    evs.append((float(rec["ts_ms"]), k, j, rec))
+        except TraceError as e:
+            if "truncated line" not in e.message:
+                raise
+    return [e for *_, e in sorted(evs, key=lambda x: (x[0], x[1], x[2]))]
+
+
+def check_traces(paths: Iterable[str | Path], generation: str, without: Iterable[str] = (),
+                 min_insync: int | dict[str, int] = 1) -> list[Divergence]:
+    return check_events(read_events(paths), generation, without, min_insync).divergences
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m checkers.conformance GENERATION TRACE... : divergences as JSON lines; exit 0/1/3."""
+    import sys
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2:
+        print("usage: python -m checkers.conformance GENERATION TRACE...", file=sys.stderr)
+        return 3
+    r = check_events(read_events(argv[1:]), argv[0])
+    for d in r.divergences:
+        print(json.dumps(d.to_json(), sort_keys=True))
+    print(json.dumps({"events": r.events, "mapped": r.mapped, "unmapped": r.unmapped,
+                      "divergences": len(r.divergences)}, sort_keys=True), file=sys.stderr)
+    return 1 if r.divergences else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,547 @@
+"""The columnar checker kernel: the per-partition history checks over Arrow/polars frames, for
+one history (`check-history`) or for many runs at once (`kafkaverify mine`, one bucket of runs
+per call), with no Python loop per row.
+
+Shape of the work (each step is whole-column polars; grouping keys always include `trace_id`,
+so a frame may hold any number of runs):
+1. `screen_input`: the rules of traces/history.py's reader, as column predicates (required
+   fields, known types, ids paired once and in order, completions that restate nothing, ok
+   sends with offsets, unique values per partition, no negative offsets). A run that fails
+   any of them is handed to the object reader, whose HistoryError names the row.
+2. `pair`: invokes joined with their completions into one row per operation.
+3. `screens`: for every rule of log_checks / linearizable / consumer, a predicate that is
+   true for every partition with an anomaly of that rule (it may also be true for a few
+   without). Partitions no screen flags are clean, and their verdict is decided here.
+4. Flagged (run, partition) pairs only are turned into Op objects and judged by the object
+   checkers (checkers/history/*.py, the slow obvious oracle), which build the witnesses and
+   explanations. So the anomalies and their witnesses are the oracle's by construction; the
+   kernel's job is to never miss a flag (tests/test_history_columnar.py checks both ways).
+
+The cost is linear in events for clean partitions; a flagged partition costs the object
+checkers' (near-linear) time for that partition alone. The cross-partition cycle search needs
+the whole history as objects: it runs (bounded by cycle_max_ops, as before) only when some
+partition is not linearizable; otherwise no cycle exists by locality (see cycles.py).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from checkers.history.result import Anomaly, CheckResult, Verdict, combine, finish
+from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED,
+                            RESULT_FIELDS, TYPES, History, Op)
+from traces.history import pair as pair_events
+
+CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
+PER_PARTITION = CHECK_NAMES[:-1]
+T = "trace_id"
+BIG = 2**62                      # "never", for a time (an offset nobody read)
+LIMIT32 = 2**32
+CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
+
+
+class TimeUp(Exception):
+    """The deadline passed inside the kernel; the caller reports the unfinished checks unknown."""
+
+
+def _late(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeUp()
+
+
+def _runs_of(df: pl.DataFrame, cond: pl.Expr) -> set[int]:
+    return set(df.select("run", cond.alias("_b")).filter(pl.col("_b")).get_column("run").unique().to_list())
+
+
+def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
+    """Runs holding a repeated `key` (the cheap unique-count test first: the usual answer)."""
+    if df.get_column(key).n_unique() == df.height:
+        return set()
+    return _runs_of(df, pl.col(key).is_duplicated())
+
+
+# ---------------------------------------------------------------------------------------------
+# 1-2. Input screen and pairing. `ev` holds the events of one or many runs: the schema's
+# columns, `run` (an integer per history), `row` (the event's row in its file, for messages)
+# and `_i` (the event's position in the frame: runs are contiguous and in file order).
+
+def pair(ev: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
+    """One row per operation (invoke joined with its completion by id), and the runs whose
+    events break a rule of the reader (traces/history.py pair/check_event): those runs go to
+    the object reader, which names the row. Keys are packed into single integers (run << 32 |
+    id, and so on): single-column joins are several times cheaper than multi-column ones."""
+    c = pl.col
+    bad: set[int] = set()
+    row_bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED])
+    row_bad = row_bad | ~c("type").is_in(TYPES) | ~c("f").is_in(FS)
+    row_bad = row_bad | (c("delivery").is_not_null() & ~c("delivery").is_in(DELIVERY_MODES))
+    row_bad = row_bad | (c("offset") < 0).fill_null(False) | (c("offset") >= LIMIT32).fill_null(False)
+    row_bad = row_bad | (c("offsets").list.min() < 0).fill_null(False)
+    row_bad = row_bad | (c("offsets").list.max() >= LIMIT32).fill_null(False)
+    # Packed keys need small non-negative ids, processes and partitions (else: object reader).
+    for n in ("id", "process"):
+        row_bad = row_bad | (c(n) < 0) | (c(n) >= LIMIT32)
+    row_bad = row_bad | (c("partition") < 0).fill_null(False)
+    for f, need in INVOKE_NEEDS.items():
+        if need:
+            row_bad = row_bad | ((c("type") == "invoke") & (c("f") == f)
+                                 & pl.any_horizontal([c(n).is_null() for n in need]))
+    # A completion may carry only its operation's result fields (restating a request field is
+    # legal but rare; the object reader checks that it agrees with the invoke).
+    for n in FIELDS:
+        if n in ALWAYS_OWN:
+            continue
+        owners = [f for f, res in RESULT_FIELDS.items() if n in res]
+        row_bad = row_bad | ((c("type") != "invoke") & c(n).is_not_null() & ~c("f").is_in(owners))
+    bad |= _runs_of(ev, row_bad.fill_null(True))
+    ik = ((c("run").cast(pl.Int64) * LIMIT32) + c("id")).alias("ik")
+    is_inv = c("type") == "invoke"
+    # Project before filtering: a filter gathers every column it is given.
+    inv = ev.lazy().filter(is_inv).select(
+        "run", ik, "id", "process", "f", "topic", "partition", "value", "offset", "group",
+        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("_i").alias("inv_row"),
+        *CONFIG).collect()
+    comp = ev.lazy().filter(~is_inv).select(
+        ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
+        c("_i").alias("comp_row"), c("offset").alias("offset_c"), "offsets", "values",
+        c("generation").alias("generation_c")).collect()
+    bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
+    ops = inv.join(comp, on="ik", how="left")
+    matched = ops.get_column("comp_row").is_not_null().sum()
+    if matched != comp.height:      # completions without an invoke (rare): which runs
+        orphan = comp.join(inv.select("ik"), on="ik", how="anti")
+        bad |= set((orphan.get_column("ik") // LIMIT32).unique().to_list())
+    kind = pl.coalesce("type", pl.lit("info"))
+    ops = ops.with_columns(
+        kind.alias("type"),
+        pl.when(kind != "info").then(c("end")).otherwise(None).alias("comp"),
+        pl.coalesce("offset_c", "offset").alias("offset"),
+        pl.when(kind == "ok").then(c("offsets")).otherwise(None).alias("offsets"),
+        pl.when(kind == "ok").then(c("values")).otherwise(None).alias("values"),
+        pl.coalesce("generation_c", "generation").alias("generation"),
+        c("final").fill_null(False))
+    bad |= _runs_of(ops, c("comp_row").is_not_null() & (
+        (c("comp_row") < c("inv_row")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
+        | (c("end") < c("inv"))))
+    ok = c("type") == "ok"
+    bad |= _runs_of(ops, ok & (c("f") == "send") & c("offset").is_null())
+    bad |= _runs_of(ops, ok & (c("f") == "poll") & (
+        c("offsets").is_null() | c("values").is_null()
+        | (c("offsets").list.len() != c("values").list.len())).fill_null(True))
+    ops = ops.drop("offset_c", "generation_c", "process_c", "f_c")
+    # One key per partition of a run: run * (partitions) + partition, per topic.
+    topics = ops.filter(c("topic").is_not_null()).get_column("topic").unique().sort()
+    pmax = (ops.get_column("partition").max() or 0) + 1
+    if topics.len() <= 1:
+        tcode = pl.lit(0, pl.Int64)
+    else:
+        tcode = c("topic").replace_strict(topics.to_list(), list(range(topics.len())),
+                                          default=None, return_dtype=pl.Int64)
+    ops = ops.with_columns(((c("run").cast(pl.Int64) * max(topics.len(), 1) + tcode) * pmax
+                            + c("partition").cast(pl.Int64)).alias("pk"))
+    if (ops.get_column("pk").max() or 0) >= 2**30:
+        bad |= set(ops.get_column("run").unique().to_list())
+    # Values are unique per partition (the checkers identify records by value); compared by
+    # 64-bit hash here, the object reader decides if two hashes meet.
+    sends = ops.filter(c("f") == "send").select("run", "pk", c("value").hash().alias("vh"))
+    if sends.select(pl.struct("pk", "vh").n_unique()).item() != sends.height:
+        bad |= _runs_of(sends, pl.struct("pk", "vh").is_duplicated())
+    return ops, bad
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
+# is what matters: a flagged partition gets every object check.
+
+def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[set[int], pl.DataFrame]:
+    """(flagged pks, per-run counts: undecided writes, consumer-offsets examined)."""
+    c = pl.col
+    flags: list[pl.Series] = []
+    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    rk = (c("pk") * LIMIT32 + c("offset")).alias("rk")
+    sp = (c("pk") * LIMIT32 + c("process")).alias("sp")
+    sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process",
+                                               c("value").hash().alias("vh"))
+    acked = sends.filter(c("type") == "ok").with_columns(rk, sp).with_row_index("ai")
+    polls = p.filter((c("f") == "poll") & (c("type") == "ok")).select(
+        "run", "pk", "id", "process", "inv", "comp", "final", "offsets", "values")
+    recs = (polls.filter(c("offsets").list.len() > 0)
+            .select("run", "pk", c("id").alias("pid"), "process", "comp", "final", "offsets", "values")
+            .explode(["offsets", "values"])
+            .select("run", "pk", "pid", "process", "comp", "final", c("offsets").alias("offset"),
+                    c("values").hash().alias("vh")))
+    recs = recs.with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk"))
+    _late(deadline)
+    # Two acknowledgements of one offset.
+    if acked.get_column("rk").n_unique() != acked.height:
+        flags.append(acked.filter(c("rk").is_duplicated()).get_column("pk"))
+    # Records that disagree with the acknowledgement at their offset ("odd": an info send's
+    # value, or a contradiction). Every other record is an acknowledged send read in place.
+    m = recs.join(acked.select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
+    odd = m.filter(c("avh").is_null() | (c("avh") != c("vh")))
+    placed = pl.DataFrame(schema={"pk": pl.Int64, "offset": pl.Int64, "inv": pl.Int64, "sid": pl.Int64})
+    if odd.height:
+        o = odd.join(sends.select("pk", "vh", c("id").alias("sid"), c("type").alias("stype"),
+                                  c("inv").alias("sinv")), on=["pk", "vh"], how="left")
+        flags.append(o.filter(c("stype").is_null() | (c("stype") != "info") | c("avh").is_not_null())
+                     .get_column("pk"))
+        pl_ = o.filter(c("stype") == "info").select("pk", "sid", "offset", c("sinv").alias("inv")).unique()
+        flags.append(pl_.filter(pl.struct("pk", "sid").is_duplicated()).get_column("pk"))
+        flags.append(pl_.filter(pl.struct("pk", "offset").is_duplicated()).get_column("pk"))
+        placed = pl_.select("pk", "offset", "inv", "sid")
+    _late(deadline)
+    # writes: acknowledged, never read (lost below the highest read offset; unseen above it
+    # when a final read began after the acknowledgement; else undecided).
+    read_ai = m.get_column("ai").drop_nulls().unique()
+    unread = acked.filter(~c("ai").is_in(read_ai.implode()))
+    finals = polls.filter(c("final"))
+    fstat = finals.group_by("pk").agg(c("inv").max().alias("last_final"),
+                                      c("inv").min().alias("first_final"))
+    undecided = pl.DataFrame(schema={"run": pl.Int64, "undecided": pl.UInt32})
+    if unread.height:
+        maxread = recs.group_by("pk").agg(c("offset").max().alias("max_read"))
+        u = (unread.join(maxread, on="pk", how="left").with_columns(c("max_read").fill_null(-1))
+             .join(fstat, on="pk", how="left"))
+        flags.append(u.filter(c("offset") < c("max_read")).get_column("pk"))
+        above = u.filter(c("offset") >= c("max_read"))
+        decided = c("last_final").is_not_null() & (c("last_final") > c("comp"))
+        flags.append(above.filter(decided).get_column("pk"))
+        undecided = (above.filter(~decided).join(ops.select("pk", "run").unique("pk"), on="pk")
+                     .group_by("run").agg(pl.len().alias("undecided")))
+    # lost-read: records read before the final reads began must be in them. Contiguous final
+    # offsets (the usual case) need only their range.
+    frec = recs.filter(c("final"))
+    fr = frec.group_by("pk").agg(c("offset").min().alias("fmin"), c("offset").max().alias("fmax"),
+                                 c("rk").n_unique().alias("fn"))
+    early = (recs.filter(~c("final")).join(fstat, on="pk", how="inner")
+             .filter(c("comp") < c("first_final")).join(fr, on="pk", how="left"))
+    contiguous = (c("fmax") - c("fmin") + 1) == c("fn")
+    flags.append(early.filter(contiguous & ((c("offset") > c("fmax")) | (c("offset") < c("fmin"))))
+                 .get_column("pk"))
+    gappy = early.filter(~contiguous.fill_null(False))
+    if gappy.height:
+        flags.append(gappy.join(frec.select("rk"), on="rk", how="anti").get_column("pk"))
+    early_nf = early.filter(c("fn").is_null())          # read, but no final record at all
+    flags.append(early_nf.get_column("pk"))
+    _late(deadline)
+    # Log order: partitions whose observed offsets have gaps go to the object checkers (which
+    # rank offsets); elsewhere rank = offset - base, so rank steps are offset steps.
+    logs = pl.concat([acked.select("pk", "offset"), placed.select("pk", "offset")])
+    ls = logs.group_by("pk").agg(c("offset").min().alias("lo"), c("offset").max().alias("hi"),
+                                 pl.len().alias("n"))
+    flags.append(ls.filter(c("hi") - c("lo") + 1 != c("n")).get_column("pk"))
+    # polls: within a poll, successive offsets; across a consumer's polls (reset by assign or
+    # subscribe), each resumes right after the previous one.
+    step = c("offset") - c("offset").shift(1)
+    flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
+    assigns = p.filter(c("f").is_in(["assign", "subscribe"]) & (c("type") != "fail"))
+    seq = pl.concat([
+        polls.filter(c("offsets").list.len() > 0).select(
+            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"),
+            c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol")),
+        assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
+                       pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
+    ]).sort("sp", "inv", "id").with_columns(c("reset").cum_sum().alias("seg"))
+    seq = seq.filter(c("reset") == 0)
+    same = (c("sp") == c("sp").shift(1)) & (c("seg") == c("seg").shift(1))
+    flags.append(seq.filter(same & (c("o0") != c("ol").shift(1) + 1)).get_column("pk"))
+    _late(deadline)
+    # sends: each producer's acknowledged offsets increase in send order.
+    a = acked.select("sp", "pk", "inv", "id", "offset").sort("sp", "inv", "id")
+    flags.append(a.filter((c("sp") == c("sp").shift(1)) & (c("offset") <= c("offset").shift(1)))
+                 .get_column("pk"))
+    # linearizable (offsets as the witness, linearizable.py): a deadline (an append's own
+    # completion, or that of a poll whose highest record is there) before the latest invoke
+    # of an append at or below it.
+    at = (pl.concat([acked.select("pk", "offset", "inv", "comp"),
+                     placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"))])
+          .with_columns(rk).sort("rk")
+          .with_columns(c("inv").cum_max().over("pk").alias("latest")))
+    below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
+    flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
+    pm = (polls.filter(c("offsets").list.len() > 0)
+          .select("pk", "comp", (c("pk") * LIMIT32 + c("offsets").list.max()).alias("rk"))
+          .join(at.select("rk", "latest"), on="rk", how="left"))
+    flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
+    _late(deadline)
+    # consumer offsets.
+    cflags, examined = _consumer(ops, p, polls, recs, assigns, at)
+    flags += cflags
+    counts = undecided.join(examined, on="run", how="full", coalesce=True)
+    flagged = set(pl.concat(flags).unique().to_list()) if flags else set()
+    # Distinct observed offsets per run, for unflagged partitions (acknowledged + placed;
+    # every record of such a partition is one of those): the offsets check's "examined".
+    clean = ls.filter(~c("pk").is_in(pl.Series(sorted(flagged), dtype=pl.Int64).implode()))
+    records = (clean.join(ops.select("pk", "run").unique("pk"), on="pk")
+               .group_by("run").agg(c("n").sum().alias("records")))
+    return flagged, counts.join(records, on="run", how="full", coalesce=True)
+
+
+def _consumer(ops, p, polls, recs, assigns, at):
+    c = pl.col
+    out: list[pl.Series] = []
+    cm = p.filter((c("f") == "commit") & (c("type") == "ok")).select(
+        "run", "pk", "id", "group", "offset", "generation", "inv", "comp")
+    grouped = assigns.filter(c("group").is_not_null())
+    group_of = grouped.sort("run", "inv", "id").group_by("run", "process").agg(c("group").last())
+    modes = (grouped.filter(c("delivery").is_not_null())
+             .with_columns(c("topic") + "-" + c("partition").cast(pl.String))
+             .sort("run", "topic", "inv", "id")
+             .group_by("run", "group").agg(c("delivery").first(), c("delivery").n_unique().alias("nm")))
+    # A group declaring two modes (rare): every partition of that run to the object checkers.
+    mixed = modes.filter(c("nm") > 1).select("run")
+    out.append(ops.join(mixed, on="run", how="semi").get_column("pk").drop_nulls())
+    amo = modes.filter(c("delivery") == "at-most-once").select("run", "group")
+    n_polls = polls.group_by("run").agg(pl.len().alias("np"))
+    examined = (ops.select("run").unique()
+                .join(cm.group_by("run").agg(pl.len().alias("nc")), on="run", how="left")
+                .join(amo.group_by("run").agg(pl.len().alias("na")), on="run", how="left")
+                .join(n_polls, on="run", how="left")
+                .select("run", (c("nc").fill_null(0) + c("na").fill_null(0) * c("np").fill_null(0))
+                        .alias("consumer_examined")))
+    if cm.height == 0 and amo.height == 0:
+        return out, examined
+    # commit-regression: the highest offset of the group's commits completed before this one
+    # began must not exceed it.
+    done = (cm.select("pk", "group", c("comp").alias("t"), "offset").sort("t")
+            .with_columns(c("offset").cum_max().over("pk", "group").alias("top")))
+    left = cm.with_columns(c("inv").alias("t")).sort("t")
+    reg = left.join_asof(done.select("pk", "group", "t", "top"), on="t", by=["pk", "group"], strategy="backward",
+                         allow_exact_matches=False, check_sortedness=False)
+    out.append(reg.filter(c("top") > c("offset")).get_column("pk"))
+    # fenced-commit: a newer generation of the group had completed before the commit began.
+    gens = (assigns.filter(c("group").is_not_null() & (c("type") == "ok") & c("generation").is_not_null())
+            .select("run", "group", c("comp").alias("t"), "generation").sort("t")
+            .with_columns(c("generation").cum_max().over("run", "group").alias("newest")))
+    fen = (left.filter(c("generation").is_not_null())
+           .join_asof(gens.select("run", "group", "t", "newest"), on="t", by=["run", "group"], strategy="backward",
+                      allow_exact_matches=False, check_sortedness=False))
+    out.append(fen.filter(c("newest") > c("generation")).get_column("pk"))
+    grp_recs = recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
+    # delivery-at-least-once: every log offset from the group's start below a commit was first
+    # read by a member before the commit began.
+    alo = modes.filter(c("delivery") == "at-least-once").select("run", "group")
+    acm = cm.join(alo, on=["run", "group"], how="semi")
+    if acm.height:
+        starts = (assigns.filter((c("type") == "ok") & c("offset").is_not_null() & c("group").is_not_null())
+                  .group_by("pk", "group").agg(c("offset").min().alias("start")))
+        first = grp_recs.group_by("rk", "group").agg(c("comp").min().alias("first"))
+        pairs = acm.select("pk", "group").unique()
+        lo = (at.select("pk", "offset", "rk").join(pairs, on="pk", how="inner")
+              .join(starts, on=["pk", "group"], how="left")
+              .filter(c("offset") >= c("start").fill_null(0))
+              .join(first, on=["rk", "group"], how="left")
+              .with_columns(c("first").fill_null(BIG))
+              .sort("offset")
+              .with_columns(c("first").cum_max().over("pk", "group").alias("prefix")))
+        chk = (acm.sort("offset")
+               .join_asof(lo.select("pk", "group", "offset", "prefix"), on="offset", by=["pk", "group"], strategy="backward",
+                          allow_exact_matches=False, check_sortedness=False))
+        out.append(chk.filter(c("prefix") > c("inv")).get_column("pk"))
+    # delivery-at-most-once: no offset delivered to the group by two polls.
+    if amo.height:
+        twice = (grp_recs.join(amo, on=["run", "group"], how="semi")
+                 .group_by("rk", "group").agg(c("pid").n_unique().alias("n"), c("pk").first())
+                 .filter(c("n") > 1))
+        out.append(twice.get_column("pk"))
+    return out, examined
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Objects for flagged partitions (through the object reader's own pairing), and verdicts.
+
+def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: int) -> dict[int, History]:
+    """The object reader's History of each run in `ev` (some of its events): the one per-row
+    path, taken only for what a screen flagged (or for the cycle search of a small history).
+    One pass over the rows for all runs: no per-run filtering of the frame."""
+    names = list(FIELDS)
+    per: dict[int, list] = {}
+    for r in ev.sort("_i").select("run", *names, "row").iter_rows(named=True):
+        per.setdefault(r["run"], []).append(
+            (f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
+    return {run: pair_events("", headers.get(run, {}), evs) for run, evs in per.items()}
+
+
+def c_row_in(rows: pl.Series) -> pl.Expr:
+    return pl.col("_i").is_in(rows.implode())
+
+
+@dataclass
+class RunResult:
+    run: int
+    verdict: Verdict
+    ops: int
+    witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
+
+
+def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadline: float | None = None,
+          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+          clean: list | None = None) -> dict[int, RunResult]:
+    """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
+    are the object checkers', on the flagged partitions). With `clean` (a list), only runs
+    with a flagged partition get a RunResult; the others' statuses are appended to `clean`
+    as one frame (run, status), decided in columns: no Python per clean run (mining)."""
+    from checkers.history import consumer, cycles, linearizable, log_checks
+    from checkers.history.index import build
+    c = pl.col
+    done = True
+    try:
+        flagged, counts = flag_partitions(ops, deadline)
+    except TimeUp:
+        done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
+    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    stats = {r["run"]: r for r in p.group_by("run").agg(
+        (c("f") == "send").sum().alias("sends"),
+        ((c("f") == "poll") & (c("type") == "ok")).sum().alias("polls")).iter_rows(named=True)}
+    n_ops = dict(ops.group_by("run").agg(pl.len()).iter_rows())
+    cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
+    found: dict[int, dict[str, tuple[list, list]]] = {}
+    histories: dict[int, History] = {}
+    if flagged:
+        fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
+        runs_f = ops.filter(c("pk").is_in(fl.implode())).get_column("run").unique()
+        # The flagged partitions' operations, plus every producer_config and assign/subscribe
+        # of their runs (the settings, group members and generations the rules consult).
+        sel = ops.filter(c("run").is_in(runs_f.implode()) & (
+            c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
+        rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
+        for run, h in to_histories(ev.filter(c_row_in(rows)), headers, where, base).items():
+            histories[run] = h
+            idx = build(h)
+            res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
+            found[run] = {r.name: (r.anomalies, r.notes) for r in res}
+            found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
+    # Runs that need the cross-partition cycle search (some partition not linearizable, the
+    # run small enough): all their events as objects, in one pass.
+    full: dict[int, History] = {}
+    if done:
+        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
+        if need:
+            full = to_histories(ev.filter(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
+                                headers, where, base)
+    out: dict[int, RunResult] = {}
+    to_judge = sorted(n_ops)
+    if clean is not None and done:
+        flagged_runs = set(found)
+        to_judge = sorted(flagged_runs)
+        clean.append(_clean_status(ops, p, counts, flagged_runs))
+    for run in to_judge:
+        st = stats.get(run, {"sends": 0, "polls": 0})
+        k = cnt.get(run, {})
+        fnd = found.get(run, {})
+        examined = {"offsets": (k.get("records") or 0) + fnd.get("_records", 0), "writes": st["sends"], "polls": st["polls"],
+                    "sends": st["sends"], "linearizable": st["sends"] + st["polls"],
+                    "consumer-offsets": k.get("consumer_examined") or 0}
+        results: list[CheckResult] = []
+        for name in PER_PARTITION:
+            if not done:
+                results.append(finish(name, 0, [], unknown="time limit reached before this check",
+                                      limited=True))
+                continue
+            anomalies, notes = fnd.get(name, ([], []))
+            unknown = ""
+            if name == "writes" and k.get("undecided"):
+                unknown = (f"{k['undecided']} acknowledged write(s) were never read and no final "
+                           "read began after them: lost or merely lagging cannot be told apart")
+            results.append(finish(name, examined[name], anomalies, notes, unknown=unknown,
+                                  limited=bool(unknown)))
+        n = examined["linearizable"]
+        lin = next(r for r in results if r.name == "linearizable")
+        h = histories.get(run)
+        if n == 0:
+            results.append(finish("cycles", 0, []))      # nothing to examine, as the oracle says
+        elif lin.status == "valid":
+            r = finish("cycles", n, [])
+            r.reason = "no cycle by locality: every partition is linearizable"
+            results.append(r)
+        elif lin.status == "unknown" or (deadline is not None and time.monotonic() > deadline):
+            results.append(finish("cycles", 0, [], unknown="time limit reached before this check",
+                                  limited=True))
+        elif n > cycle_max_ops:
+            results.append(finish("cycles", 0, [], unknown=f"graph not built ({n} ops > "
+                                  f"{cycle_max_ops}) and some partition is not linearizable",
+                                  limited=True))
+        else:
+            # Some partition is not linearizable and the run is small: the whole run as
+            # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
+            h = full[run]
+            results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
+                                        deadline=deadline))
+        v = combine(results, n_ops[run])
+        wit = {}
+        if h is not None:
+            by_id = h.by_id()
+            wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
+        out[run] = RunResult(run, v, n_ops[run], wit)
+    return out
+
+
+def _clean_status(ops: pl.DataFrame, p: pl.DataFrame, counts: pl.DataFrame, flagged: set) -> pl.DataFrame:
+    """Statuses of runs with no flagged partition, as combine() would decide them: unknown if
+    some acknowledged write is undecided (no final read after it) or no check examined
+    anything; valid otherwise."""
+    c = pl.col
+    st = (ops.group_by("run").agg(pl.len().alias("ops"))
+          .join(p.group_by("run").agg(((c("f") == "send") | ((c("f") == "poll") & (c("type") == "ok")))
+                                      .sum().alias("n_p")), on="run", how="left")
+          .join(counts, on="run", how="left")
+          .filter(~c("run").is_in(pl.Series(sorted(flagged), dtype=pl.Int64).implode())))
+    examined_any = c("n_p").fill_null(0) + c("consumer_examined").fill_null(0) > 0
+    return st.select("run", "ops", pl.when(c("undecided").fill_null(0) > 0).then(pl.lit("unknown"))
+                     .when(examined_any).then(pl.lit("valid")).otherwise(pl.lit("unknown"))
+                     .alias("status"))
+
+
+# ---------------------------------------------------------------------------------------------
+# One history file, end to end (what check-history runs).
+
+@dataclass
+class FileCheck:
+    verdict: Verdict
+    ops: int
+    witness_ops: dict[int, Op]
+    engine: str                          # "columnar", or "object: <why>"
+    history: History | None = None       # set when the object reader was used
+
+
+def _all_unknown(why: str) -> Verdict:
+    return combine([finish(n, 0, [], unknown=why, limited=True) for n in CHECK_NAMES], 0)
+
+
+def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
+               cycle_max_ops: int = 200_000) -> FileCheck:
+    """Reads and checks one history under one deadline (reading included). Input the
+    columnar screens do not accept goes to the object reader (which raises HistoryError with
+    the line or row) and the object checkers."""
+    from traces import history_columnar as hc
+    try:
+        header, ev, where = hc.read(path, fmt, deadline)
+    except hc.TimeUp:
+        return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
+    except hc.NotColumnar:
+        return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
+    if deadline is not None and time.monotonic() > deadline:
+        return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
+    # `_i`: the event's position in this frame (selection and file order); `row` is for messages.
+    ev = ev.with_columns(pl.lit(0, pl.Int64).alias("run")).with_row_index("_i")
+    if ev.height == 0:
+        return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
+    ops, bad = pair(ev)
+    if bad:
+        return _object_path(path, fmt, deadline, cycle_max_ops, "the input screen flagged rows")
+    base = 1 if where == "row" else 2
+    (r,) = judge(ev, ops, {0: header}, deadline, cycle_max_ops, where, base).values()
+    return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+
+
+def _object_path(path, fmt, deadline, cycle_max_ops, why) -> FileCheck:
+    from checkers.history.run import check_history
+    from traces.history import load
+    h = load(path, fmt)          # raises HistoryError on bad input: exit 3 with the place
+    v = check_history(h, cycle_max_ops=cycle_max_ops, deadline=deadline)
+    by_id = h.by_id()
+    wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
+    return FileCheck(v, len(h.ops), wit, f"object: {why}", h)

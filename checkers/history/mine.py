@@ -1,0 +1,160 @@
+"""Mining a bucket of runs: the columnar kernel (checkers/history/columnar.py) over the events of
+many runs at once, as one call. Spark's mapInArrow calls `mine_batches` once per task (a set of
+whole files, traces/runs.py); the local engine calls it per file. Both return the same two
+Arrow tables, so `kafkaverify mine` and `check-history` cannot disagree by construction
+other than through this module (and a test runs both on the same runs).
+
+  verdicts:   trace_id, status (valid|invalid|unknown|corrupt), ops, events, types (list<string>),
+              file, error (corrupt runs: the reader's message with its row)
+  violations: trace_id, partition, type, witness (list<int64>), witness_len, explanation,
+              witness_ops (one line per witness operation), file
+
+Only invalid runs produce violations; clean runs are decided in columns (no Python per run).
+A run whose events break the format (a corrupt row) is reported, with the file and the row
+the object reader names, as status 'corrupt': not dropped, not checked.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import polars as pl
+import pyarrow as pa
+
+from traces.history import FIELDS, FORMAT, VERSION, HistoryError
+from traces.history import pair as pair_events
+
+VERDICT_SCHEMA = pa.schema([
+    ("trace_id", pa.string()), ("status", pa.string()), ("ops", pa.int64()), ("events", pa.int64()),
+    ("types", pa.list_(pa.string())), ("file", pa.string()), ("error", pa.string())])
+VIOLATION_SCHEMA = pa.schema([
+    ("trace_id", pa.string()), ("partition", pa.string()), ("type", pa.string()),
+    ("witness", pa.list_(pa.int64())), ("witness_len", pa.int32()), ("explanation", pa.string()),
+    ("witness_ops", pa.string()), ("file", pa.string())])
+# One output schema for Spark (mapInArrow yields one kind of batch): both tables as rows of
+# a union with a `kind` column ("verdict" | "violation").
+OUT_SCHEMA = pa.schema([("kind", pa.string())] + [f for f in VERDICT_SCHEMA]
+                       + [f for f in VIOLATION_SCHEMA if f.name not in ("trace_id", "file")])
+
+
+def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.Table]:
+    """Checks every run in `ev` (trace_id, the history columns, row, file); runs must be whole
+    and contiguous (the layout guarantees it per file)."""
+    from checkers.history.columnar import judge, pair
+    from checkers.history.run import check_history
+    c = pl.col
+    if ev.height == 0:
+        return VERDICT_SCHEMA.empty_table(), VIOLATION_SCHEMA.empty_table()
+    if file_col not in ev.columns:
+        ev = ev.with_columns(pl.lit(None, pl.String).alias(file_col))
+    # A run is contiguous: its integer code counts the changes of trace_id (no hashing).
+    ev = ev.with_columns(((c("trace_id") != c("trace_id").shift(1)).fill_null(True)
+                          .cast(pl.Int64).cum_sum() - 1).alias("run")).with_row_index("_i")
+    runs = ev.group_by("run").agg(c("trace_id").first(), c(file_col).first().alias("file"),
+                                  pl.len().alias("events"))
+    tid = dict(zip(runs.get_column("run").to_list(), runs.get_column("trace_id").to_list()))
+    fil = dict(zip(runs.get_column("run").to_list(), runs.get_column("file").to_list()))
+    nev = dict(zip(runs.get_column("run").to_list(), runs.get_column("events").to_list()))
+    ops, bad = pair(ev)
+    verdicts: list[dict] = []
+    violations: list[dict] = []
+    headers = {r: {"format": FORMAT, "version": VERSION, "trace_id": tid[r]} for r in tid}
+
+    def emit(run: int, v, n_ops: int, witness_ops: dict) -> None:
+        verdicts.append({"trace_id": tid[run], "status": v.status, "ops": n_ops, "events": nev[run],
+                         "types": sorted(v.types()), "file": fil[run], "error": None})
+        for a in v.anomalies:
+            lines = "\n".join(f"{witness_ops[i].describe()}  ({witness_ops[i].where})"
+                              for i in a.witness if i in witness_ops)
+            violations.append({"trace_id": tid[run], "partition": a.partition, "type": a.type,
+                               "witness": list(a.witness), "witness_len": len(a.witness),
+                               "explanation": a.explanation, "witness_ops": lines, "file": fil[run]})
+
+    # Runs the input screen flagged: the object reader decides (and names the row).
+    for run in sorted(bad):
+        part = ev.filter(c("run") == run).sort("row")
+        evs = [(f"row {r['row'] + 1}", {n: r[n] for n in FIELDS if r[n] is not None})
+               for r in part.select(*FIELDS, "row").iter_rows(named=True)]
+        try:
+            h = pair_events(fil[run] or "", headers[run], evs)
+        except HistoryError as e:
+            verdicts.append({"trace_id": tid[run], "status": "corrupt", "ops": 0, "events": nev[run], "types": [],
+                             "file": fil[run], "error": str(e)})
+            continue
+        v = check_history(h)
+        by_id = h.by_id()
+        emit(run, v, len(h.ops), by_id)
+    if bad:
+        keep = ~c("run").is_in(pl.Series(sorted(bad), dtype=pl.Int64).implode())
+        ev, ops = ev.filter(keep), ops.filter(keep)
+    clean: list[pl.DataFrame] = []
+    if ops.height:
+        for run, r in judge(ev, ops, headers, clean=clean).items():
+            emit(run, r.verdict, r.ops, r.witness_ops)
+    vt = pa.Table.from_pylist(verdicts, VERDICT_SCHEMA)
+    if clean and clean[0].height:
+        cl = clean[0].with_columns(
+            c("run").replace_strict(list(tid), list(tid.values()), return_dtype=pl.String).alias("trace_id"),
+            c("run").replace_strict(list(fil), list(fil.values()), return_dtype=pl.String).alias("file"),
+            c("run").replace_strict(list(nev), list(nev.values()), return_dtype=pl.Int64).alias("events"),
+            pl.lit([], pl.List(pl.String)).alias("types"), pl.lit(None, pl.String).alias("error"))
+        vt = pa.concat_tables([vt, cl.select(VERDICT_SCHEMA.names).to_arrow().cast(VERDICT_SCHEMA)])
+    return vt, pa.Table.from_pylist(violations, VIOLATION_SCHEMA)
+
+
+def _as_frame(batches: Iterable[pa.RecordBatch]) -> pl.DataFrame:
+    tb = pa.Table.from_batches(list(batches))
+    return pl.from_arrow(tb) if tb.num_rows else pl.DataFrame()
+
+
+def union_table(vt: pa.Table, xt: pa.Table) -> pa.Table:
+    """Both tables as rows of OUT_SCHEMA (for one mapInArrow output)."""
+    def widen(t: pa.Table, kind: str) -> pa.Table:
+        cols = {"kind": pa.array([kind] * t.num_rows, pa.string())}
+        for f in OUT_SCHEMA:
+            if f.name == "kind":
+                continue
+            cols[f.name] = t.column(f.name) if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
+        return pa.table(cols, schema=OUT_SCHEMA)
+    return pa.concat_tables([widen(vt, "verdict"), widen(xt, "violation")])
+
+
+def mine_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function: all batches of a task (whole files), checked as one bucket."""
+    import gc
+    gc.disable()    # the kernel builds no cycles; Op objects exist only for flagged runs
+    try:
+        ev = _as_frame(batches)
+        if ev.height == 0:
+            return
+        vt, xt = mine_frame(ev)
+        yield from union_table(vt, xt).to_batches(max_chunksize=1 << 16)
+    finally:
+        gc.enable()
+
+
+def mine_local(dataset: str, out: str | None = None, progress=None):
+    """The same job without Spark: one file at a time through the kernel, in this process
+    (memory: one file's events). Returns the summary (checkers/history/mine_report.py)."""
+    import time
+    from pathlib import Path
+    from checkers.history.mine_report import aggregate_local
+    from traces.runs import check_dataset, read_runs
+    t0 = time.perf_counter()
+    files, _ = check_dataset(dataset)
+    runs = pl.from_arrow(read_runs(dataset))
+    vts, xts, events = [], [], 0
+    for i, f in enumerate(files):
+        ev = pl.read_parquet(f).with_columns(pl.lit(str(f)).alias("file"))
+        events += ev.height
+        vt, xt = mine_frame(ev.drop("bucket", strict=False))
+        vts.append(vt)
+        xts.append(xt)
+        if progress:
+            progress(i + 1, len(files))
+    verdicts = pl.from_arrow(pa.concat_tables(vts))
+    violations = pl.from_arrow(pa.concat_tables(xts))
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        violations.write_parquet(Path(out) / "violations.parquet")
+        verdicts.write_parquet(Path(out) / "verdicts.parquet")
+    return aggregate_local(verdicts, violations, runs, events, time.perf_counter() - t0, "local kernel")

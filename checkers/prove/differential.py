@@ -1,0 +1,163 @@
+"""Differential testing of the symbolic encoding against spec's `step`.
+
+For a reachable concrete state, the encoding (evaluated concretely, the same source text that
+builds the z3 formulas) and spec must agree on which encoded actions are enabled and on each
+successor, up to an order-preserving renaming of partition-state versions. `z3_agrees`
+additionally runs the encoding through z3 itself (substitute the concrete state into the
+symbolic guard and successor, simplify) to check that the symbolic path means what the
+concrete path computes.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import z3
+
+from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported
+from spec import Action, Model, State
+from spec.model import _normalize_versions as canon_versions
+
+
+def _encoded(a: Action) -> bool:
+    return a.kind in ENCODED_KINDS and not (a.kind == "Crash" and a.arg == 2)
+
+
+@dataclass
+class DiffReport:
+    states: int = 0            # states compared
+    skipped: int = 0           # states outside the encoding's bounds
+    transitions: int = 0       # successors compared
+    oob: int = 0               # successors past the encoding's bounds (not compared)
+    problems: list = field(default_factory=list)
+
+
+def compare_state(enc: Encoding, model: Model, s: State, report: DiffReport) -> None:
+    try:
+        d = enc.from_state(s)
+    except Unsupported:
+        report.skipped += 1
+        return
+    report.states += 1
+    mine: dict[Action, State] = {}
+    oob: set[Action] = set()
+    for inst in enc.insts:
+        if not inst.guard(d, inst):
+            continue
+        a = enc.spec_action(inst, d)
+        t = enc.succ(inst, d)
+        if t[("g", "oob")]:
+            oob.add(a)
+            continue
+        if a in mine:
+            report.problems.append((s, a, "encoded twice"))
+        mine[a] = canon_versions(enc.to_state(t))
+    theirs = {a for a in model.enabled(s) if _encoded(a)}
+    if set(mine) | oob != theirs:
+        report.problems.append((s, None, f"enabled differ: encoding only {sorted(set(mine) | oob - theirs)}, "
+                                         f"spec only {sorted(theirs - set(mine) - oob)}"))
+        return
+    report.oob += len(oob)
+    for a, t in mine.items():
+        report.transitions += 1
+        want = canon_versions(model.step(s, a))
+        if t != want:
+            report.problems.append((s, a, _diff(t, want)))
+
+
+def _diff(got: State, want: State) -> str:
+    out = []
+    for name in State._fields:
+        g, w = getattr(got, name), getattr(want, name)
+        if name == "brokers":
+            for i, (gb, wb) in enumerate(zip(g, w)):
+                for f in gb._fields:
+                    if getattr(gb, f) != getattr(wb, f):
+                        out.append(f"b{i}.{f}: encoding {getattr(gb, f)!r} spec {getattr(wb, f)!r}")
+        elif g != w:
+            out.append(f"{name}: encoding {g!r} spec {w!r}")
+    return "; ".join(out)
+
+
+def draw_states(model: Model, seed: int, count: int, walk_length: int = 60) -> list[State]:
+    """Reachable states by seeded random walks (the simulator's walk, keeping every state)."""
+    rng = random.Random(seed)
+    out: list[State] = []
+    while len(out) < count:
+        s = model.initial()
+        out.append(s)
+        for _ in range(walk_length):
+            acts = model.enabled(s)
+            if not acts or len(out) >= count:
+                break
+            s = model.step(s, acts[rng.randrange(len(acts))])
+            out.append(s)
+    return out
+
+
+def bfs_states(model: Model, limit: int) -> list[State]:
+    """The first `limit` states of a breadth-first search (the explorer's order, no symmetry)."""
+    seen = {model.initial()}
+    frontier = [model.initial()]
+    out = [model.initial()]
+    while frontier and len(out) < limit:
+        nxt = []
+        for s in frontier:
+            for a in model.enabled(s):
+                t = model.step(s, a)
+                if t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+                    out.append(t)
+                    if len(out) >= limit:
+                        return out
+        frontier = nxt
+    return out
+
+
+def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
+    """Check the symbolic path: the guard and successor formulas, built once over z3 variables
+    and evaluated in a z3 model that fixes the variables to a concrete state, equal the
+    concrete evaluation."""
+    from checkers.prove.symstate import variables
+    xs = variables(enc, "x")
+    sym_g = {inst: inst.guard(xs, inst) for inst in enc.insts}
+    sym_t = {inst: enc.succ(inst, xs) for inst in enc.insts}
+
+    def val(m, v):
+        if not z3.is_expr(v):
+            return v
+        x = m.eval(v, model_completion=True)
+        return z3.is_true(x) if z3.is_bool(x) else x.as_long()
+
+    problems = []
+    for s in states:
+        try:
+            d = enc.from_state(s)
+        except Unsupported:
+            continue
+        sol = z3.Solver()
+        sol.add([xs[k] == v for k, v in d.items()])
+        if sol.check() != z3.sat:
+            problems.append("state constraints unsatisfiable")
+            continue
+        m = sol.model()
+        for inst in enc.insts:
+            cg = bool(inst.guard(d, inst))
+            if bool(val(m, sym_g[inst])) != cg:
+                problems.append(f"{inst.kind} b{inst.b} {inst.arg}: z3 guard differs (concrete {cg})")
+                continue
+            if not cg:
+                continue
+            ct = enc.succ(inst, d)
+            for k, v in sym_t[inst].items():
+                if v is xs[k]:
+                    if ct[k] != d[k]:
+                        problems.append(f"{inst.kind} b{inst.b} {inst.arg}: {k} kept by z3, changed concretely")
+                        break
+                    continue
+                if val(m, v) != ct[k]:
+                    problems.append(f"{inst.kind} b{inst.b} {inst.arg}: field {k} z3 {val(m, v)} "
+                                    f"vs concrete {ct[k]}")
+                    break
+    return problems

@@ -1,0 +1,383 @@
+"""Runs one fault schedule (traces/schedule.py) against a fresh real cluster with real clients and
+judges it: the clients' history by checkers/history (against the producer's settings), the
+brokers' traces by checkers/conformance.py. The broker and the model meet only through those
+files.
+
+    r = run_schedule(schedule, out_dir)     # -> RunResult(status, anomalies, divergences, ...)
+
+What each fault does here:
+    crash = kill -9; power-loss = kill -9 then drop unfsynced writes; restart = start a dead
+    broker again (without waiting: the schedule's clock keeps running); pause / resume = SIGSTOP /
+    SIGCONT; partition / heal = nftables cuts between the sides' own addresses (needs a private
+    network namespace: impl/netfault.py); session-expiry = cut the broker from the coordination
+    service for its session timeout + 1.5 s; controller-failover = kill -9 the controller, restart
+    it after duration_ms (default 1 s); producer-restart = close the producer, open a new one (a new
+    process in the history); consumer-crash = kill -9 one group member and start another.
+A fault whose target is not in a state it applies to (crash a dead broker) is skipped and logged:
+shrinking produces such schedules and they must still run. At the end every fault is undone, the
+cluster is awaited (bounded) with full ISRs, the producer drained, and every partition read.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from traces.schedule import Event, Schedule
+
+SESSION_TIMEOUT_MS = 3000
+LAG_MAX_MS = 1500
+RECOVER_S = 60              # bound on the cluster's recovery after the schedule
+CONTROLLER_RESTART_MS = 1000
+TAIL_S = 1.0                # the producer keeps sending this long after the last fault
+
+
+@dataclass
+class RunResult:
+    status: str                                   # valid / invalid / unknown
+    out_dir: Path
+    anomalies: dict[str, int] = field(default_factory=dict)
+    permitted: dict[str, int] = field(default_factory=dict)   # notes: anomalies the settings permit
+    divergences: list[dict] = field(default_factory=list)      # conformance
+    applied: list[str] = field(default_factory=list)
+    reason: str = ""
+    seconds: float = 0.0
+    first_anomaly: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "invalid"
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "out_dir": str(self.out_dir), "anomalies": self.anomalies,
+                "permitted": self.permitted, "divergences": self.divergences[:5], "applied": self.applied,
+                "reason": self.reason, "seconds": round(self.seconds, 2), "first_anomaly": self.first_anomaly}
+
+
+class _Run:
+    def __init__(self, s: Schedule, out: Path, net: bool):
+        from impl.cluster import Cluster
+        self.s, self.out, self.net = s, out, net
+        w = s.workload
+        # groups join at once (no initial rebalance delay) and a small offsets topic: the runs
+        # are seconds long
+        cfg = {"replica_lag_time_max_ms": LAG_MAX_MS, "group_initial_rebalance_delay_ms": 0,
+               "offsets_topic_num_partitions": 3}
+        if s.without:
+            cfg["without_fixes"] = list(s.without)
+        self.cluster = Cluster(s.brokers, out / "cluster", generation=s.generation, addresses=net,
+                               session_timeout_ms=SESSION_TIMEOUT_MS, broker_config=cfg)
+        self.cuts = None
+        if net:
+            from impl.netfault import NetCuts
+            self.cuts = NetCuts()
+            self.cuts.setup()
+        self.undo: list[tuple[float, Event, object]] = []
+        self.applied: list[str] = []
+        self.members: list = []
+        self.next_member = 100
+        self.t0 = 0.0
+
+    # --- targets ---------------------------------------------------------------------------------
+    def broker(self, target: str) -> int | None:
+        c = self.cluster
+        if target.isdigit():
+            return int(target)
+        if target == "controller":
+            return c.controller()
+        topic, _, part = target[len("leader:"):].rpartition("/")
+        return c.leader_of(topic, int(part))
+
+    def addr(self, side: str) -> str | None:
+        from impl.cluster import COORD_HOST
+        if side == "coord":
+            return COORD_HOST
+        b = self.broker(side)
+        return None if b is None else self.cluster.hosts[b]
+
+    def log(self, text: str) -> None:
+        self.applied.append(f"{time.monotonic() - self.t0:7.2f}s {text}")
+
+    # --- faults ----------------------------------------------------------------------------------
+    def apply(self, e: Event) -> None:
+        c, f = self.cluster, e.fault
+        if f in ("producer-restart", "consumer-crash"):
+            return self.client_event(e)
+        if f == "heal" and e.between is None:
+            self.cuts.heal_all()
+            return self.log("heal all")
+        if f in ("partition", "heal"):
+            a, b = self.addr(e.between[0]), self.addr(e.between[1])
+            if a is None or b is None or a == b:
+                return self.log(f"skip {e.describe()}: side not resolvable")
+            if f == "partition":
+                self.cuts.cut(a, b)
+                self.later(e, (a, b))
+            else:
+                self.cuts.heal(a, b)
+            return self.log(f"{f} {a}<->{b}")
+        i = self.broker(e.target) if e.target is not None else c.controller()
+        if i is None:
+            return self.log(f"skip {e.describe()}: no such broker now")
+        alive = i in c.alive()
+        if f == "restart":
+            if alive:
+                return self.log(f"skip restart {i}: running")
+            c.mark_dead_expected(i)
+            c.start_broker(i, wait=False)
+            return self.log(f"restart {i}")
+        if not alive:
+            return self.log(f"skip {f} {i}: not running")
+        if f in ("crash", "controller-failover"):
+            c.kill(i)
+            if f == "controller-failover":
+                self.later(e, i, e.duration_ms if e.duration_ms is not None else CONTROLLER_RESTART_MS)
+            else:
+                self.later(e, i)
+        elif f == "power-loss":
+            lost = sum(c.power_loss(i).values())
+            self.later(e, i)
+            return self.log(f"power-loss {i} ({lost} unflushed bytes dropped)")
+        elif f == "pause":
+            if i in c.paused:
+                return self.log(f"skip pause {i}: paused")
+            c.pause(i)
+            self.later(e, i)
+        elif f == "resume":
+            if i not in c.paused:
+                return self.log(f"skip resume {i}: not paused")
+            c.resume(i)
+        elif f == "session-expiry":
+            from impl.cluster import COORD_HOST
+            a = c.hosts[i]
+            self.cuts.cut(a, COORD_HOST)
+            self.undo.append((time.monotonic() + (SESSION_TIMEOUT_MS + 1500) / 1000, e, (a, COORD_HOST)))
+        self.log(f"{f} {i}")
+
+    def later(self, e: Event, what, ms: int | None = None) -> None:
+        ms = e.duration_ms if ms is None else ms
+        if ms is not None:
+            self.undo.append((time.monotonic() + ms / 1000, e, what))
+
+    def run_undo(self, e: Event, what) -> None:
+        c = self.cluster
+        if e.fault in ("partition", "session-expiry"):
+            self.cuts.heal(*what)
+            return self.log(f"heal {what[0]}<->{what[1]}")
+        if e.fault in ("crash", "power-loss", "controller-failover"):
+            if what not in c.alive():
+                c.mark_dead_expected(what)
+                c.start_broker(what, wait=False)
+                return self.log(f"restart {what}")
+        if e.fault == "pause" and what in c.paused:
+            c.resume(what)
+            return self.log(f"resume {what}")
+
+    def client_event(self, e: Event) -> None:
+        if e.fault == "producer-restart":
+            self.producer.restart()
+            return self.log("producer-restart")
+        live = [m for m in self.members if m.proc.poll() is None]
+        if not live:
+            return self.log("skip consumer-crash: no member")
+        live[0].kill()
+        self.start_member()
+        self.log(f"consumer-crash {live[0].process}")
+
+    def start_member(self) -> None:
+        from kafkaverify.groupclient import MemberProc
+        w = self.s.workload
+        client = w["client"]
+        m = MemberProc(client, self.cluster.bootstrap, w["topic"], "nemesis", self.next_member,
+                       self.out / f"member-{self.next_member}.jsonl", session_timeout_ms=6000,
+                       log=self.out / f"member-{self.next_member}.log")
+        self.next_member += 1
+        self.members.append(m)
+
+    def pump(self, until: float) -> None:
+        """Sleeps until `until`, running due undos on the way."""
+        while True:
+            now = time.monotonic()
+            due = sorted((u for u in self.undo if u[0] <= now), key=lambda u: u[0])
+            for u in due:
+                self.undo.remove(u)
+                self.run_undo(u[1], u[2])
+            if now >= until:
+                return
+            nxt = min([u[0] for u in self.undo] + [until])
+            time.sleep(max(0.0, min(0.05, nxt - now)))
+
+    def heal_everything(self) -> None:
+        for _, e, what in sorted(self.undo, key=lambda u: u[0]):
+            self.run_undo(e, what)
+        self.undo = []
+        c = self.cluster
+        if self.cuts is not None and self.cuts.active():
+            self.cuts.heal_all()
+            self.log("heal all")
+        for i in sorted(c.paused):
+            c.resume(i)
+            self.log(f"resume {i}")
+        for i in range(c.n):
+            if i not in c.alive():
+                c.mark_dead_expected(i)
+                c.start_broker(i, wait=False)
+                self.log(f"restart {i}")
+
+
+def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> RunResult:
+    from checkers.history.result import counts
+    from checkers.history.run import check_history
+    from impl.cluster import ClusterError
+    from impl.netfault import in_private_netns
+    from kafkaverify.groupclient import merge_histories
+    from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
+    from traces.history import HistoryError, load
+    from traces.history_recorder import HistoryRecorder
+    from traces.schedule import save
+
+    out = Path(out_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    save(out / "schedule.json", s)
+    net = in_private_netns() if net is None else net
+    if s.needs_net() and not net:
+        raise RuntimeError("this schedule cuts the network: run it in a private network namespace "
+                           "(kafkaverify nemesis / replay do so by themselves)")
+    t_start = time.monotonic()
+    w = s.workload
+    r = _Run(s, out, net)
+    c = r.cluster
+    rec = None
+    status, reason = "unknown", ""
+    try:
+        c.start()
+        _create_topic(c, w)
+        c.wait_for_leaders(w["topic"], timeout_s=30, isr_size=w["replication_factor"])
+        rec = HistoryRecorder(out / "producer.jsonl", trace_id="producer", client=w["client"])
+        r.producer = ProducerWorkload(rec, w["client"], c.bootstrap, w)
+        for _ in range(w["consumers"]):
+            r.start_member()
+        r.producer.start()
+        r.t0 = time.monotonic()
+        at = r.t0 + 0.5                        # let the clients connect first
+        for e in s.events:
+            at += e.after_ms / 1000
+            r.pump(at)
+            r.apply(e)
+            at = max(at, time.monotonic())
+        # every duration runs its course (a session expiry needs its full cut), then a tail of
+        # traffic before the faults still standing are undone
+        r.pump(max([u[0] for u in r.undo] + [time.monotonic()]) + TAIL_S)
+        r.heal_everything()
+        recovered = _recover(c, w, RECOVER_S)
+        r.producer._stop.set()
+        r.producer.finish(60)
+        if not recovered:
+            reason = f"the cluster did not recover within {RECOVER_S}s (full ISR, leaders): the run is unknown"
+        final = HistoryRecorder(out / "final.jsonl", trace_id="final")
+        try:
+            final_reads(final, c.bootstrap, w["topic"], w["partitions"])
+        finally:
+            final.close()
+        for m in r.members:
+            try:
+                m.stop(20)
+            except RuntimeError:
+                m.kill()
+    except ClusterError as e:
+        reason = f"cluster error: {e}"
+    finally:
+        for m in r.members:
+            m.kill()
+        if r.cuts is not None:
+            r.cuts.heal_all()
+        c.stop()
+        if rec is not None:
+            rec.close()
+    res = RunResult(status="unknown", out_dir=out, applied=r.applied, reason=reason)
+    hist = out / "history.jsonl"
+    merge_histories([out / "producer.jsonl", *member_histories(out), out / "final.jsonl"], hist,
+                    trace_id=f"nemesis-{s.seed}", client=w["client"], generation=s.generation)
+    try:
+        h = load(str(hist))
+        v = check_history(h, time_limit=60)
+        (out / "verdict.json").write_text(json.dumps(v.to_json(h.by_id()), indent=1))
+        from checkers.history.report_html import render
+        (out / "report.html").write_text(render(h, v, title=f"nemesis {out.name}"), encoding="utf-8")
+        status = v.status
+        res.anomalies, res.permitted = counts(v.anomalies), counts(v.notes)
+        if v.anomalies:
+            res.first_anomaly = f"{v.anomalies[0].type}: {v.anomalies[0].explanation}"
+    except HistoryError as e:
+        status, res.reason = "unknown", f"history unreadable: {e}"
+    res.divergences = _conformance(out, s)
+    _report_divergences(out / "report.html", res.divergences, s)
+    if res.divergences:
+        status = "invalid"
+        res.first_anomaly = res.first_anomaly or f"conformance: {res.divergences[0]['text']}"
+    if reason and status == "valid":
+        status = "unknown"
+    res.status = status
+    res.seconds = time.monotonic() - t_start
+    (out / "result.json").write_text(json.dumps(res.to_json(), indent=1))
+    return res
+
+
+def _report_divergences(html: Path, divs: list[dict], s: Schedule) -> None:
+    """Adds the schedule and the conformance divergences (event, mapped model state, what the
+    model allowed) to the run's HTML report (checkers/history/report_html.py renders the rest)."""
+    from html import escape
+    if not html.exists():
+        return
+    parts = [f"<h2>Fault schedule</h2><p>{escape(s.describe())}</p>"]
+    if divs:
+        parts.append(f"<h2>Conformance divergences ({len(divs)})</h2>")
+        for d in divs[:20]:
+            parts.append("<div><p><b>" + escape(d["text"]) + "</b></p><pre>" + escape(json.dumps(d["event"]))
+                         + "\nmodel state:\n" + escape("\n".join(d["model_state"]))
+                         + "\nthe model allowed:\n" + escape("\n".join(d["allowed"])) + "</pre></div>")
+    else:
+        parts.append("<h2>Conformance</h2><p>every mapped broker step is one the model allows</p>")
+    text = html.read_text(encoding="utf-8")
+    at = text.rfind("</body>")
+    text = text[:at] + "".join(parts) + text[at:] if at >= 0 else text + "".join(parts)
+    html.write_text(text, encoding="utf-8")
+
+
+def _create_topic(c, w: dict, attempts: int = 20) -> None:
+    """CreateTopics, retried while the answering broker has not yet seen every registration
+    (INVALID_REPLICATION_FACTOR, 38: its watch lags under load). Bounded: 20 tries, 0.5 s apart."""
+    from impl.cluster import ClusterError
+    for k in range(attempts):
+        try:
+            return c.create_topic(w["topic"], partitions=w["partitions"], replication_factor=w["replication_factor"],
+                                  min_insync=w["min_insync"])
+        except ClusterError as e:
+            if "error 38" not in str(e) or k == attempts - 1:
+                raise
+            time.sleep(0.5)
+
+
+def _recover(c, w: dict, timeout_s: float) -> bool:
+    from impl.cluster import ClusterError
+    deadline = time.monotonic() + timeout_s
+    try:
+        c.wait_ready(timeout_s)
+        c.wait_for_leaders(w["topic"], timeout_s=max(1.0, deadline - time.monotonic()),
+                           isr_size=w["replication_factor"])
+        return True
+    except ClusterError:
+        return False
+
+
+def _conformance(out: Path, s: Schedule) -> list[dict]:
+    """Divergences of the brokers' traces from the model (checkers/conformance.py)."""
+    from checkers.conformance import check_traces
+    traces = sorted((out / "cluster").glob("broker-*/trace-*.jsonl"))
+    # judged against the generation's full fixes: a broker built without one must diverge
+    return [d.to_json() for d in check_traces(traces, generation=s.generation,
+                                              min_insync={s.workload["topic"]: s.workload["min_insync"]})]

@@ -1,0 +1,215 @@
+"""The nemesis's clients: a recorded producer at chosen settings (acks, retries, max in flight,
+idempotence) over kafka-python, confluent-kafka or aiokafka; consumer-group members as processes
+(kafkaverify.groupclient); final reads of every partition. Everything they are told is written to
+history files (docs/history-format.md) that kafkaverify.groupclient.merge_histories joins.
+
+A send whose client reports an error is recorded `info` (a failed retry may still have been
+written: STYLE.md 10); one never answered by the end of the run is left open (read back as info).
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from traces.history_recorder import HistoryRecorder
+
+REQUEST_TIMEOUT_MS = 4000
+SEND_INTERVAL_S = 0.05          # pacing of the producer: a few hundred records per schedule
+MAX_OUTSTANDING = 50            # bound on unanswered sends (the producer waits, never queues more)
+FINAL_READER = 999              # process id of the final reads
+
+
+class Producer:
+    """One producer process of the history; send(value, on_done(offset|None, error|None))."""
+
+    def __init__(self, client: str, bootstrap: str, w: dict):
+        self.client = client
+        acks = w["acks"]
+        if client == "kafka-python":
+            from kafka import KafkaProducer
+            self.p = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, retries=w["retries"],
+                                   enable_idempotence=w["idempotence"],
+                                   max_in_flight_requests_per_connection=w["max_in_flight"],
+                                   request_timeout_ms=REQUEST_TIMEOUT_MS, retry_backoff_ms=100,
+                                   linger_ms=0, max_block_ms=10_000)
+        elif client == "confluent-kafka":
+            from confluent_kafka import Producer as CP
+            self.p = CP({"bootstrap.servers": bootstrap, "acks": str(acks), "retries": w["retries"],
+                         "enable.idempotence": w["idempotence"], "log_level": 3,
+                         "max.in.flight.requests.per.connection": w["max_in_flight"],
+                         "request.timeout.ms": REQUEST_TIMEOUT_MS, "message.timeout.ms": 30_000,
+                         "linger.ms": 0, "retry.backoff.ms": 100})
+            self._stop = threading.Event()
+            self._poller = threading.Thread(target=self._poll, daemon=True)
+            self._poller.start()
+        elif client == "aiokafka":
+            from aiokafka import AIOKafkaProducer
+            self.loop = asyncio.new_event_loop()
+            self._t = threading.Thread(target=self.loop.run_forever, daemon=True)
+            self._t.start()
+
+            async def make():
+                # aiokafka has no max-in-flight knob (one in flight per partition) and retries
+                # until request_timeout; its settings are recorded as such
+                p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=acks,
+                                     enable_idempotence=w["idempotence"],
+                                     request_timeout_ms=REQUEST_TIMEOUT_MS * 3, retry_backoff_ms=100)
+                await p.start()
+                return p
+            self.p = self._run(make())
+        else:
+            raise ValueError(f"unknown client {client!r}")
+
+    def settings(self, w: dict) -> dict:
+        """What the client really runs with, as the checker must judge it."""
+        if self.client == "aiokafka":
+            return {"acks": w["acks"], "idempotence": w["idempotence"], "retries": 2147483647, "max_in_flight": 1}
+        return {"acks": w["acks"], "idempotence": w["idempotence"], "retries": w["retries"],
+                "max_in_flight": w["max_in_flight"]}
+
+    def _run(self, coro, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.p.poll(0.05)
+
+    def send(self, topic: str, partition: int, value: bytes, on_done) -> None:
+        if self.client == "kafka-python":
+            f = self.p.send(topic, value, partition=partition)
+            f.add_callback(lambda md: on_done(md.offset, None))
+            f.add_errback(lambda e: on_done(None, type(e).__name__))
+        elif self.client == "confluent-kafka":
+            def cb(err, msg):
+                on_done(None, str(err.name())) if err else on_done(msg.offset(), None)
+            self.p.produce(topic, value, partition=partition, on_delivery=cb)
+        else:
+            async def go():
+                fut = await self.p.send(topic, value, partition=partition)
+
+                def done(f):
+                    e = f.exception()
+                    on_done(None, type(e).__name__) if e else on_done(f.result().offset, None)
+                fut.add_done_callback(done)
+            self._run(go())
+
+    def close(self, timeout_s: float = 30) -> None:
+        """Waits up to timeout_s for unanswered sends, then closes (those stay unknown)."""
+        try:
+            if self.client == "kafka-python":
+                self.p.flush(timeout_s)
+                self.p.close(5)
+            elif self.client == "confluent-kafka":
+                self.p.flush(timeout_s)
+                self._stop.set()
+                self._poller.join(5)
+            else:
+                self._run(self.p.flush(), timeout_s)
+                self._run(self.p.stop(), 10)
+                self.loop.call_soon_threadsafe(self.loop.stop)
+                self._t.join(5)
+        except Exception:
+            pass      # a close that times out leaves those sends open: unknown, as they are
+
+
+class ProducerWorkload:
+    """A thread that sends `records` values ("p{process}-{i}") one every SEND_INTERVAL_S,
+    recording each; restart() closes the producer and opens a new one as a new process."""
+
+    def __init__(self, rec: HistoryRecorder, client: str, bootstrap: str, w: dict, process: int = 0):
+        self.rec, self.client, self.bootstrap, self.w = rec, client, bootstrap, w
+        self.process = process
+        self.outstanding = threading.Semaphore(MAX_OUTSTANDING)
+        self.lock = threading.Lock()
+        self.sent = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._restart = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def restart(self) -> None:
+        self._restart.set()
+
+    def _open(self) -> Producer:
+        p = Producer(self.client, self.bootstrap, self.w)
+        self.rec.producer_config(process=self.process, **p.settings(self.w))
+        return p
+
+    def _run(self) -> None:
+        try:
+            p = self._open()
+        except Exception as e:
+            self.errors.append(f"producer did not start: {e}")
+            return
+        topic, parts = self.w["topic"], self.w["partitions"]
+        i = 0
+        while i < self.w["records"] and not self._stop.is_set():
+            if self._restart.is_set():
+                self._restart.clear()
+                p.close(5)
+                self.process += 1
+                p = self._open()
+            value = f"p{self.process}-{i}"
+            part = i % parts
+            if not self.outstanding.acquire(timeout=1.0):
+                continue
+            op = self.rec.invoke(self.process, "send", topic=topic, partition=part, value=value)
+
+            def done(offset, err, op=op):
+                self.outstanding.release()
+                if err is None:
+                    self.rec.ok(op, offset=offset)
+                else:
+                    self.rec.info(op, error=err)
+            try:
+                p.send(topic, part, value.encode(), done)
+            except Exception as e:        # refused before it left the client: it did not happen
+                self.outstanding.release()
+                self.rec.fail(op, error=type(e).__name__)
+            i += 1
+            self.sent = i
+            time.sleep(SEND_INTERVAL_S)
+        p.close()
+
+    def finish(self, timeout_s: float = 60) -> None:
+        """Waits for every record to be sent (bounded) and the producer closed."""
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(30)
+
+
+def final_reads(rec: HistoryRecorder, bootstrap: str, topic: str, partitions: int,
+                timeout_s: float = 30) -> None:
+    """A `final` poll of every partition from offset 0 to its end (kafka-python, assigned
+    partitions, read_committed is not needed: only records below the HW are served)."""
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      request_timeout_ms=REQUEST_TIMEOUT_MS * 3, auto_offset_reset="earliest")
+    try:
+        for part in range(partitions):
+            tp = TopicPartition(topic, part)
+            op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True)
+            c.assign([tp])
+            c.seek(tp, 0)
+            end = c.end_offsets([tp])[tp]
+            got: list[tuple[int, str]] = []
+            deadline = time.monotonic() + timeout_s
+            while c.position(tp) < end and time.monotonic() < deadline:
+                for recs in c.poll(timeout_ms=500).values():
+                    got += [(m.offset, m.value.decode()) for m in recs]
+            if c.position(tp) < end:
+                rec.info(op, error=f"read only to {c.position(tp)} of {end} within {timeout_s}s")
+            else:
+                rec.ok(op, offsets=[o for o, _ in got], values=[v for _, v in got])
+    finally:
+        c.close()
+
+
+def member_histories(out_dir: Path) -> list[Path]:
+    return sorted(Path(out_dir).glob("member-*.jsonl"))
