@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from spec import Action, Model, State
-from spec.invariants import violated
+from spec.invariants import selected, violated
 from spec.symmetry import canonical
 
 
@@ -42,8 +42,8 @@ def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
             progress: Progress | None = None, progress_every: float = 2.0) -> SearchResult:
     """Breadth-first search from model.initial(). `invariants` restricts which named invariants
     are checked (None: all active ones)."""
-    invs = model.invariants if invariants is None else tuple(
-        i for i in model.invariants if i.name in invariants)
+    invs = model.invariants if invariants is None else selected(model.config, invariants)
+
     def check(s: State):
         return violated(model.config, s, invs)
 

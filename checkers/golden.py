@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from spec import GENERATIONS, INVARIANTS, Action, Model, State, make_config
-from spec.invariants import Invariant, violated
+from spec.invariants import Invariant, selected, violated
 
 CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
 
@@ -74,11 +74,20 @@ KIP101_S2: list[Step] = [
 SIM_BOUNDS = {"brokers": 3, "records": 3, "crashes": 3, "elections": 3, "unflushed_loss": True}
 
 
+# Client explorations (documented in BENCHMARKS.md). Broker faults that move leadership, with
+# min ISR 1 so that a lone new leader can acknowledge; or connection drops on a quiet cluster.
+PRODUCER_FAULT_BOUNDS = {"producers": 1, "records": 2, "max_in_flight": 2, "retries": 1,
+                         "crashes": 1, "elections": 1, "losses": 0, "min_isr": 1}
+PRODUCER_CONNECTION_BOUNDS = {"producers": 1, "records": 1, "max_in_flight": 1, "retries": 1,
+                              "crashes": 0, "elections": 0, "losses": 1}
+GROUP_BOUNDS = {"consumers": 2, "records": 2, "crashes": 0, "elections": 0, "losses": 0}
+GROUP_FAILOVER_BOUNDS = {"consumers": 1, "records": 1, "crashes": 2, "elections": 2, "losses": 0}
+
+
 def run_script(model: Model, script: list[Step], invariants: tuple[str, ...] | None = None):
     """Follow a script. Returns (steps taken, violation or None, actions, states): stops at the
     first violation, or at the first step that is not enabled (steps taken < len(script))."""
-    invs = model.invariants if invariants is None else tuple(
-        i for i in model.invariants if i.name in invariants)
+    invs = model.invariants if invariants is None else selected(model.config, invariants)
     s = model.initial()
     actions: list[Action] = []
     states: list[State] = []
@@ -167,6 +176,25 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("model-kip966-last-replica-standing.jsonl", "eligible-leader-replicas",
            "KIP-966: the last ISR member loses its unflushed tail and is re-elected; committed data is gone",
            "current", bounds={"unflushed_loss": True, "crashes": 1}),
+    # Clients (spec/producer.py, spec/group.py); bounds as in BENCHMARKS.md "Clients".
+    Recipe("model-producer-reorder.jsonl", "idempotent-producer",
+           "retries with two batches in flight and no idempotence: the first batch is refused by a "
+           "broker not yet leading, the second is written, the retry lands after it",
+           "current", without=("idempotent-producer",), bounds=PRODUCER_FAULT_BOUNDS,
+           invariants=("ProducerSendOrder",)),
+    Recipe("model-producer-duplicate.jsonl", "idempotent-producer",
+           "a batch is written, the connection drops before the answer, the retry is written again "
+           "(no idempotence: nothing tells the leader it is a retry)",
+           "current", without=("idempotent-producer",), bounds=PRODUCER_CONNECTION_BOUNDS,
+           invariants=("ProducerExactlyOnce",)),
+    Recipe("model-group-fenced-commit.jsonl", "group-generation-fencing",
+           "a rebalance hands the partition to a new member; the old member's commit of the old "
+           "generation is accepted",
+           "current", without=("group-generation-fencing",), bounds=GROUP_BOUNDS),
+    Recipe("model-group-offset-regression-v010.jsonl", "epoch-truncation",
+           "__consumer_offsets on v0.10: an acknowledged commit is truncated away by KIP-101 "
+           "scenario 1 and the new coordinator serves the older offset",
+           "v0.10", bounds=GROUP_FAILOVER_BOUNDS, invariants=("GroupCommittedOffsetNeverBack",)),
 )
 
 
@@ -182,7 +210,7 @@ def make(recipe: Recipe, time_limit: float = 600.0):
     if recipe.predicate is not None:
         model.invariants = (Invariant(recipe.invariants[0], "golden target", recipe.predicate, False),)
     elif recipe.invariants:
-        model.invariants = tuple(i for i in model.invariants if i.name in recipe.invariants)
+        model.invariants = selected(cfg, recipe.invariants)
     if recipe.seed is not None:
         from checkers.shrink_trace import shrink_path
         from checkers.simulate import simulate

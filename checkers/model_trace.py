@@ -43,9 +43,15 @@ def config_args(cfg: Config) -> str:
     from spec import GENERATIONS
     d = Config()
     parts = [f"--generation {cfg.generation}"]
-    for f in sorted(GENERATIONS[cfg.generation] - cfg.fixes):
+    base = set(GENERATIONS[cfg.generation])
+    if not cfg.producers:
+        base.discard("idempotent-producer")     # a client fix is left out without its clients
+    if not cfg.consumers:
+        base.discard("group-generation-fencing")
+    for f in sorted(base - cfg.fixes):
         parts.append(f"--without {f}")
-    for name in ("brokers", "records", "crashes", "pauses", "elections", "losses", "min_isr", "acks"):
+    for name in ("brokers", "records", "crashes", "pauses", "elections", "losses", "min_isr", "acks",
+                 "producers", "max_in_flight", "retries", "consumers", "commit"):
         if getattr(cfg, name) != getattr(d, name):
             parts.append(f"--{name.replace('_', '-')} {getattr(cfg, name)}")
     for flag in ("unclean", "unflushed_loss", "disk_loss"):
@@ -71,7 +77,7 @@ def replay(path: str | Path, *, rewrite: bool = False, fixes: frozenset | None =
     """Re-execute a model trace. Raises TraceError for a file that is not a valid trace.
     `fixes` replaces the recorded set of fixes (to replay a counterexample with its fix on)."""
     from spec import INVARIANT_NAMES
-    from spec.invariants import violated
+    from spec.invariants import selected, violated
     tr = load(path)
     p = str(path)
     if tr.header.get("source") != "model":
@@ -86,7 +92,7 @@ def replay(path: str | Path, *, rewrite: bool = False, fixes: frozenset | None =
     if only is not None and (not isinstance(only, list) or not set(only) <= set(INVARIANT_NAMES) | {"MonotonicEpochs"}):
         raise TraceError(p, 1, f"bad 'invariants' in header: {only!r}")
     model = Model(cfg)
-    invs = model.invariants if only is None else tuple(i for i in model.invariants if i.name in only)
+    invs = model.invariants if only is None else selected(cfg, tuple(only))
     check_steps = only is None or "MonotonicEpochs" in only
     s = model.initial()
     verdicts = [r for r in tr.records if r["kind"] == "verdict"]

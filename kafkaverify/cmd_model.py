@@ -29,10 +29,21 @@ def _model_options(f):
         click.option("--elections", type=int, default=None, help="leader elections in all [2]"),
         click.option("--losses", type=int, default=None, help="lost control messages in all [1]"),
         click.option("--min-isr", type=int, default=None, help="min.insync.replicas [2]"),
-        click.option("--acks", type=click.Choice(["all", "1"]), default=None, help="producer acks [all]"),
+        click.option("--acks", type=click.Choice(["all", "1", "0"]), default=None,
+                     help="producer acks [all]; 0 needs --producers"),
         click.option("--unclean", is_flag=True, help="allow unclean leader election"),
         click.option("--unflushed-loss", is_flag=True, help="crashes may lose unflushed writes"),
         click.option("--disk-loss", is_flag=True, help="a crash may lose the whole disk (KIP-903)"),
+        click.option("--producers", type=int, default=None,
+                     help="producers (0: the implicit client of Produce) [0]; --records is then per producer"),
+        click.option("--max-in-flight", type=int, default=None, help="max.in.flight.requests.per.connection [1]"),
+        click.option("--retries", type=int, default=None, help="retry budget per batch [0]"),
+        click.option("--idempotence", type=click.Choice(["on", "off"]), default=None,
+                     help="idempotent producer (the fix idempotent-producer) [on from kip-101]"),
+        click.option("--consumers", type=int, default=None,
+                     help="members of one consumer group (the replicated partition is then __consumer_offsets) [0]"),
+        click.option("--commit", type=click.Choice(["after", "before"]), default=None,
+                     help="commit after processing (at least once) or before (at most once) [after]"),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -40,8 +51,17 @@ def _model_options(f):
 
 
 def build_config(generation, without, **bounds):
-    from spec import ConfigError, make_config
+    from spec import GENERATIONS, ConfigError, make_config
+    idem = bounds.pop("idempotence", None)
     given = {k: v for k, v in bounds.items() if v is not None and v is not False}
+    if idem is not None:
+        if not given.get("producers"):
+            raise InputError("--idempotence needs --producers")
+        has = "idempotent-producer" in GENERATIONS.get(generation, ())
+        if idem == "on" and not has:
+            raise InputError(f"generation {generation} has no idempotent producer (KIP-98 came with kip-101)")
+        if idem == "off" and has and "idempotent-producer" not in without:
+            without = tuple(without) + ("idempotent-producer",)
     try:
         return make_config(generation, tuple(without), **given)
     except ConfigError as e:
@@ -58,6 +78,20 @@ def _print_bounds(cfg, extra: str = "") -> None:
     click.echo(f"bounds: brokers={cfg.brokers} records={cfg.records} crashes={cfg.crashes} pauses={cfg.pauses} "
                f"elections={cfg.elections} losses={cfg.losses} min_isr={cfg.min_isr} acks={cfg.acks} "
                f"unclean={cfg.unclean} unflushed_loss={cfg.unflushed_loss} disk_loss={cfg.disk_loss}{extra}")
+    if cfg.producers:
+        click.echo(f"producers={cfg.producers} records_each={cfg.records} max_in_flight={cfg.max_in_flight} "
+                   f"retries={cfg.retries} acks={cfg.acks} idempotence={'on' if cfg.idempotence else 'off'}")
+    if cfg.consumers:
+        click.echo(f"consumers={cfg.consumers} records={cfg.records} commit={cfg.commit} "
+                   f"generation_fencing={'on' if 'group-generation-fencing' in cfg.fixes else 'off'}")
+
+
+def _print_promises(cfg, asked) -> None:
+    """Say which client invariants these settings promise nothing of: off, unless asked for."""
+    from spec.invariants import unpromised
+    for name, why in sorted(unpromised(cfg).items()):
+        state = "checked because asked for" if name in asked else "off"
+        click.echo(f"{name}: {why} ({state})")
 
 
 def story_lines(actions, states, invariant: str, message: str) -> list[str]:
@@ -67,7 +101,7 @@ def story_lines(actions, states, invariant: str, message: str) -> list[str]:
     for i, (a, s) in enumerate(zip(actions, states), 1):
         out.append(f"  {i:>3}. {a.describe()}")
         sm = summary(s)
-        out += [f"         {line}" for line in [sm["zk"]] + sm["brokers"]]
+        out += [f"         {line}" for line in [sm["zk"]] + sm["brokers"] + sm.get("clients", [])]
     return out
 
 
@@ -116,6 +150,7 @@ def register(group: click.Group) -> None:
         if max_depth < 1 or max_states < 1 or time_limit <= 0:
             raise InputError("--max-depth, --max-states and --time-limit must be positive")
         _print_bounds(cfg, f" max_depth={max_depth} max_states={max_states} time_limit={time_limit:g}s")
+        _print_promises(cfg, invariants)
         cmd = "kafkaverify explore " + _config_args(cfg) + "".join(f" --invariant {i}" for i in invariants)
 
         def progress(depth, distinct, frontier, secs):
@@ -153,6 +188,7 @@ def register(group: click.Group) -> None:
             raise InputError("--steps and --walk-length must be positive")
         click.echo(f"seed={seed} steps={steps} walk_length={walk_length}")
         _print_bounds(cfg)
+        _print_promises(cfg, ())
         cmd = f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length {walk_length}"
         model = Model(cfg)
         r = run(model, seed, steps, walk_length=walk_length, time_limit=time_limit)

@@ -27,7 +27,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from checkers.golden import (GROUP_BOUNDS, GROUP_FAILOVER_BOUNDS, PRODUCER_CONNECTION_BOUNDS,
+                             PRODUCER_FAULT_BOUNDS)
 from kafkaverify import exitcodes
+
+# One producer on one broker with connection drops: max.in.flight 5 is the most Kafka allows with
+# idempotence; at 6 a retried batch has left the leader's 5-batch cache.
+IDEMPOTENT_5_BOUNDS = {"producers": 1, "records": 5, "max_in_flight": 5, "retries": 2, "brokers": 1,
+                       "min_isr": 1, "crashes": 0, "elections": 0, "losses": 1}
+IDEMPOTENT_6_BOUNDS = {**IDEMPOTENT_5_BOUNDS, "records": 6, "max_in_flight": 6}
 
 CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
 CURRENT_TIME_LIMIT = 900.0
@@ -52,11 +60,28 @@ TEETH: list[tuple[str, str, tuple, dict, tuple | None, str]] = [
      {"disk_loss": True, "crashes": 1}, None, "StrongIsr"),
     ("kip-966 without eligible-leader-replicas (one power failure)", "kip-966", ("eligible-leader-replicas",),
      {"unflushed_loss": True, "crashes": 1}, None, "AckedDurable"),
+    # Clients (bounds: checkers/golden.py and BENCHMARKS.md "Clients"). A client invariant the
+    # settings do not promise is checked because it is named: the question is "can it happen?".
+    ("producer reorder without idempotence (retries, 2 in flight)", "current", ("idempotent-producer",),
+     PRODUCER_FAULT_BOUNDS, ("ProducerSendOrder",), "ProducerSendOrder"),
+    ("producer duplicate without idempotence (retries)", "current", ("idempotent-producer",),
+     PRODUCER_CONNECTION_BOUNDS, ("ProducerExactlyOnce",), "ProducerExactlyOnce"),
+    ("idempotent producer with max.in.flight 6 (beyond the 5-batch cache)", "current", (),
+     IDEMPOTENT_6_BOUNDS, None, "ProducerExactlyOnce"),
+    ("without group-generation-fencing", "current", ("group-generation-fencing",), GROUP_BOUNDS, None,
+     "GroupFencedNeverCommits"),
+    ("v0.10 __consumer_offsets: committed offset regression across coordinator fail-over", "v0.10", (),
+     GROUP_FAILOVER_BOUNDS, ("GroupCommittedOffsetNeverBack",), "GroupCommittedOffsetNeverBack"),
 ]
 # Fixes checked on where their bug shows: with every fix, these bounds find nothing.
 CLEAN: list[tuple[str, str, dict]] = [
     ("kip-966 clean with one power failure", "kip-966", {"unflushed_loss": True, "crashes": 1}),
     ("kip-966 clean with one disk loss", "kip-966", {"disk_loss": True, "crashes": 1}),
+    ("idempotent producer clean across a leader move (max.in.flight 2)", "current", PRODUCER_FAULT_BOUNDS),
+    ("idempotent producer clean across connection drops (max.in.flight 5)", "current", IDEMPOTENT_5_BOUNDS),
+    ("consumer group clean with generation fencing", "current", GROUP_BOUNDS),
+    ("consumer group clean across a coordinator fail-over", "current",
+     {**GROUP_FAILOVER_BOUNDS, "crashes": 1, "elections": 1}),
 ]
 # Three replicas and deeper schedules than breadth-first search exhausts in minutes: these
 # fixes are shown by seeded random walks (their shrunk walks are golden traces);

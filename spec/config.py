@@ -34,14 +34,28 @@ FIXES: dict[str, tuple[str, str]] = {
                                             "an unclean shutdown; the ISR may empty, and a leader "
                                             "comes from the ISR, then the ELR, then the last known "
                                             "ELR"),
+    # Client-side protocol (KIP-98): the broker's per-producer sequence check and the
+    # producer's sequence numbers; `--idempotence off` is this fix removed.
+    "idempotent-producer": ("KIP-98 / KIP-360", "the producer numbers its batches per partition "
+                                                "under a producer id and epoch; the leader refuses "
+                                                "a gap (OUT_OF_ORDER_SEQUENCE_NUMBER) and answers "
+                                                "a retried batch among its last 5 with the "
+                                                "original offset"),
+    "group-generation-fencing": ("KIP-62 / GroupCoordinator.handleCommitOffsets",
+                                 "the coordinator refuses an offset commit whose generation is not "
+                                 "the group's current one (ILLEGAL_GENERATION)"),
 }
 
 _V010 = frozenset({"controller-epoch-fencing"})
-_KIP101 = _V010 | {"epoch-truncation"}
+# Kafka 0.11 brought both epoch truncation (KIP-101) and the idempotent producer (KIP-98); the
+# generation fence on commits dates from the group protocol's start, but v0.10 is kept as the
+# generation without the client fixes so that it shows what each prevents.
+_KIP101 = _V010 | {"epoch-truncation", "idempotent-producer", "group-generation-fencing"}
 _KIP279 = _KIP101 | {"epoch-end-offset"}
 _KIP320 = _KIP279 | {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
 # Kafka 3.x as deployed today (KIP-903's broker epoch check shipped in 3.5).
 _CURRENT = _KIP320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
+CLIENT_FIXES = frozenset({"idempotent-producer", "group-generation-fencing"})
 # Kafka 4.x with eligible leader replicas enabled.
 _KIP966 = _CURRENT | {"eligible-leader-replicas"}
 
@@ -64,7 +78,7 @@ class Config:
     """Everything that shapes the model's state space. Bounds are part of the config because they
     gate which actions are enabled (a bounded model, as TLC's state constraints)."""
     generation: str = "current"
-    fixes: frozenset[str] = field(default_factory=lambda: GENERATIONS["current"])
+    fixes: frozenset[str] = field(default_factory=lambda: GENERATIONS["current"] - CLIENT_FIXES)
     brokers: int = 2
     records: int = 2          # client appends, in all
     crashes: int = 2          # crashes, in all
@@ -80,6 +94,18 @@ class Config:
     # maximal ISR belongs); older generations write them to the coordination store themselves,
     # synchronously, with compare-and-set.
     alter_isr: bool = True
+    # Clients (spec/producer.py, spec/group.py). With producers the appends come from them (the
+    # implicit client of `Produce` is off) and `records` counts each producer's records.
+    producers: int = 0
+    max_in_flight: int = 1    # max.in.flight.requests.per.connection
+    retries: int = 0          # retry budget per batch (stands in for delivery.timeout.ms too)
+    consumers: int = 0        # members of one consumer group (the replicated partition is then
+                              # the group's __consumer_offsets partition)
+    commit: str = "after"     # "after" processing (at least once) or "before" (at most once)
+
+    @property
+    def idempotence(self) -> bool:
+        return "idempotent-producer" in self.fixes
 
     def has(self, fix: str) -> bool:
         return fix in self.fixes
@@ -89,12 +115,26 @@ class Config:
                 "records": self.records, "crashes": self.crashes, "pauses": self.pauses, "elections": self.elections,
                 "losses": self.losses, "min_isr": self.min_isr, "acks": self.acks,
                 "unclean": self.unclean, "unflushed_loss": self.unflushed_loss,
-                "disk_loss": self.disk_loss, "alter_isr": self.alter_isr}
+                "disk_loss": self.disk_loss, "alter_isr": self.alter_isr,
+                **self.client_json()}
+
+    def client_json(self) -> dict:
+        """Client settings, written only when clients are on (older traces stay byte-equal)."""
+        out = {}
+        if self.producers:
+            out.update(producers=self.producers, max_in_flight=self.max_in_flight,
+                       retries=self.retries)
+        if self.consumers:
+            out.update(consumers=self.consumers, commit=self.commit)
+        return out
 
     @staticmethod
     def from_json(d: dict) -> "Config":
         try:
             extra = {"disk_loss": d.get("disk_loss", False)}     # absent in format-1 traces
+            for k in ("producers", "max_in_flight", "retries", "consumers", "commit"):
+                if k in d:
+                    extra[k] = d[k]
             return make_config(d["generation"], fixes=frozenset(d["fixes"]), **extra,
                                **{k: d[k] for k in ("brokers", "records", "crashes", "pauses", "elections",
                                                     "losses", "min_isr", "acks", "unclean",
@@ -117,6 +157,12 @@ def make_config(generation: str = "current", without: tuple[str, ...] = (), *,
                               f"(it has: {', '.join(sorted(chosen)) or 'none'})")
         chosen.discard(f)
     bounds.setdefault("alter_isr", generation in ("current", "kip-966"))
+    # A client fix governs nothing without its clients: leave it out, so that a configuration
+    # without clients is exactly what it was before clients joined the model.
+    if not bounds.get("producers"):
+        chosen.discard("idempotent-producer")
+    if not bounds.get("consumers"):
+        chosen.discard("group-generation-fencing")
     cfg = Config(generation=generation, fixes=frozenset(chosen), **bounds)
     if not 1 <= cfg.brokers <= 5:
         raise ConfigError("brokers must be between 1 and 5")
@@ -126,6 +172,21 @@ def make_config(generation: str = "current", without: tuple[str, ...] = (), *,
             raise ConfigError(f"{name} must be between 0 and 30")
     if not 1 <= cfg.min_isr <= cfg.brokers:
         raise ConfigError(f"min_isr must be between 1 and brokers ({cfg.brokers})")
-    if cfg.acks not in ("all", "1"):
-        raise ConfigError("acks must be 'all' or '1'")
+    if cfg.acks not in ("all", "1", "0"):
+        raise ConfigError("acks must be 'all', '1' or '0'")
+    if cfg.acks == "0" and not cfg.producers:
+        raise ConfigError("acks 0 needs producers (the implicit client writes with acks 1 or all)")
+    if not 0 <= cfg.producers <= 3 or not 0 <= cfg.consumers <= 3:
+        raise ConfigError("producers and consumers must be between 0 and 3")
+    if cfg.producers and cfg.consumers:
+        raise ConfigError("producers and consumers are explored separately (the replicated "
+                          "partition is the data partition, or __consumer_offsets)")
+    if not 1 <= cfg.max_in_flight <= 8 or not 0 <= cfg.retries <= 5:
+        raise ConfigError("max_in_flight must be between 1 and 8, retries between 0 and 5")
+    if cfg.commit not in ("after", "before"):
+        raise ConfigError("commit must be 'after' or 'before'")
+    if cfg.producers and cfg.idempotence and cfg.acks != "all":
+        # KafkaProducer refuses enable.idempotence with acks other than all (ConfigException).
+        raise ConfigError("idempotence needs acks all (say --idempotence off, or "
+                          "--without idempotent-producer)")
     return cfg

@@ -28,6 +28,9 @@ class Invariant(NamedTuple):
     check: Callable[[Config, State], str | None]
     scoped: bool   # only meaningful without unclean leader election
     counts_copies: bool = False   # a replica count: any power or disk loss may lower it (not checked after one)
+    # A client promise: None when the configured clients are promised it, else why not (then
+    # the invariant is off unless asked for by name). None here: a promise of the brokers.
+    promise: Callable[[Config], str | None] | None = None
 
 
 def _acting_leaders(s: State):
@@ -196,6 +199,104 @@ def unique_leader_per_epoch(cfg: Config, s: State) -> str | None:
     return None
 
 
+# --- client promises, judged on what consumers can read (the `exposed` prefix), which is what a
+# client history's final reads show ---------------------------------------------------------------
+
+def _producer_reads(s: State):
+    """Per producer: the records of its batches in the readable prefix, in log order, as
+    (record, offset)."""
+    by: dict[int, list] = {}
+    for off, r in enumerate(s.exposed):
+        if r < len(s.writes):
+            p, k, _, _ = s.writes[r]
+            if p >= 0:
+                by.setdefault(p, []).append((k, off))
+    return by
+
+
+def producer_send_order(cfg: Config, s: State) -> str | None:
+    """Acknowledged records of a producer take offsets in send order: the offsets the producer
+    was told (a retry answered as a duplicate gets the original's), as a client history shows
+    them."""
+    for p, pr in enumerate(s.prods):
+        last = None
+        for k, off in enumerate(pr.out):
+            if off < 0:
+                continue
+            if last is not None and off < last[1]:
+                return (f"producer p{p} sent record {last[0]} before record {k}, but they were "
+                        f"acknowledged at offsets {last[1]} and {off}: out of send order")
+            last = (k, off)
+    return None
+
+
+def producer_exactly_once(cfg: Config, s: State) -> str | None:
+    """No record of a producer is in the log twice."""
+    for p, recs in sorted(_producer_reads(s).items()):
+        first: dict[int, int] = {}
+        for k, off in recs:
+            if k in first:
+                return (f"producer p{p}'s record {k} is in the log twice, at offsets {first[k]} "
+                        f"and {off}")
+            first[k] = off
+    return None
+
+
+def group_fenced_never_commits(cfg: Config, s: State) -> str | None:
+    """A member fenced by a rebalance never gets a commit acknowledged."""
+    if s.grp and s.grp.fenced:
+        return (f"a commit from a fenced generation was acknowledged (the group is at generation "
+                f"{s.grp.gen})")
+    return None
+
+
+def group_committed_offset_never_back(cfg: Config, s: State) -> str | None:
+    """The committed offset the coordinator serves is never below one already acknowledged,
+    also after a coordinator fail-over (the new coordinator loads it from its log)."""
+    if not s.grp:
+        return None
+    for i, b in _acting_leaders(s):
+        off = max(0, rules.committed_offset_in_log(b.log, s.writes))
+        if off < s.grp.hi:
+            return (f"coordinator b{i} serves committed offset {off}, below the offset "
+                    f"{s.grp.hi} already acknowledged to the group")
+    return None
+
+
+def group_single_owner(cfg: Config, s: State) -> str | None:
+    """No two live members of one generation own the data partition."""
+    if not s.grp:
+        return None
+    seen: dict[int, int] = {}
+    for ci, c in enumerate(s.grp.cons):
+        if c.alive and c.gen >= 0:
+            if c.gen in seen:
+                return f"consumers c{seen[c.gen]} and c{ci} both own the partition in generation {c.gen}"
+            seen[c.gen] = ci
+    return None
+
+
+def group_at_least_once(cfg: Config, s: State) -> str | None:
+    """Commit after processing: every record below an acknowledged committed offset was
+    processed."""
+    if not s.grp:
+        return None
+    for d in range(s.grp.hi):
+        if not s.grp.processed[d]:
+            return f"offset {s.grp.hi} is committed but record d{d} below it was never processed"
+    return None
+
+
+def group_at_most_once(cfg: Config, s: State) -> str | None:
+    """Commit before processing: no record is processed twice."""
+    if not s.grp:
+        return None
+    for d, n in enumerate(s.grp.processed):
+        if n > 1:
+            return f"record d{d} was processed twice"
+    return None
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("HwBelowLeo", "every replica's HW is at most its LEO", hw_below_leo, False),
     Invariant("LogMatching", "two replicas agree on every offset below both their HWs",
@@ -218,13 +319,62 @@ INVARIANTS: tuple[Invariant, ...] = (
               replication_quorum_superset, False),
     Invariant("NoCommittedRecordLostGlobally", "every committed record is on some replica",
               no_committed_record_lost_globally, True),
+    Invariant("ProducerSendOrder", "per producer and partition, acknowledged records appear in "
+              "send order", producer_send_order, False,
+              promise=lambda c: rules.promises_send_order(c.fixes, c.max_in_flight, c.retries)),
+    Invariant("ProducerExactlyOnce", "per producer and partition, each record is written once",
+              producer_exactly_once, False,
+              promise=lambda c: rules.promises_exactly_once(c.fixes, c.retries)),
+    Invariant("GroupFencedNeverCommits", "a fenced generation never commits",
+              group_fenced_never_commits, False, promise=lambda c: None),
+    Invariant("GroupCommittedOffsetNeverBack", "committed offsets of a group never go back, also "
+              "across a coordinator fail-over", group_committed_offset_never_back, True,
+              promise=lambda c: None),
+    Invariant("GroupSingleOwner", "no two live members of one generation own a partition",
+              group_single_owner, False, promise=lambda c: None),
+    Invariant("GroupAtLeastOnce", "commit after processing: every record below the committed "
+              "offset was processed", group_at_least_once, False,
+              promise=lambda c: rules.promises_delivery(c.commit, "at-least-once")),
+    Invariant("GroupAtMostOnce", "commit before processing: no record is processed twice",
+              group_at_most_once, False,
+              promise=lambda c: rules.promises_delivery(c.commit, "at-most-once")),
 )
 INVARIANT_NAMES = tuple(inv.name for inv in INVARIANTS)
+CLIENT_INVARIANTS = tuple(i.name for i in INVARIANTS if i.promise is not None)
+
+
+def applies(inv: Invariant, cfg: Config) -> bool:
+    """A client invariant needs its clients: the producers' without producers is vacuous."""
+    if inv.promise is None:
+        return True
+    if inv.name.startswith("Producer"):
+        return bool(cfg.producers)
+    return bool(cfg.consumers)
+
+
+def unpromised(cfg: Config) -> dict[str, str]:
+    """Client invariants these settings make no promise of, with the reason (they are off
+    unless asked for by name: "can my settings reorder?" is then the question)."""
+    return {inv.name: why for inv in INVARIANTS if inv.promise is not None and applies(inv, cfg)
+            and (why := inv.promise(cfg)) is not None}
 
 
 def active(cfg: Config) -> tuple[Invariant, ...]:
-    """The invariants that must hold under this config (scoped ones drop out under unclean)."""
-    return tuple(inv for inv in INVARIANTS if not (inv.scoped and cfg.unclean))
+    """The invariants that must hold under this config (scoped ones drop out under unclean;
+    client ones without their clients, or where the settings promise nothing)."""
+    off = unpromised(cfg)
+    return tuple(inv for inv in INVARIANTS if not (inv.scoped and cfg.unclean)
+                 and applies(inv, cfg) and inv.name not in off)
+
+
+def selected(cfg: Config, names: tuple[str, ...] | None) -> tuple[Invariant, ...]:
+    """The invariants to check: the active ones, or those named (a client invariant named
+    explicitly is checked even where the settings do not promise it)."""
+    if names is None:
+        return active(cfg)
+    act = {i.name for i in active(cfg)}
+    return tuple(i for i in INVARIANTS if i.name in names
+                 and (i.name in act or (i.promise is not None and applies(i, cfg))))
 
 
 def violated(cfg: Config, s: State, invs: tuple[Invariant, ...] | None = None) -> tuple[str, str] | None:

@@ -27,10 +27,18 @@ class Action(NamedTuple):
         if k == "ControllerReact":
             return (f"controller b{b} handles broker changes; partition leader now "
                     + (f"b{a}" if a >= 0 else "none (offline)"))
+        if k in _CLIENT_TEMPLATES:
+            return _CLIENT_TEMPLATES[k].format(b=b, a=a)
         lossy = {1: " losing its unflushed writes", 2: " and loses its disk"}.get(a, "")
         return _TEMPLATES[k].format(b=b, a=a, lossy=lossy)
 
     def to_json(self) -> dict:
+        if self.kind in _CLIENT_TEMPLATES:
+            # Client actions name the client; `broker` only where a broker is chosen.
+            d = {"type": self.kind, "client": self.b}
+            if self.arg != -1:
+                d["broker"] = self.arg
+            return d
         d = {"type": self.kind, "broker": self.b}
         if self.kind in ("Deliver", "Lose"):
             d["message"] = dict(zip(("ce", "le", "leader", "isr", "ver"), self.arg))
@@ -41,6 +49,11 @@ class Action(NamedTuple):
     @staticmethod
     def from_json(d: dict) -> "Action":
         kind = d.get("type")
+        if kind in _CLIENT_TEMPLATES:
+            c, t = d.get("client"), d.get("broker", -1)
+            if not isinstance(c, int) or not isinstance(t, int):
+                raise ValueError(f"{kind} needs an integer 'client' (and 'broker' if any)")
+            return Action(kind, c, t)
         if kind not in _TEMPLATES and kind not in ("Deliver", "Lose", "ControllerReact"):
             raise ValueError(f"unknown action type {kind!r}")
         b = d.get("broker")
@@ -80,6 +93,7 @@ _TEMPLATES = {
     "ProposeShrink": "leader b{b} proposes removing lagging follower b{a} from the ISR",
     "ZombieElect": "deposed controller b{b} elects b{a} from its stale cache and sends it",
 }
+_CLIENT_TEMPLATES: dict[str, str] = {}     # filled by spec/producer.py and spec/group.py
 _ARG_NAMES = {"Crash": "lose_unflushed", "ControllerReact": "new_leader",
               "ControllerAlterIsr": "leader", "ProposeShrink": "follower", "ZombieElect": "new_leader"}
 
@@ -177,7 +191,8 @@ def enabled(cfg: Config, s: State) -> list[Action]:
         if b.role == LEADER:
             if b.resp != -1:
                 out.append(Action("AlterIsrResponse", i))
-            if s.produced < cfg.records and rules.produce_allowed(b, cfg.acks, cfg.min_isr, cfg.fixes):
+            if (not cfg.producers and not cfg.consumers and s.produced < cfg.records
+                    and rules.produce_allowed(b, cfg.acks, cfg.min_isr, cfg.fixes)):
                 out.append(Action("Produce", i))
             if b.pending < 0:
                 for f in bits(b.isr):
@@ -220,6 +235,10 @@ def enabled(cfg: Config, s: State) -> list[Action]:
             out.append(Action("Deliver", dst, m[1:]))
         if s.losses < cfg.losses:
             out.append(Action("Lose", dst, m[1:]))
+    if s.prods:
+        out.extend(_producer.enabled(cfg, s))
+    if s.grp:
+        out.extend(_group.enabled(cfg, s))
     return out
 
 
@@ -649,4 +668,13 @@ _STEPS = {
     "ProposeShrink": _propose_shrink, "ZombieElect": _zombie_elect, "Deliver": _deliver,
     "Lose": _lose,
 }
+
+# Clients compose with the replication model; their transitions live in their own modules
+# (imported last: they use the helpers above).
+from spec import group as _group, producer as _producer  # noqa: E402
+
+_CLIENT_TEMPLATES.update(_producer.TEMPLATES)
+_CLIENT_TEMPLATES.update(_group.TEMPLATES)
+_STEPS.update(_producer.STEPS)
+_STEPS.update(_group.STEPS)
 ACTION_KINDS = tuple(sorted(_STEPS))

@@ -246,3 +246,133 @@ def leader_candidates(fixes: frozenset, isr: int, elr: int, lkelr: int, electabl
     if not cands and unclean:
         cands = electable
     return cands
+
+
+# --- producers (KIP-98 idempotence, KIP-360 epoch bumps) ------------------------------------------
+
+# ProducerStateEntry.NUM_BATCHES_TO_RETAIN: the leader remembers the metadata of a producer's
+# last 5 batches; this is why KafkaProducer refuses idempotence with max.in.flight above 5.
+BATCHES_RETAINED = 5
+
+# Produce answers, as the client sees them.
+OK, NOT_LEADER, NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE, NETWORK = range(5)
+CODE_NAMES = ("OK", "NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "OUT_OF_ORDER_SEQUENCE_NUMBER",
+              "NETWORK_EXCEPTION")
+
+
+def producer_state(log: tuple, writes: tuple, producer: int) -> tuple[int, int, tuple]:
+    """ProducerStateManager as a fold over the log: (epoch, last sequence, last batches as
+    ((seq, offset), ...) newest last, at most BATCHES_RETAINED). The broker keeps this in memory
+    and in snapshots, rebuilt from the log on recovery and on truncation (truncateAndReload), so
+    it always equals this fold of the replica's own log: a new leader has it from its log.
+    A batch of a newer epoch resets the entry (ProducerAppendInfo.updateProducerEpoch)."""
+    epoch, last, cache = -1, -1, ()
+    for off, (r, _) in enumerate(log):
+        if r >= len(writes):
+            continue
+        p, _k, pe, seq = writes[r]
+        if p != producer or seq < 0:
+            continue
+        if pe != epoch:
+            epoch, cache = pe, ()
+        last = seq
+        cache = (cache + ((seq, off),))[-BATCHES_RETAINED:]
+    return epoch, last, cache
+
+
+def check_sequence(log: tuple, writes: tuple, producer: int, pe: int, seq: int,
+                   fixes: frozenset) -> tuple[str, int]:
+    """The leader's check of an incoming batch (ProducerStateManager / ProducerAppendInfo
+    .checkProducerEpoch + checkSequence, and Log.analyzeAndValidateProducerState's duplicate
+    lookup). Returns ("append", -1), ("duplicate", original offset) or ("out-of-order", -1).
+    Without `idempotent-producer` (KIP-98) every batch is appended.
+    - a batch equal to one of the producer's last 5 (same epoch and sequence) is a duplicate,
+      answered with its original offset (findDuplicateBatch);
+    - a new epoch must start at sequence 0; the same epoch must continue at last + 1; an unknown
+      producer must start at 0 (UNKNOWN_PRODUCER_ID, which the KIP-360 client handles like an
+      out-of-order answer); anything else is OUT_OF_ORDER_SEQUENCE_NUMBER. (An older epoch would
+      get INVALID_PRODUCER_EPOCH: the model's producer never sends one, as it bumps its epoch
+      only with nothing in flight.)"""
+    if "idempotent-producer" not in fixes or seq < 0:
+        return "append", -1
+    epoch, last, cache = producer_state(log, writes, producer)
+    if pe == epoch:
+        for s, off in cache:
+            if s == seq:
+                return "duplicate", off
+        return ("append", -1) if seq == last + 1 else ("out-of-order", -1)
+    return ("append", -1) if seq == 0 else ("out-of-order", -1)
+
+
+def producer_reaction(code: int, seq: int, last_acked: int, tries: int, retries: int,
+                      fixes: frozenset) -> str:
+    """What the producer does with a failed batch (Sender.canRetry and, with idempotence,
+    TransactionManager.canRetry / handleFailedBatch since KIP-360): "retry" (re-enqueued at the
+    head of its partition's queue, RecordAccumulator.reenqueue), "bump" (retry after bumping the
+    epoch and renumbering the unfinished batches from 0), or "fail" (reported to the
+    application; with idempotence its sequence is then unresolved, so the epoch is bumped too).
+    - every error here is retriable; a batch is retried while it has retries left (the budget
+      stands in for delivery.timeout.ms: either ends the batch);
+    - OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that is not the next after the last acknowledged
+      one is retried as is (an earlier batch is still on its way); for the next one it means the
+      leader lost (or never kept) the producer's state: bump the epoch and resend from 0."""
+    if tries >= retries:
+        return "fail"
+    if code == OUT_OF_ORDER_SEQUENCE and "idempotent-producer" in fixes and seq == last_acked + 1:
+        return "bump"
+    return "retry"
+
+
+def sequence_resolved(unresolved_seq: int, last_acked: int) -> bool:
+    """TransactionManager.maybeResolveSequences (KIP-360): once nothing sent is unfinished, an
+    unresolved sequence is resolved if the broker acknowledged a sequence at or past it (the
+    failed batch was written after all); if not, the epoch must be bumped."""
+    return last_acked >= unresolved_seq
+
+
+def promises_send_order(fixes: frozenset, max_in_flight: int, retries: int) -> str | None:
+    """Per producer and partition, acknowledged records appear in send order: Kafka promises it
+    with idempotence (KIP-98, for any max.in.flight <= 5), and without it only when a batch is
+    never overtaken (max.in.flight 1) or never retried. None when promised, else why not."""
+    if "idempotent-producer" in fixes or max_in_flight == 1 or retries == 0:
+        return None
+    return (f"not promised: no idempotence with retries={retries} and "
+            f"max.in.flight={max_in_flight} may reorder")
+
+
+def promises_exactly_once(fixes: frozenset, retries: int) -> str | None:
+    """Each record is written once: promised with idempotence, or when nothing is ever retried."""
+    if "idempotent-producer" in fixes or retries == 0:
+        return None
+    return f"not promised: no idempotence with retries={retries} may write a record twice"
+
+
+# --- consumer groups (GroupCoordinator, GroupMetadataManager) ------------------------------------
+
+def commit_generation_ok(commit_generation: int, group_generation: int, fixes: frozenset) -> bool:
+    """GroupCoordinator.handleCommitOffsets / validateOffsetCommit (`group-generation-fencing`,
+    the generation check of the group protocol, KIP-62's era): a commit from another generation
+    gets ILLEGAL_GENERATION, so a member fenced by a rebalance cannot move the group's offset.
+    Without it the coordinator accepts any member's commit."""
+    return "group-generation-fencing" not in fixes or commit_generation == group_generation
+
+
+def committed_offset_in_log(log: tuple, writes: tuple) -> int:
+    """GroupMetadataManager.loadGroupsAndOffsets: a coordinator knows the group's committed
+    offset as the last commit record in its __consumer_offsets log (the log is compacted by key:
+    the last value wins); -1 when there is none. A new coordinator loads it from its own log,
+    so a commit its log lacks is gone for the group."""
+    off = -1
+    for r, _ in log:
+        if r < len(writes) and writes[r][0] < 0:
+            off = writes[r][1]
+    return off
+
+
+def promises_delivery(commit: str, mode: str) -> str | None:
+    """Commit after processing promises at-least-once (a crash re-delivers from the committed
+    offset: nothing below it unprocessed); commit before processing promises at-most-once (a
+    crash skips the record committed but not processed: nothing twice). None when `mode` is
+    what `commit` promises."""
+    promised = "at-least-once" if commit == "after" else "at-most-once"
+    return None if mode == promised else f"not promised: commit {commit} processing is {promised}"

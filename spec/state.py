@@ -60,6 +60,24 @@ class Zk(NamedTuple):
                         # controller (KAFKA-15586: the registration says so); 0 without KIP-966
 
 
+class Prod(NamedTuple):
+    """One producer and its connection (spec/producer.py owns the transitions)."""
+    pe: int             # producer epoch from InitProducerId (-1: none yet, or not idempotent)
+    nxt: int            # records handed to the producer so far (send order = record index)
+    seqn: int           # next sequence number to assign
+    lack: int           # last acknowledged sequence number (-1 none)
+    bump: int           # KIP-360: -1 nothing pending; -2 an epoch bump is required (done once
+                        # nothing is in flight); n >= 0 sequence n is unresolved (a batch failed
+                        # with its outcome unknown): resolved once no sent batch is unfinished,
+                        # by an acknowledgement at or past n, else by an epoch bump
+    batches: tuple      # unfinished batches, oldest first: (record, seq, tries, in_flight)
+    reqs: tuple         # the connection, in order: (record, seq, pe, broker, le, wid, offset);
+                        # wid -1: not yet handled, else appended as write wid at offset and
+                        # awaiting the high watermark (acks=all: the channel is muted meanwhile)
+    resps: tuple        # responses on their way back, in order: (record, code, offset)
+    out: tuple          # per record sent: -1 open, -2 failed, -3 unknown (acks=0), else its offset
+
+
 class State(NamedTuple):
     brokers: tuple      # (Broker, ...)
     zk: Zk
@@ -77,6 +95,13 @@ class State(NamedTuple):
                         # durability exemption without fsync); invariants do not ask for them
     damaged: int        # ghost: ISR members that lost data in a crash and are still in the
                         # controller's ISR (the controller has not yet removed them)
+    # --- clients (empty without producers and consumers) ---
+    writes: tuple = ()  # per write id (the record number in logs): (producer, record, epoch, seq)
+                        # for a producer's batch, (-1, offset, generation, member) for an offset
+                        # commit; the batch metadata a log carries, so a leader can rebuild its
+                        # producer state from its log
+    prods: tuple = ()   # (Prod, ...)
+    grp: tuple = ()     # consumer group (spec/group.py), () without consumers
 
 
 def bits(mask: int) -> list[int]:
@@ -114,16 +139,34 @@ def initial(cfg) -> State:
             ctl_cache=(0, 0, everyone, 0, sessions) if b == ctl else (), pend_acks=0, pend_gen=0, resp=-1))
     zk = Zk(controller=ctl, ce=1, leader=0, le=0, isr=everyone, ver=0, sessions=sessions, lsess=2,
             elr=0, lkelr=0, unclean=0)
-    return State(brokers=tuple(brokers), zk=zk, msgs=(), acked=0, produced=0, exposed=(),
-                 epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0,
-                 doomed=0, damaged=0)
+    prods = tuple(Prod(pe=-1, nxt=0, seqn=0, lack=-1, bump=-1, batches=(), reqs=(), resps=(),
+                       out=()) for _ in range(getattr(cfg, "producers", 0)))
+    s = State(brokers=tuple(brokers), zk=zk, msgs=(), acked=0, produced=0, exposed=(),
+              epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0,
+              doomed=0, damaged=0, prods=prods)
+    if getattr(cfg, "consumers", 0):
+        from spec.group import initial_group
+        s = s._replace(grp=initial_group(cfg))
+    return s
 
 
-def _log_str(log: tuple) -> str:
-    return "[" + " ".join(f"r{r}@e{e}" for r, e in log) + "]"
+def write_name(r: int, writes: tuple = ()) -> str:
+    """A log entry's name: r<n> for the implicit client's records; with clients, p<producer>.<record>
+    for a producer's batch (its sequence number after '#', with idempotence) and c<offset>/g<gen>
+    for an offset commit."""
+    if r >= len(writes):
+        return f"r{r}"
+    p, k, pe, seq = writes[r]
+    if p < 0:
+        return f"commit{k}/g{pe}"
+    return f"p{p}.{k}" + (f"#{pe}.{seq}" if seq >= 0 else "")
 
 
-def describe_broker(i: int, b: Broker) -> str:
+def _log_str(log: tuple, writes: tuple = ()) -> str:
+    return "[" + " ".join(f"{write_name(r, writes)}@e{e}" for r, e in log) + "]"
+
+
+def describe_broker(i: int, b: Broker, writes: tuple = ()) -> str:
     if not b.alive:
         status = "down"
     else:
@@ -132,7 +175,7 @@ def describe_broker(i: int, b: Broker) -> str:
             status += f" of {b.leader}" if b.leader >= 0 else " of none"
             if b.trunc:
                 status += " must-truncate"
-    s = f"b{i} {status} le={b.le} {_log_str(b.log)} hw={b.hw}"
+    s = f"b{i} {status} le={b.le} {_log_str(b.log, writes)} hw={b.hw}"
     if b.flushed < b.leo:
         s += f" flushed={b.flushed}"
     if b.role == LEADER and b.alive:
@@ -152,13 +195,17 @@ def summary(s: State) -> dict:
     elr = f" elr={mask_str(zk.elr)}" if zk.elr else ""
     if zk.lkelr:
         elr += f" last-known-elr={mask_str(zk.lkelr)}"
-    return {
+    out = {
         "zk": f"controller={zk.controller} ce={zk.ce} leader={zk.leader} le={zk.le} "
               f"isr={mask_str(zk.isr)}{elr} v{zk.ver}",
-        "brokers": [describe_broker(i, b) for i, b in enumerate(s.brokers)],
+        "brokers": [describe_broker(i, b, s.writes) for i, b in enumerate(s.brokers)],
         "acked": [f"r{r}" for r in bits(s.acked)],
         "in_flight": len(s.msgs),
     }
+    if s.prods or s.grp:
+        from spec.clients_view import client_lines
+        out["clients"] = client_lines(s)
+    return out
 
 
 def describe_state(s: State) -> str:

@@ -61,8 +61,18 @@ def permute(s: State, p: tuple, mt: tuple, inv: tuple) -> tuple:
            tuple(zk[6][i] for i in inv), zk[7], mt[zk[8]], mt[zk[9]], mt[zk[10]])
     msgs = tuple(sorted((p[d], ce, le, p[l] if l >= 0 else l, mt[isr], ver)
                         for d, ce, le, l, isr, ver in s[2]))
-    return ((tuple(brokers), nzk, msgs) + tuple(s[3:6]) + (tuple(mt[m] for m in s[6]),)
+    head = ((tuple(brokers), nzk, msgs) + tuple(s[3:6]) + (tuple(mt[m] for m in s[6]),)
             + tuple(s[7:13]) + (mt[s[13]],))
+    if len(s) == 14:
+        return head
+    # Clients: writes name no broker; a producer's requests name the broker they went to.
+    prods = tuple(pr[:6] + (tuple(r[:3] + (p[r[3]],) + r[4:] for r in pr[6]),) + pr[7:]
+                  for pr in s[15])
+    grp = s[16]
+    if grp:
+        from spec.group import permute_brokers
+        grp = permute_brokers(grp, p)
+    return head + (s[14], prods, grp)
 
 
 _IDENTITY = {n: tuple(range(n)) for n in range(1, 8)}
@@ -75,6 +85,48 @@ def _signature(b) -> tuple:
 
 
 def canonical(s: State) -> State:
+    """Canonical under broker renaming, then (with two or more producers, or consumers) under
+    client renaming: producers with the same settings are interchangeable; a producer's id
+    appears in the write table and as its place in `prods`, nowhere else. The least renaming
+    over all client orders is taken (at most 3! = 6)."""
+    c = _canonical_brokers(s)
+    prods = c[15]
+    if len(prods) < 2:
+        return _canonical_consumers(c)
+    writes = c[14]
+    best = None
+    for q in permutations(range(len(prods))):      # q[old] = new
+        inv = [0] * len(q)
+        for o, n in enumerate(q):
+            inv[n] = o
+        w = tuple((q[x[0]],) + x[1:] if x[0] >= 0 else x for x in writes)
+        t = c[:14] + (w, tuple(prods[inv[n]] for n in range(len(q))), c[16])
+        if best is None or t < best:
+            best = t
+    return best
+
+
+def _canonical_consumers(c: tuple) -> tuple:
+    """Consumers of one group are interchangeable too: a member's id appears as its place in the
+    group's member list, as the group's owner, and in the commit records it wrote."""
+    grp = c[16]
+    if not grp or len(grp[2]) < 2:
+        return c
+    cons, writes = grp[2], c[14]
+    best = None
+    for q in permutations(range(len(cons))):      # q[old] = new
+        inv = [0] * len(q)
+        for o, n in enumerate(q):
+            inv[n] = o
+        w = tuple(x[:3] + (q[x[3]],) if x[0] < 0 else x for x in writes)
+        g = (grp[0], q[grp[1]] if grp[1] >= 0 else -1, tuple(cons[inv[n]] for n in range(len(q))))
+        t = c[:14] + (w, c[15], g + tuple(grp[3:]))
+        if best is None or t < best:
+            best = t
+    return best
+
+
+def _canonical_brokers(s: State) -> State:
     """Least renaming among those that sort brokers by signature. The set of such renamings
     moves with the state, so two renamings of one state get the same canonical form; ties in
     signature are broken by trying every renaming that keeps the order."""

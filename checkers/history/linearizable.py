@@ -75,7 +75,15 @@ def effective_appends(part: Part, config: dict[int, dict] | None = None) -> tupl
         elif s.type == "info":
             other = at.get(o)
             seen = placed.get(s.id)
-            if seen is not None and seen[0] != o:
+            if seen is not None and seen[0] != o and duplicate_permitted((config or {}).get(s.process)):
+                # A retried batch whose answers were all lost: appended twice, as the settings
+                # permit (the duplicate check notes it); the second copy is the retry's.
+                if other is None:
+                    at[o] = replace(s, type="info", comp=None, offset=None)
+                elif other.id != s.id:
+                    bad.append(_a((other, p), f"poll #{p.id} read {v!r} at offset {o} of {part.tp}, "
+                                              f"which send #{other.id} holds ({other.value!r}).", part))
+            elif seen is not None and seen[0] != o:
                 bad.append(_a((seen[1], p), f"polls #{seen[1].id} and #{p.id} read {v!r} (an "
                                             f"unacknowledged send, #{s.id}) at offsets "
                                             f"{seen[0]} and {o} of {part.tp}.", part))

@@ -1,0 +1,204 @@
+"""A model run written as a client history (traces/history.py format), so that the history
+checkers and the model judge the same run. Lives in checkers/: spec/ stays pure.
+
+Mapping (one event time per model step, `mono_ns` = 1000 * step):
+- producers: a `producer_config` first; a `send` is invoked when the record is first handed to
+  the sender (value `p<producer>-<record>`, partition 0 of topic "t") and completes `ok` with
+  the acknowledged offset, or `info` when it failed (a failed batch may still have been
+  written: NOT_ENOUGH_REPLICAS_AFTER_APPEND, a dropped connection) or was sent with acks=0;
+- what consumers can read (the model's `exposed` prefix): a reader process polls each record
+  as it becomes readable, and a final read of the whole prefix ends the run;
+- consumer groups: the data partition's records are sent (and acknowledged) first by a loader
+  process; a `Join` is an `assign` of generation g (one process per consumer incarnation, with
+  the group's declared delivery mode: commit after processing = at-least-once, before =
+  at-most-once); a record is `poll`ed when the application processes it (the model's `Process`:
+  the delivery the modes speak of); a `Commit` invokes a `commit` of the offset with the
+  member's generation, completed `ok` when acknowledged, `fail` when refused unwritten, `info`
+  when refused after the append (it may survive in the log).
+
+`expected_anomalies(cfg, violation)` says which anomaly the history checkers must report for
+a model violation: the contract the differential test holds both sides to.
+"""
+from __future__ import annotations
+
+from spec import Action, Config, State
+from traces.history import History, make_header, pair
+
+TOPIC = "t"
+DATA_TOPIC = "d"
+GROUP = "g"
+READER, LOADER = 900, 901
+
+# model invariant -> the anomaly a client history shows for it
+ANOMALY_OF = {
+    "ProducerExactlyOnce": "duplicate",
+    "ProducerSendOrder": "send-reorder",
+    "GroupFencedNeverCommits": "fenced-commit",
+    "GroupAtLeastOnce": "delivery-at-least-once",
+    "GroupAtMostOnce": "delivery-at-most-once",
+}
+
+
+class _Rec:
+    def __init__(self):
+        self.events: list[dict] = []
+        self.next_id = 0
+
+    def invoke(self, t: int, process: int, f: str, **fields) -> int:
+        i = self.next_id
+        self.next_id += 1
+        self.events.append({"id": i, "type": "invoke", "process": process, "f": f, **fields,
+                            "mono_ns": t})
+        return i
+
+    def complete(self, t: int, i: int, process: int, f: str, typ: str, **fields) -> None:
+        self.events.append({"id": i, "type": typ, "process": process, "f": f, **fields,
+                            "mono_ns": t})
+
+
+def _value(s: State, wid: int) -> str:
+    p, k, _, _ = s.writes[wid]
+    return f"p{p}-{k}"
+
+
+def history_of_run(cfg: Config, init: State, path: list[Action], states: list[State],
+                   trace_id: str = "model") -> History:
+    rec = _Rec()
+    t = 1000
+    for p in range(len(init.prods)):
+        i = rec.invoke(t, p, "producer_config", retries=cfg.retries, max_in_flight=cfg.max_in_flight,
+                       idempotence=cfg.idempotence, acks="all" if cfg.acks == "all" else cfg.acks)
+        rec.complete(t, i, p, "producer_config", "ok")
+    sends: dict[tuple, int] = {}
+    ncons = len(init.grp.cons) if init.grp else 0
+    procs = {c: 100 + c for c in range(ncons)}     # consumer -> its incarnation's process
+    next_proc = [100 + ncons]
+    commits: dict[int, int] = {}     # consumer -> open commit op id
+    mode = "at-least-once" if cfg.commit == "after" else "at-most-once"
+    if init.grp:
+        for d in range(cfg.records):
+            i = rec.invoke(t, LOADER, "send", topic=DATA_TOPIC, partition=0, value=f"d{d}")
+            rec.complete(t, i, LOADER, "send", "ok", offset=d)
+    prev = init
+    for n, (a, s) in enumerate(zip(path, states), 1):
+        t = 1000 * (n + 1)
+        # producers: new sends and completions
+        for p, (pp, sp) in enumerate(zip(prev.prods, s.prods)):
+            for k in range(len(pp.out), len(sp.out)):
+                sends[(p, k)] = rec.invoke(t, p, "send", topic=TOPIC, partition=0, value=f"p{p}-{k}")
+            for k, o in enumerate(sp.out):
+                before = pp.out[k] if k < len(pp.out) else -1
+                if o != before and o != -1:
+                    if o >= 0:
+                        rec.complete(t, sends[(p, k)], p, "send", "ok", offset=o)
+                    else:
+                        rec.complete(t, sends[(p, k)], p, "send", "info",
+                                     error="acks=0" if o == -3 else "retries exhausted")
+        # readable prefix: the reader polls what became readable
+        if init.prods and len(s.exposed) > len(prev.exposed):
+            offs = list(range(len(prev.exposed), len(s.exposed)))
+            vals = [_value(s, s.exposed[o]) for o in offs]
+            i = rec.invoke(t, READER, "poll", topic=TOPIC, partition=0)
+            rec.complete(t, i, READER, "poll", "ok", offsets=offs, values=vals)
+        if s.grp:
+            _group_events(rec, t, a, prev, s, procs, next_proc, commits, mode)
+        prev = s
+    t = 1000 * (len(path) + 2)
+    if init.prods:
+        offs = list(range(len(prev.exposed)))
+        i = rec.invoke(t, READER + 1, "poll", topic=TOPIC, partition=0, final=True)
+        rec.complete(t, i, READER + 1, "poll", "ok", offsets=offs,
+                     values=[_value(prev, prev.exposed[o]) for o in offs])
+    if init.grp:
+        i = rec.invoke(t, READER + 1, "poll", topic=DATA_TOPIC, partition=0, final=True)
+        rec.complete(t, i, READER + 1, "poll", "ok", offsets=list(range(cfg.records)),
+                     values=[f"d{d}" for d in range(cfg.records)])
+    header = make_header(trace_id, source="model", config=cfg.to_json())
+    return pair("<model run>", header, [(f"event {n}", e) for n, e in enumerate(rec.events, 1)])
+
+
+def _group_events(rec: _Rec, t: int, a: Action, prev: State, s: State, procs: dict,
+                  next_proc: list, commits: dict, mode: str) -> None:
+    ci = a.b
+    if a.kind == "Join":
+        proc = procs[ci]
+        i = rec.invoke(t, proc, "assign", topic=DATA_TOPIC, partition=0, group=GROUP, delivery=mode)
+        rec.complete(t, i, proc, "assign", "ok", generation=s.grp.gen)
+    elif a.kind == "ConsumerCrash":
+        procs.pop(ci, None)          # its open operations never complete (info)
+        commits.pop(ci, None)
+    elif a.kind == "ConsumerRestart":
+        procs[ci] = next_proc[0]
+        next_proc[0] += 1
+    elif a.kind == "Process":
+        d = prev.grp.cons[ci].held
+        proc = procs[ci]
+        i = rec.invoke(t, proc, "poll", topic=DATA_TOPIC, partition=0)
+        rec.complete(t, i, proc, "poll", "ok", offsets=[d], values=[f"d{d}"])
+    elif a.kind == "Commit":
+        gen, off = s.grp.cons[ci].commit[:2]
+        commits[ci] = rec.invoke(t, procs[ci], "commit", topic=DATA_TOPIC, partition=0, group=GROUP,
+                                 generation=gen, offset=off)
+    elif a.kind in ("HandleCommit", "CompleteCommit") and not s.grp.cons[ci].commit:
+        i = commits.pop(ci)
+        ok = s.grp.cons[ci].gen >= 0
+        if ok:
+            rec.complete(t, i, procs[ci], "commit", "ok")
+        else:
+            appended = a.kind == "CompleteCommit"
+            rec.complete(t, i, procs[ci], "commit", "info" if appended else "fail",
+                         error="NOT_COORDINATOR" if appended else "ILLEGAL_GENERATION/NOT_COORDINATOR")
+
+
+def expected_anomalies(cfg: Config, violation: tuple[str, str] | None) -> tuple[str | None, bool]:
+    """(the anomaly the history must show, whether it must make the history invalid). A
+    reordering or a duplicate the producer's settings permit is a note of the history checkers,
+    not an anomaly: the run stays valid."""
+    if violation is None:
+        return None, False
+    kind = ANOMALY_OF.get(violation[0])
+    if violation[0] in ("ProducerSendOrder", "ProducerExactlyOnce"):
+        from checkers.history.log_checks import duplicate_permitted, reorder_permitted
+        settings = {"idempotence": cfg.idempotence, "retries": cfg.retries,
+                    "max_in_flight": cfg.max_in_flight}
+        permitted = (reorder_permitted if kind == "send-reorder" else duplicate_permitted)(settings)
+        return kind, not permitted
+    return kind, True
+
+
+def random_run(model, seed: int, length: int):
+    """One seeded random walk of at most `length` steps, stopping at the first violation of the
+    model's invariants: (path, states, violation or None). Enabled actions come in a fixed order,
+    so a seed reproduces the run."""
+    import random
+    rng = random.Random(seed)
+    s = model.initial()
+    path, states = [], []
+    for _ in range(length):
+        acts = model.enabled(s)
+        if not acts:
+            break
+        a = acts[rng.randrange(len(acts))]
+        t = model.step(s, a)
+        path.append(a)
+        states.append(t)
+        v = model.step_violation(s, t) or model.violation(t)
+        s = t
+        if v:
+            return path, states, v
+    return path, states, None
+
+
+def differential_invariants(cfg: Config) -> tuple:
+    """What a model run is judged by when compared with its history: the active invariants,
+    plus the producer invariants the settings do not promise (a history shows a duplicate
+    whatever the settings; a permitted reordering as a note), minus
+    GroupCommittedOffsetNeverBack, which a history cannot show until a member reads the lower
+    offset and commits below it (the history checkers compare commits, not the coordinator's
+    answer)."""
+    from spec.invariants import INVARIANTS, active
+    names = {i.name for i in active(cfg)}
+    if cfg.producers:
+        names |= {"ProducerSendOrder", "ProducerExactlyOnce"}
+    names.discard("GroupCommittedOffsetNeverBack")
+    return tuple(i for i in INVARIANTS if i.name in names)

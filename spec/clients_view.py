@@ -1,0 +1,39 @@
+"""One-line views of the clients' state for traces and stories (spec/state.summary)."""
+from __future__ import annotations
+
+from spec.rules import CODE_NAMES
+
+
+def _out(o: int) -> str:
+    return {-1: "open", -2: "failed", -3: "unknown"}.get(o, f"@{o}")
+
+
+def producer_line(i: int, p) -> str:
+    s = f"p{i}"
+    if p.pe >= 0:
+        s += f" epoch={p.pe} next-seq={p.seqn}"
+    if p.bump == -2:
+        s += " epoch-bump-required"
+    elif p.bump >= 0:
+        s += f" unresolved-seq={p.bump}"
+    s += " sent=[" + " ".join(f"{k}:{_out(o)}" for k, o in enumerate(p.out)) + "]"
+    if p.batches:
+        s += " batches=[" + " ".join(
+            f"{k}" + (f"#{seq}" if seq >= 0 else "") + ("(in flight)" if fl else "(queued)")
+            + (f"x{t}" if t else "") for k, seq, t, fl in p.batches) + "]"
+    if p.reqs:
+        s += " requests=[" + " ".join(
+            f"{k}->b{b}" + ("" if w < 0 else f"(appended@{off}, awaiting HW)")
+            for k, _, _, b, _, w, off in p.reqs) + "]"
+    if p.resps:
+        s += " answers=[" + " ".join(f"{k}:{CODE_NAMES[c]}" + (f"@{o}" if o >= 0 else "")
+                                    for k, c, o in p.resps) + "]"
+    return s
+
+
+def client_lines(s) -> list[str]:
+    out = [producer_line(i, p) for i, p in enumerate(s.prods)]
+    if s.grp:
+        from spec.group import group_lines
+        out += group_lines(s)
+    return out
