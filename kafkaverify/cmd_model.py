@@ -60,15 +60,20 @@ def _print_bounds(cfg, extra: str = "") -> None:
                f"unclean={cfg.unclean} unflushed_loss={cfg.unflushed_loss} disk_loss={cfg.disk_loss}{extra}")
 
 
-def print_story(actions, states, invariant: str, message: str) -> None:
+def story_lines(actions, states, invariant: str, message: str) -> list[str]:
+    """A counterexample as a numbered story: each step, then the store and every broker."""
     from spec.state import summary
-    click.echo(f"VIOLATION of {invariant}: {message}")
-    click.echo(f"counterexample ({len(actions)} steps):")
+    out = [f"VIOLATION of {invariant}: {message}", f"counterexample ({len(actions)} steps):"]
     for i, (a, s) in enumerate(zip(actions, states), 1):
-        click.echo(f"  {i:>3}. {a.describe()}")
+        out.append(f"  {i:>3}. {a.describe()}")
         sm = summary(s)
-        for line in [sm["zk"]] + sm["brokers"]:
-            click.echo(f"         {line}")
+        out += [f"         {line}" for line in [sm["zk"]] + sm["brokers"]]
+    return out
+
+
+def print_story(actions, states, invariant: str, message: str) -> None:
+    for line in story_lines(actions, states, invariant, message):
+        click.echo(line)
 
 
 def _report_violation(cfg, r, stats: str, out: str | None, cmd: str, **trace_fields) -> int:
@@ -192,11 +197,22 @@ def register(group: click.Group) -> None:
         return exitcodes.VALID
 
     @group.command()
+    @click.option("--budget", type=click.Choice(["quick", "full"]), default=None,
+                  help="quick: the pull-request budget (under 2 minutes, one stage per fix family); "
+                       "full (default): every stage")
     @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write results as JSON")
-    @click.option("--quick", is_flag=True, help="skip the per-fix stages")
-    @click.option("--stage", "only", multiple=True, metavar="TEXT",
-                  help="run only stages whose name contains TEXT (repeatable)")
-    def check(json_out, quick, only):
+    @click.option("--junit", type=click.Path(dir_okay=False), help="write JUnit XML (one test case per stage)")
+    @click.option("--html", "html_out", type=click.Path(dir_okay=False),
+                  help="write the HTML summary page (default with --artifacts: DIR/index.html)")
+    @click.option("--artifacts", type=click.Path(file_okay=False),
+                  help="folder for counterexample traces and HTML reports")
+    @click.option("--quick", is_flag=True, help="same as --budget quick")
+    @click.option("--stage", "only", multiple=True, metavar="NAME",
+                  help="run only this stage (exact name, family, or part of a name; repeatable)")
+    def check(budget, json_out, junit, html_out, artifacts, quick, only):
         """The invariant suite on its embedded defaults."""
         from kafkaverify.suite import run_suite
-        return run_suite(json_out=json_out, quick=quick, only=only)
+        if quick and budget == "full":
+            raise InputError("--quick contradicts --budget full")
+        return run_suite(json_out=json_out, quick=quick, only=only, budget=budget, junit=junit,
+                         html_out=html_out, artifacts=artifacts)

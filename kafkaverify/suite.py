@@ -8,14 +8,19 @@ Stages:
   its recorded anomaly (client histories);
 - teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
   `current` without each fix, at the bounds where that fix's bug is observable.
+
+Which stages run under `--budget quick|full`, with their fix family and cost: one row per stage
+in kafkaverify/budget.py (add one with each new stage). Reports for CI (JUnit XML, artefacts,
+HTML summary): kafkaverify/ci_report.py.
 """
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import click
 from rich.console import Console
@@ -69,6 +74,15 @@ class StageResult:
     verdict: str        # pass | fail | unknown
     seconds: float
     detail: str
+    # For CI reports (kafkaverify/ci_report.py): the command that reproduces the stage's search,
+    # and what it found -- (Config, result with .path/.states) for searches, the files it read
+    # for golden stages. Never serialised as is.
+    reproduce: str = ""
+    evidence: Any = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "verdict": self.verdict, "seconds": self.seconds,
+                "detail": self.detail, "reproduce": self.reproduce}
 
 
 def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
@@ -77,19 +91,21 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
     from checkers.explore import explore
     from spec import Model, make_config
     t0 = time.monotonic()
+    from kafkaverify.cmd_model import _config_args
     cfg = make_config(generation, without, **bounds)
     r = explore(Model(cfg), time_limit=time_limit, invariants=invariants)
     secs = time.monotonic() - t0
     stats = f"{r.distinct:,} states, depth {r.depth}, {r.states_per_second:,.0f}/s"
+    cmd = f"kafkaverify explore {_config_args(cfg)}" + "".join(f" --invariant {i}" for i in invariants or ())
     if r.status == "violation":
         detail = f"{r.invariant} in {len(r.path)} steps; {stats}"
         if expect_violation and expect and r.invariant != expect:
-            return StageResult(name, "fail", secs, f"expected {expect}, found {detail}")
-        return StageResult(name, "pass" if expect_violation else "fail", secs, detail)
+            return StageResult(name, "fail", secs, f"expected {expect}, found {detail}", cmd, (cfg, r))
+        return StageResult(name, "pass" if expect_violation else "fail", secs, detail, cmd, (cfg, r))
     if r.status == "exhausted":
         return StageResult(name, "fail" if expect_violation else "pass", secs,
-                           f"exhausted, no violation; {stats}")
-    return StageResult(name, "unknown", secs, f"{r.status}; {stats}")
+                           f"exhausted, no violation; {stats}", cmd, (cfg, r))
+    return StageResult(name, "unknown", secs, f"{r.status}; {stats}", cmd, (cfg, r))
 
 
 def _simulate_stage(name: str, without: tuple, seed: int, steps: int) -> StageResult:
@@ -98,32 +114,37 @@ def _simulate_stage(name: str, without: tuple, seed: int, steps: int) -> StageRe
     case), which is not the bug these stages are about."""
     from checkers.simulate import simulate
     from spec import Model, make_config
+    from kafkaverify.cmd_model import _config_args
     t0 = time.monotonic()
-    model = Model(make_config("current", without, **SIM_BOUNDS))
+    cfg = make_config("current", without, **SIM_BOUNDS)
+    model = Model(cfg)
     model.invariants = tuple(i for i in model.invariants if i.name == "LogMatching")
     r = simulate(model, seed, steps, walk_length=60, time_limit=TEETH_TIME_LIMIT)
     secs = time.monotonic() - t0
+    cmd = f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length 60"
     if r.status == "violation":
-        return StageResult(name, "pass", secs, f"{r.invariant} after {r.steps:,} steps (seed {seed})")
+        return StageResult(name, "pass", secs, f"{r.invariant} after {r.steps:,} steps (seed {seed})",
+                           cmd, (cfg, r))
     return StageResult(name, "fail" if r.status == "ok" else "unknown", secs,
-                       f"no violation in {r.steps:,} steps (seed {seed})")
+                       f"no violation in {r.steps:,} steps (seed {seed})", cmd, (cfg, r))
 
 
 def _golden_model_stage(path: Path) -> StageResult:
     from checkers.model_trace import replay
     from traces.trace import TraceError
     t0 = time.monotonic()
+    cmd = f"kafkaverify replay {shlex.quote(str(path))}"
     try:
         r = replay(path)
     except TraceError as e:
-        return StageResult(f"golden {path.name}", "fail", time.monotonic() - t0, str(e))
+        return StageResult(f"golden {path.name}", "fail", time.monotonic() - t0, str(e), cmd, [path])
     secs = time.monotonic() - t0
     if r.problem:
-        return StageResult(f"golden {path.name}", "fail", secs, r.problem)
+        return StageResult(f"golden {path.name}", "fail", secs, r.problem, cmd, [path])
     got = r.violation[0] if r.violation else None
     ok = got == r.recorded
     return StageResult(f"golden {path.name}", "pass" if ok else "fail", secs,
-                       f"{r.steps} steps, {got or 'no violation'} (recorded {r.recorded or 'none'})")
+                       f"{r.steps} steps, {got or 'no violation'} (recorded {r.recorded or 'none'})", cmd, [path])
 
 
 def _golden_history_stage(paths: list[Path]) -> StageResult:
@@ -138,17 +159,23 @@ def _golden_history_stage(paths: list[Path]) -> StageResult:
         if v.status != "invalid" or kind not in types:
             bad.append(f"{p.name}: {v.status}, {sorted(types)}")
     secs = time.monotonic() - t0
+    cmd = f"kafkaverify check-history {shlex.quote(str(paths[0]))}" if paths else ""
     if not paths:
         return StageResult("golden histories", "unknown", secs, "no golden histories found")
     if bad:
-        return StageResult("golden histories", "fail", secs, "; ".join(bad))
-    return StageResult("golden histories", "pass", secs, f"{len(paths)} histories, each anomaly found")
+        cmd = f"kafkaverify check-history {shlex.quote(str(CORPUS / bad[0].split(':')[0]))}"
+        return StageResult("golden histories", "fail", secs, "; ".join(bad), cmd, paths)
+    return StageResult("golden histories", "pass", secs, f"{len(paths)} histories, each anomaly found",
+                       cmd, paths)
 
 
 def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out: list[tuple[str, Callable[[], StageResult]]] = [
         ("current exhausted", lambda: _explore_stage(
             "current exhausted at default bounds", "current", (), {}, None, False, CURRENT_TIME_LIMIT)),
+        # the same with one crash: 24 k states in seconds, the quick budget's safety check
+        ("current exhausted, one crash", lambda: _explore_stage(
+            "current exhausted with one crash", "current", (), {"crashes": 1}, None, False, CURRENT_TIME_LIMIT)),
     ]
     for p in sorted(CORPUS.glob("model-*.jsonl")):
         out.append((f"golden {p.name}", lambda p=p: _golden_model_stage(p)))
@@ -168,32 +195,45 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     return out
 
 
-def run_suite(json_out: str | None = None, quick: bool = False,
-              only: tuple[str, ...] = ()) -> int:
+def run_suite(json_out: str | None = None, quick: bool = False, only: tuple[str, ...] = (),
+              budget: str | None = None, junit: str | None = None, html_out: str | None = None,
+              artifacts: str | None = None) -> int:
+    """Runs the stages of `budget` (kafkaverify/budget.py; `quick=True` means budget quick), or
+    the stages named in `only`, and writes the reports asked for (kafkaverify/ci_report.py)."""
+    from kafkaverify import budget as budgets
+    from kafkaverify.ci_report import Outcome, story, write_outputs
+    budget = budget or ("quick" if quick else "full")
+    chosen = budgets.select(budget, only)
     console = Console()
-    chosen = [(n, f) for n, f in stages(quick) if not only or any(o in n for o in only)]
-    if not chosen:
-        raise exitcodes.InputError(f"no stage matches {', '.join(only)}")
-    console.print(f"kafkaverify check: {len(chosen)} stages")
-    results: list[StageResult] = []
-    for name, fn in chosen:
-        with console.status(f"running: {name}"):
-            r = fn()
-        results.append(r)
+    console.print(f"kafkaverify check: budget {budget}, {len(chosen)} stages")
+    t_all = time.monotonic()
+    outcomes: list[Outcome] = []
+    for st in chosen:
+        with console.status(f"running: {st.name}"):
+            r = st.run()
+        o = Outcome(r, st.family, stage_name=st.name)
+        o.story = story(r)
+        outcomes.append(o)
         colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[r.verdict]
-        console.print(f"[{colour}]{r.verdict:>7}[/{colour}]  {r.name}  ({r.seconds:.1f}s)  {r.detail}")
-    table = Table(title="invariant suite")
-    for col in ("stage", "verdict", "seconds", "detail"):
+        console.print(f"[{colour}]{r.verdict:>7}[/{colour}]  {r.name}  ({r.seconds:.1f}s)  {r.detail}",
+                      highlight=False)
+        if r.verdict != "pass":
+            console.print(o.story, markup=False, highlight=False)
+            console.print(f"reproduce: {o.reproduce_check}" + (f"  (or: {r.reproduce})" if r.reproduce else ""),
+                          markup=False, highlight=False)
+    seconds = time.monotonic() - t_all
+    table = Table(title=f"invariant suite ({budget}, {seconds:.1f} s)")
+    for col in ("stage", "family", "verdict", "seconds", "detail"):
         table.add_column(col)
-    for r in results:
+    for o in outcomes:
+        r = o.result
         colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[r.verdict]
-        table.add_row(r.name, f"[{colour}]{r.verdict}[/{colour}]", f"{r.seconds:.1f}", r.detail)
+        table.add_row(r.name, o.family, f"[{colour}]{r.verdict}[/{colour}]", f"{r.seconds:.1f}", r.detail)
     console.print(table)
-    if json_out:
-        try:
-            Path(json_out).write_text(json.dumps([r.__dict__ for r in results], indent=2))
-        except OSError as e:
-            raise exitcodes.InputError(f"cannot write {json_out}: {e.strerror}") from None
+    for path in write_outputs(outcomes, budget, seconds, junit=junit, json_out=json_out,
+                              html_out=html_out, artefacts=artifacts):
+        console.print(f"wrote {path}", highlight=False)
+    results = [o.result for o in outcomes]
     if any(r.verdict == "fail" for r in results):
         return exitcodes.VIOLATION
     if any(r.verdict == "unknown" for r in results):

@@ -1,0 +1,100 @@
+"""Which stages of `kafkaverify check` run under which budget: one declarative row per stage.
+
+A row gives the stage's fix family (the fix, or group of fixes, whose bug it shows), its cost
+(seconds of one core on a quiet machine; stages measured under load are scaled by the same run's
+slowdown of a reference stage, see BENCHMARKS.md "CI budgets") and the budgets it belongs to. `full` (the default) runs every stage; `quick` is the pull-request budget: it must fit in
+QUICK_LIMIT_S and keep at least one stage of every family (tests/test_ci_report.py checks both
+against this table).
+
+To add a stage: add it to kafkaverify/suite.py `stages()` as before, then one row here. A stage
+without a row still runs under `full` (family "unclassified"), and the test above fails until
+the row is written, so no stage goes unbudgeted silently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from kafkaverify import exitcodes
+
+BUDGETS = ("quick", "full")
+QUICK_LIMIT_S = 120.0
+Q, F = frozenset({"quick", "full"}), frozenset({"full"})
+
+
+@dataclass(frozen=True)
+class Row:
+    family: str
+    cost_s: float          # measured wall seconds, 2 cores, machine shared (BENCHMARKS.md)
+    budgets: frozenset
+
+
+# name (as in suite.stages())                                  family              cost   budgets
+TABLE: dict[str, Row] = {
+    "current exhausted":                                         Row("all-fixes",        84.0, F),
+    "current exhausted, one crash":                              Row("all-fixes",         1.9, Q),
+    "golden model-kafka7128-isr-expansion.jsonl":                Row("kafka-7128",        0.2, Q),
+    "golden model-kafka7164-divergence.jsonl":                   Row("kafka-7164",        0.2, Q),
+    "golden model-kafka7164-same-leader-divergence.jsonl":       Row("kafka-7164",        0.2, Q),
+    "golden model-kip101-s1-data-loss.jsonl":                    Row("kip-101",           0.2, Q),
+    "golden model-kip101-s2-divergence.jsonl":                   Row("kip-101",           0.2, Q),
+    "golden model-kip279-divergence.jsonl":                      Row("kip-279",           0.2, Q),
+    "golden model-kip320-stale-fetch.jsonl":                     Row("kip-320",           0.2, Q),
+    "golden model-kip903-empty-disk-joins-isr.jsonl":            Row("kip-903",           0.2, Q),
+    "golden model-kip966-last-replica-standing.jsonl":           Row("kip-966",           0.2, Q),
+    "golden histories":                                          Row("history-checkers",  1.0, Q),
+    "v0.10 KIP-101 data loss":                                   Row("kip-101",           3.4, Q),
+    "v0.10 KIP-101 divergence":                                  Row("kip-101",           2.5, Q),
+    "without controller-epoch-fencing":                          Row("controller-fencing", 0.1, Q),
+    "without epoch-truncation":                                  Row("kip-101",           0.6, Q),
+    "without maximal-isr":                                       Row("kip-497",           0.1, Q),
+    "without min-isr-hw":                                        Row("kafka-15583",       0.1, Q),
+    "kip-966 without isr-broker-epoch (one disk loss)":          Row("kip-903",           0.3, Q),
+    "kip-966 without eligible-leader-replicas (one power failure)": Row("kip-966",        0.4, Q),
+    "kip-966 clean with one power failure":                      Row("kip-966",          25.0, F),
+    "kip-966 clean with one disk loss":                          Row("kip-903",           5.0, Q),
+    "without epoch-end-offset (random walks)":                   Row("kip-279",          21.0, F),
+    "without truncate-on-epoch-change (random walks)":           Row("kafka-7164",       49.0, F),
+}
+UNCLASSIFIED = Row("unclassified", 0.0, F)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    family: str
+    cost_s: float
+    budgets: frozenset
+    run: Callable
+
+
+def all_stages() -> list[Stage]:
+    from kafkaverify.suite import stages
+    out = []
+    for name, fn in stages(quick=False):
+        row = TABLE.get(name, UNCLASSIFIED)
+        out.append(Stage(name, row.family, row.cost_s, row.budgets, fn))
+    return out
+
+
+def select(budget: str = "full", names: tuple[str, ...] = ()) -> list[Stage]:
+    """The stages of `budget`, or -- when names are given -- the stages named, whatever their
+    budget (so `kafkaverify check --stage NAME` reproduces any one stage). A name selects the
+    stage of that exact name, every stage of that family, or every stage whose name contains it;
+    a name that selects nothing is a usage error listing the valid names."""
+    if budget not in BUDGETS:
+        raise exitcodes.InputError(f"unknown budget {budget!r} (one of {', '.join(BUDGETS)})")
+    every = all_stages()
+    if not names:
+        return [s for s in every if budget in s.budgets]
+    chosen: list[Stage] = []
+    for n in names:
+        hit = [s for s in every if s.name == n] or [s for s in every if s.family == n] \
+            or [s for s in every if n in s.name]
+        if not hit:
+            valid = "\n  ".join(s.name for s in every)
+            families = ", ".join(sorted({s.family for s in every}))
+            raise exitcodes.InputError(f"unknown stage {n!r}; valid stages:\n  {valid}\n"
+                                       f"or a family: {families}")
+        chosen += [s for s in hit if s not in chosen]
+    return [s for s in every if s in chosen]      # table order, each once
