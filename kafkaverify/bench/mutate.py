@@ -253,6 +253,8 @@ def main(argv=None) -> int:
                     help="spec/ killers: the model tests only, without `kafkaverify check --budget quick`")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's killers")
     ap.add_argument("--keep", type=Path, help="work directory to keep (and resume a run from)")
+    ap.add_argument("--report", type=Path, metavar="DIR",
+                    help="only report what the sessions kept in DIR hold so far (a run cut short)")
     a = ap.parse_args(argv)
     files = a.files or list(TARGETS)
     bad = [f for f in files if f not in TARGETS]
@@ -271,6 +273,14 @@ def main(argv=None) -> int:
     except ImportError:
         print("cosmic-ray is not installed: pip install -e '.[mutate]' (or make mutate)", file=sys.stderr)
         return 3
+    if a.report:
+        sessions = [(a.report / f"{fam}.sqlite", [f for f in files if TARGETS[f] == fam]) for fam in ("spec", "impl")]
+        sessions = [(p, fs) for p, fs in sessions if fs and p.exists()]
+        if not sessions:
+            print(f"no session for {', '.join(files)} in {a.report}", file=sys.stderr)
+            return 3
+        scores = [sc for p, fs in sessions for sc in _collect(p, fs)]
+        return report(scores, 0.0, f"python -m kafkaverify.bench.mutate --report {a.report} {' '.join(files)}")
     command = "python -m kafkaverify.bench.mutate " + " ".join(
         [*files, *(f"--sample {f}={n}" for f, n in sample.items()), f"--seed {a.seed}",
          *(["--no-quick-check"] if a.no_quick_check else [])])
