@@ -66,3 +66,26 @@ def test_a_cache_that_forgets_truncation_is_caught(monkeypatch):
     r = explore(Model(make_config("current", unflushed_loss=True, min_isr=1)), time_limit=60,
                 invariants=("EpochCacheMatchesLog",))
     assert r.status == "violation" and r.invariant == "EpochCacheMatchesLog", r.status
+
+
+def test_fault_counters_never_pass_their_bounds():
+    """Every fault an action spends is bounded by the config (TLC's state constraint): random
+    walks that reach each bound must find nothing enabled past it -- zombie elections by a
+    deposed controller included."""
+    import random
+    cfg = make_config("current", brokers=3, crashes=1, pauses=1, elections=1, losses=1)
+    m = Model(cfg)
+    rng = random.Random(5)
+    hit = set()
+    for _ in range(600):
+        s = m.initial()
+        for _ in range(40):
+            acts = m.enabled(s)
+            if not acts:
+                break
+            s = m.step(s, acts[rng.randrange(len(acts))])
+            for name in ("crashes", "pauses", "elections", "losses"):
+                assert getattr(s, name) <= getattr(cfg, name), (name, s)
+                if getattr(s, name) == getattr(cfg, name):
+                    hit.add(name)
+    assert hit == {"crashes", "pauses", "elections", "losses"}

@@ -68,11 +68,12 @@ class Equivalent:
     line: int
     operator: str
     reason: str
+    col: int | None = None    # needed where one line holds several mutants of one operator
     used: bool = False
 
 
 def load_equivalents(path: Path = EQUIVALENT) -> list[Equivalent]:
-    """`path:line operator | reason` per line; '#' starts a comment."""
+    """`path:line[:col] operator | reason` per line; '#' starts a comment."""
     out = []
     if not path.exists():
         return out
@@ -83,10 +84,10 @@ def load_equivalents(path: Path = EQUIVALENT) -> list[Equivalent]:
         try:
             where, rest = text.split(None, 1)
             operator, reason = (x.strip() for x in rest.split("|", 1))
-            file, line = where.rsplit(":", 1)
-            out.append(Equivalent(file, int(line), operator, reason))
+            file, *pos = where.split(":")
+            out.append(Equivalent(file, int(pos[0]), operator, reason, int(pos[1]) if len(pos) > 1 else None))
         except ValueError:
-            raise SystemExit(f"{path}:{n}: expected 'path:line operator | reason', got {raw!r}") from None
+            raise SystemExit(f"{path}:{n}: expected 'path:line[:col] operator | reason', got {raw!r}") from None
     if any(not e.reason for e in out):
         raise SystemExit(f"{path}: every equivalent mutant needs a reason")
     return out
@@ -205,7 +206,7 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
             fs.sampled += 1
             line = m.start_pos[0]
             eq = next((e for e in equivalents if e.path == fs.path and e.line == line
-                       and e.operator == m.operator_name), None)
+                       and e.operator == m.operator_name and e.col in (None, m.start_pos[1])), None)
             if res.test_outcome == TestOutcome.KILLED:
                 fs.killed += 1
                 fs.timeouts += res.output == "timeout"
