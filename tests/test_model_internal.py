@@ -89,3 +89,25 @@ def test_fault_counters_never_pass_their_bounds():
                 if getattr(s, name) == getattr(cfg, name):
                     hit.add(name)
     assert hit == {"crashes", "pauses", "elections", "losses"}
+
+
+def test_every_election_is_counted_zombie_ones_included():
+    """Each action that moves leadership spends one election, so the bound holds by counting:
+    a deposed controller's (zombie) election included."""
+    import random
+    m = Model(make_config("current", brokers=3, crashes=1, pauses=1, elections=2, losses=0))
+    rng = random.Random(3)
+    seen = set()
+    for _ in range(800):
+        s = m.initial()
+        for _ in range(40):
+            acts = m.enabled(s)
+            if not acts:
+                break
+            a = acts[rng.randrange(len(acts))]
+            t = m.step(s, a)
+            if a.kind == "ZombieElect":
+                assert t.elections == s.elections + 1, a
+                seen.add(a.kind)
+            s = t
+    assert seen == {"ZombieElect"}
