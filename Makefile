@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PKGS := zookeeper chromium nftables iproute2
 
-.PHONY: check test bench system-deps setup clean
+.PHONY: check test bench mutate system-deps setup clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,12 @@ bench: $(STAMP)
 	$(BIN)/python -m kafkaverify.bench.model
 	$(BIN)/python -m kafkaverify.bench.history
 	$(BIN)/python -m kafkaverify.bench.broker
+
+# Mutation score of the protocol code (kafkaverify/bench/mutate.py): hours on 2 cores for every
+# file; MUTATE_ARGS narrows it, e.g. MUTATE_ARGS="spec/rules.py".
+mutate: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,mutate]'
+	nice -n 19 $(BIN)/python -m kafkaverify.bench.mutate $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV)

@@ -69,6 +69,13 @@ TABLE: dict[str, Row] = {
     "kip-966 without eligible-leader-replicas (one power failure)": Row("kip-966",        0.4, Q),
     "kip-966 clean with one power failure":                      Row("kip-966",          25.0, F),
     "kip-966 clean with one disk loss":                          Row("kip-903",           5.0, Q),
+    # every fix on where its bug shows (under load, scaled by 3.2: BENCHMARKS.md "Clean stages")
+    "clean: controller-epoch-fencing (one pause)":               Row("controller-fencing", 11.1, F),
+    "clean: epoch-truncation and min-isr-hw (default bounds)":   Row("kip-101",           9.3, F),
+    "clean: maximal-isr (min ISR 1)":                            Row("kip-497",           2.9, F),
+    "clean: epoch-end-offset and truncate-on-epoch-change (random walks)": Row("kip-279", 10.8, F),
+    "clean: isr-expand-epoch-start (KAFKA-7128 schedule)":       Row("kafka-7128",        0.1, Q),
+    "clean: fetch-epoch-fencing (KIP-320 schedule)":             Row("kip-320",           0.1, Q),
     "without epoch-end-offset (random walks)":                   Row("kip-279",          21.0, F),
     "without truncate-on-epoch-change (random walks)":           Row("kafka-7164",       49.0, F),
 }

@@ -297,6 +297,72 @@ def group_at_most_once(cfg: Config, s: State) -> str | None:
     return None
 
 
+# --- internal consistency -------------------------------------------------------------------
+# The model's own bookkeeping, which no client-visible invariant watches directly: a change that
+# breaks it would otherwise go unnoticed unless it happened to reach a durability invariant within
+# the bounds. Cheap (linear in the logs), never scoped, true in every generation.
+
+def epoch_cache_matches_log(cfg: Config, s: State) -> str | None:
+    """The leader-epoch cache describes the log it sits beside (LeaderEpochFileCache): epochs and
+    start offsets strictly increase, no entry starts past the LEO (a new leader's entry may start
+    at it), and every record's epoch is the epoch of the last entry starting at or before it."""
+    for i, b in enumerate(s.brokers):
+        c = b.cache
+        for k in range(1, len(c)):
+            if not (c[k - 1][0] < c[k][0] and c[k - 1][1] < c[k][1]):
+                return f"b{i}'s epoch cache {c} does not strictly increase"
+        if c and c[-1][1] > b.leo:
+            return f"b{i}'s epoch cache entry {c[-1]} starts past its log end {b.leo}"
+        k = -1
+        for off, (r, e) in enumerate(b.log):
+            while k + 1 < len(c) and c[k + 1][1] <= off:
+                k += 1
+            if k < 0 or c[k][0] != e:
+                have = f"epoch {c[k][0]}" if k >= 0 else "no entry"
+                return f"b{i} has r{r}@e{e} at offset {off} but its epoch cache says {have} there"
+    return None
+
+
+def fetch_response_matches_epoch(cfg: Config, s: State) -> str | None:
+    """An in-flight fetch response was sent by the leader of the epoch it carries, holds records
+    of that epoch or older, a high watermark within what it describes, and -- while its sender
+    still leads that epoch -- the sender's records at those offsets."""
+    for i, b in enumerate(s.brokers):
+        if not b.fetch:
+            continue
+        src, le, off, recs, hw, oor = b.fetch
+        if le >= len(s.epoch_leaders) or not (s.epoch_leaders[le] >> src) & 1:
+            return f"b{i}'s fetch response carries epoch {le}, which its sender b{src} never led"
+        if oor and recs:
+            return f"b{i}'s out-of-range fetch response carries records"
+        prev = -1
+        for r, e in recs:
+            if e > le or e < prev:
+                return f"b{i}'s fetch response of epoch {le} carries r{r}@e{e} out of epoch order"
+            prev = e
+        if hw > off + len(recs):
+            return f"b{i}'s fetch response has hw {hw} past the log end {off + len(recs)} it describes"
+        ld = s.brokers[src]
+        if ld.alive and ld.role == LEADER and ld.le == le and ld.log[off:off + len(recs)] != recs:
+            return f"b{i}'s fetch response differs from leader b{src}'s log of epoch {le} at offset {off}"
+    return None
+
+
+def pending_isr_matches_role(cfg: Config, s: State) -> str | None:
+    """Only a running leader has an ISR proposal, a quoted broker epoch or an AlterIsr response in
+    flight, and a proposal never leaves the leader itself out."""
+    for i, b in enumerate(s.brokers):
+        if b.role != LEADER or not b.alive:
+            if b.pending >= 0 or b.pend_gen or b.resp != -1:
+                return f"b{i} is not a running leader but has ISR proposal state (pending {b.pending})"
+            continue
+        if b.pending >= 0 and not (b.pending >> i) & 1:
+            return f"leader b{i}'s proposed ISR {mask_str(b.pending)} leaves itself out"
+        if b.pend_gen and b.pending < 0:
+            return f"leader b{i} quotes a broker epoch for no proposal"
+    return None
+
+
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("HwBelowLeo", "every replica's HW is at most its LEO", hw_below_leo, False),
     Invariant("LogMatching", "two replicas agree on every offset below both their HWs",
@@ -338,6 +404,12 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("GroupAtMostOnce", "commit before processing: no record is processed twice",
               group_at_most_once, False,
               promise=lambda c: rules.promises_delivery(c.commit, "at-most-once")),
+    Invariant("EpochCacheMatchesLog", "each leader-epoch cache describes its log",
+              epoch_cache_matches_log, False),
+    Invariant("FetchResponseMatchesEpoch", "an in-flight fetch response is its epoch's leader's",
+              fetch_response_matches_epoch, False),
+    Invariant("PendingIsrMatchesRole", "only a running leader has an ISR proposal in flight",
+              pending_isr_matches_role, False),
 )
 INVARIANT_NAMES = tuple(inv.name for inv in INVARIANTS)
 CLIENT_INVARIANTS = tuple(i.name for i in INVARIANTS if i.promise is not None)

@@ -1,0 +1,299 @@
+"""Mutation testing of the protocol code: how many small bugs injected into the model's and the
+broker's replication rules the suite notices. `python -m kafkaverify.bench.mutate` (or
+`make mutate`).
+
+Built on cosmic-ray (pinned in pyproject's `mutate` extra): it enumerates mutants from the AST
+with a broad operator set (comparisons, boolean operators, number replacement, break/continue,
+`not` removal, ...), applies one at a time to the file on disk and runs an arbitrary command as
+the killer -- which we need, since a killer here is `kafkaverify check --budget quick`, not only
+pytest. Its session is a sqlite file, so a long run can be resumed (`--keep DIR`).
+
+The run never mutates this checkout: it copies the tracked (and untracked, not ignored) files to
+a scratch directory and runs there with PYTHONPATH pointing at the copy (checked before the first
+mutant). Killers, cheapest first, each stopping at the first failure:
+- spec/: the fast model tests, then the quick check;
+- impl/: the broker's rule and replication tests (real brokers).
+A mutant that makes the killer time out counts as killed (cosmic-ray's rule; the broker would
+hang), and is listed apart. Survivors whose (file, line, operator) appear in the reviewed list
+kafkaverify/bench/mutate_equivalent.txt are equivalent mutants, excluded from the score; an
+entry that matches a killed mutant is reported as stale.
+
+Output: per file, mutants / sampled / killed / survived / equivalent / score; each survivor as a
+diff; the command that reruns the run. Exit 0 when every file reaches its target score (spec/ 90 %,
+impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
+3 on bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
+
+SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_internal.py",
+              "tests/test_suite_teeth.py", "tests/test_model_scenarios.py", "tests/test_model_golden.py",
+              "tests/test_model_trace.py")
+IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", "tests/test_broker_kip101.py",
+              "tests/test_broker_cluster.py")
+# file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
+TARGETS: dict[str, str] = {
+    "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
+    "impl/rules.py": "impl", "impl/storage/log.py": "impl",
+}
+TARGET_SCORE = {"spec": 0.90, "impl": 0.85}
+
+
+def killer_command(family: str, quick_check: bool) -> str:
+    py = shlex.quote(sys.executable)
+    tests = SPEC_TESTS if family == "spec" else IMPL_TESTS
+    cmd = f"{py} -m pytest -x -q -n 0 -p no:cacheprovider --timeout 300 {' '.join(tests)}"
+    if family == "spec" and quick_check:
+        cmd += f" && {py} -m kafkaverify check --budget quick"
+    return "sh -c " + shlex.quote(cmd)
+
+
+@dataclass
+class Equivalent:
+    path: str
+    line: int
+    operator: str
+    reason: str
+    col: int | None = None    # needed where one line holds several mutants of one operator
+    used: bool = False
+
+
+def load_equivalents(path: Path = EQUIVALENT) -> list[Equivalent]:
+    """`path:line[:col] operator | reason` per line; '#' starts a comment."""
+    out = []
+    if not path.exists():
+        return out
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        text = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+        if not text:
+            continue
+        try:
+            where, rest = text.split(None, 1)
+            operator, reason = (x.strip() for x in rest.split("|", 1))
+            file, *pos = where.split(":")
+            out.append(Equivalent(file, int(pos[0]), operator, reason, int(pos[1]) if len(pos) > 1 else None))
+        except ValueError:
+            raise SystemExit(f"{path}:{n}: expected 'path:line[:col] operator | reason', got {raw!r}") from None
+    if any(not e.reason for e in out):
+        raise SystemExit(f"{path}: every equivalent mutant needs a reason")
+    return out
+
+
+@dataclass
+class FileScore:
+    path: str
+    mutants: int = 0
+    sampled: int = 0
+    killed: int = 0
+    timeouts: int = 0
+    survived: list = field(default_factory=list)      # (job_id, line, operator, diff)
+    equivalent: list = field(default_factory=list)    # (line, operator, reason)
+    incompetent: int = 0
+
+    @property
+    def score(self) -> float | None:
+        judged = self.killed + len(self.survived)
+        return self.killed / judged if judged else None
+
+
+def _copy_tree(dst: Path) -> None:
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        src = ROOT / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+
+
+def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, timeout: float,
+        keep: Path | None) -> tuple[list[FileScore], float]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    work = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="kafkaverify-mutate-"))
+    work.mkdir(parents=True, exist_ok=True)
+    tree = work / "tree"
+    if not tree.exists():
+        tree.mkdir()
+        _copy_tree(tree)
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("KAFKAVERIFY_REQUIRE_ALL", None)
+    cr = [sys.executable, "-m", "cosmic_ray.cli"]
+    t0 = time.monotonic()
+    # the copy, not this checkout, is what the killers import
+    probe = _run([sys.executable, "-c", "import spec, impl, sys; print(spec.__file__, impl.__file__)"], tree, env)
+    if probe.returncode or not all(p.startswith(str(tree)) for p in probe.stdout.split()):
+        raise RuntimeError(f"the killers would not import the mutated copy: {probe.stdout}{probe.stderr}")
+    rng = random.Random(seed)
+    scores = []
+    for family in ("spec", "impl"):
+        fam_files = [f for f in files if TARGETS[f] == family]
+        if not fam_files:
+            continue
+        cfg = work / f"{family}.toml"
+        session = work / f"{family}.sqlite"
+        killer = killer_command(family, quick_check)
+        cfg.write_text(
+            "[cosmic-ray]\n"
+            f"module-path = [{', '.join(repr(f) for f in fam_files)}]\n"
+            f"timeout = {timeout}\n"
+            "excluded-modules = []\n"
+            f"test-command = {killer!r}\n"
+            "[cosmic-ray.distributor]\nname = \"local\"\n")
+        base = _run(shlex.split(killer), tree, env)
+        if base.returncode:
+            raise BaselineFailed(f"{family} killers fail on the unmutated copy:\n"
+                                 f"{(base.stdout + base.stderr)[-3000:]}")
+        if not session.exists():
+            r = _run(cr + ["init", str(cfg), str(session)], tree, env)
+            if r.returncode:
+                raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
+            with use_db(str(session), WorkDB.Mode.open) as db:
+                by_file: dict[str, list] = {}
+                for item in db.work_items:
+                    by_file.setdefault(str(item.mutations[0].module_path), []).append(item.job_id)
+                for f, ids in sorted(by_file.items()):
+                    n = sample.get(f)
+                    if n is not None and n < len(ids):
+                        keep_ids = set(rng.sample(sorted(ids), n))
+                        skip = [j for j in ids if j not in keep_ids]
+                        db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                                 output="not in sample"))
+        r = subprocess.run(cr + ["exec", str(cfg), str(session)], cwd=tree, env=env)
+        if r.returncode:
+            raise RuntimeError("cosmic-ray exec failed")
+        scores += _collect(session, fam_files)
+    return scores, time.monotonic() - t0
+
+
+class BaselineFailed(RuntimeError):
+    pass
+
+
+def _collect(session: Path, files: list[str]) -> list[FileScore]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+    equivalents = load_equivalents()
+    out = {f: FileScore(f) for f in files}
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        results = dict(db.results)
+        for item in db.work_items:
+            m = item.mutations[0]
+            fs = out[str(m.module_path)]
+            fs.mutants += 1
+            res = results.get(item.job_id)
+            if res is None or (res.worker_outcome == WorkerOutcome.SKIPPED and res.output == "not in sample"):
+                continue
+            fs.sampled += 1
+            line = m.start_pos[0]
+            eq = next((e for e in equivalents if e.path == fs.path and e.line == line
+                       and e.operator == m.operator_name and e.col in (None, m.start_pos[1])), None)
+            if res.test_outcome == TestOutcome.KILLED:
+                fs.killed += 1
+                fs.timeouts += res.output == "timeout"
+                if eq:
+                    eq.reason = f"STALE (killed): {eq.reason}"
+                    fs.equivalent.append((line, m.operator_name, eq.reason))
+            elif res.test_outcome == TestOutcome.SURVIVED:
+                if eq:
+                    eq.used = True
+                    fs.equivalent.append((line, m.operator_name, eq.reason))
+                else:
+                    fs.survived.append((item.job_id, line, m.operator_name, res.diff or ""))
+            else:
+                fs.incompetent += 1
+    return [out[f] for f in files]
+
+
+def report(scores: list[FileScore], seconds: float, command: str) -> int:
+    failed = False
+    print(f"{'file':<22}{'mutants':>8}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
+          f"{'equiv':>7}{'incomp':>7}{'score':>8}")
+    for s in scores:
+        score = s.score
+        target = TARGET_SCORE[TARGETS[s.path]]
+        failed |= score is None or score < target
+        shown = f"{100 * score:.1f}%" if score is not None else "n/a"
+        print(f"{s.path:<22}{s.mutants:>8}{s.sampled:>8}{s.killed:>8}{s.timeouts:>8}{len(s.survived):>9}"
+              f"{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}")
+    for s in scores:
+        for job, line, op, diff in sorted(s.survived, key=lambda x: x[1]):
+            print(f"\nSURVIVED {s.path}:{line} {op} ({job})\n{diff.rstrip()}")
+        for line, op, reason in s.equivalent:
+            print(f"equivalent {s.path}:{line} {op}: {reason}")
+    print(f"\n{seconds:.0f} s; rerun: {command}")
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.mutate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*", help=f"files to mutate (default: all of {', '.join(TARGETS)})")
+    ap.add_argument("--sample", action="append", default=[], metavar="FILE=N",
+                    help="test a seeded random sample of N mutants of FILE")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-quick-check", action="store_true",
+                    help="spec/ killers: the model tests only, without `kafkaverify check --budget quick`")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's killers")
+    ap.add_argument("--keep", type=Path, help="work directory to keep (and resume a run from)")
+    ap.add_argument("--report", type=Path, metavar="DIR",
+                    help="only report what the sessions kept in DIR hold so far (a run cut short)")
+    a = ap.parse_args(argv)
+    files = a.files or list(TARGETS)
+    bad = [f for f in files if f not in TARGETS]
+    sample: dict[str, int] = {}
+    for s in a.sample:
+        f, _, n = s.partition("=")
+        if f not in files or not n.isdigit() or int(n) < 1:
+            bad.append(f"--sample {s}")
+        else:
+            sample[f] = int(n)
+    if bad:
+        print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N)", file=sys.stderr)
+        return 3
+    try:
+        import cosmic_ray  # noqa: F401
+    except ImportError:
+        print("cosmic-ray is not installed: pip install -e '.[mutate]' (or make mutate)", file=sys.stderr)
+        return 3
+    if a.report:
+        sessions = [(a.report / f"{fam}.sqlite", [f for f in files if TARGETS[f] == fam]) for fam in ("spec", "impl")]
+        sessions = [(p, fs) for p, fs in sessions if fs and p.exists()]
+        if not sessions:
+            print(f"no session for {', '.join(files)} in {a.report}", file=sys.stderr)
+            return 3
+        scores = [sc for p, fs in sessions for sc in _collect(p, fs)]
+        return report(scores, 0.0, f"python -m kafkaverify.bench.mutate --report {a.report} {' '.join(files)}")
+    command = "python -m kafkaverify.bench.mutate " + " ".join(
+        [*files, *(f"--sample {f}={n}" for f, n in sample.items()), f"--seed {a.seed}",
+         *(["--no-quick-check"] if a.no_quick_check else [])])
+    print(f"seed={a.seed} files={' '.join(files)} sample={sample or 'all'} "
+          f"quick_check={not a.no_quick_check} timeout={a.timeout:g}s", flush=True)
+    try:
+        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep)
+    except BaselineFailed as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    return report(scores, secs, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

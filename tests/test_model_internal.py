@@ -1,0 +1,113 @@
+"""The model's internal-consistency invariants (spec/invariants.py): each holds where the model is
+right, names a broken state, and catches a rule broken in a way no client-visible invariant
+sees within small bounds."""
+from __future__ import annotations
+
+import pytest
+
+from checkers.explore import explore
+from spec import Model, initial, make_config, rules
+from spec.invariants import (epoch_cache_matches_log, fetch_response_matches_epoch,
+                             pending_isr_matches_role)
+from spec.state import FOLLOWER
+
+CFG = make_config("current")
+
+
+def _with(s, i, **kw):
+    return s._replace(brokers=tuple(b._replace(**kw) if k == i else b for k, b in enumerate(s.brokers)))
+
+
+def test_initial_state_is_consistent():
+    s = initial(CFG)
+    for check in (epoch_cache_matches_log, fetch_response_matches_epoch, pending_isr_matches_role):
+        assert check(CFG, s) is None
+
+
+@pytest.mark.parametrize("log, cache, says", [
+    (((0, 0), (1, 1)), ((0, 0),), "says epoch 0"),                    # r1@e1 with no entry for e1
+    (((0, 0),), ((0, 0), (1, 3)), "past its log end"),
+    (((0, 0),), ((1, 0), (0, 1)), "does not strictly increase"),
+    (((0, 0),), (), "no entry"),
+])
+def test_epoch_cache_against_its_log(log, cache, says):
+    s = _with(initial(CFG), 0, log=log, cache=cache, flushed=0)
+    msg = epoch_cache_matches_log(CFG, s)
+    assert msg and says in msg
+
+
+def test_epoch_cache_may_start_a_new_leaders_epoch_at_the_log_end():
+    s = _with(initial(CFG), 0, log=((0, 0),), cache=((0, 0), (1, 1)))
+    assert epoch_cache_matches_log(CFG, s) is None
+
+
+def test_fetch_response_against_its_epoch():
+    s = _with(initial(CFG), 0, log=((0, 0),), cache=((0, 0),), hw=1)
+    ok = _with(s, 1, fetch=(0, 0, 0, ((0, 0),), 1, False))
+    assert fetch_response_matches_epoch(CFG, ok) is None
+    assert "never led" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 1, 0, ((0, 0),), 1, False)))
+    assert "never led" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(1, 0, 0, ((0, 0),), 1, False)))
+    assert "out of epoch order" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((0, 1),), 1, False)))
+    assert "past the log end" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((0, 0),), 2, False)))
+    assert "differs" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((5, 0),), 1, False)))
+
+
+def test_pending_isr_against_role():
+    s = initial(CFG)
+    assert "not a running leader" in pending_isr_matches_role(CFG, _with(s, 1, pending=3))
+    assert "not a running leader" in pending_isr_matches_role(CFG, _with(s, 0, role=FOLLOWER, pending=3))
+    assert "leaves itself out" in pending_isr_matches_role(CFG, _with(s, 0, pending=2))
+    assert "quotes a broker epoch" in pending_isr_matches_role(CFG, _with(s, 0, pend_gen=2))
+
+
+def test_a_cache_that_forgets_truncation_is_caught(monkeypatch):
+    """cache_truncate made a no-op: the cache keeps entries for records a follower dropped."""
+    monkeypatch.setattr(rules, "cache_truncate", lambda cache, end: cache)
+    r = explore(Model(make_config("current", unflushed_loss=True, min_isr=1)), time_limit=60,
+                invariants=("EpochCacheMatchesLog",))
+    assert r.status == "violation" and r.invariant == "EpochCacheMatchesLog", r.status
+
+
+def test_fault_counters_never_pass_their_bounds():
+    """Every fault an action spends is bounded by the config (TLC's state constraint): random
+    walks that reach each bound must find nothing enabled past it -- zombie elections by a
+    deposed controller included."""
+    import random
+    cfg = make_config("current", brokers=3, crashes=1, pauses=1, elections=1, losses=1)
+    m = Model(cfg)
+    rng = random.Random(5)
+    hit = set()
+    for _ in range(600):
+        s = m.initial()
+        for _ in range(40):
+            acts = m.enabled(s)
+            if not acts:
+                break
+            s = m.step(s, acts[rng.randrange(len(acts))])
+            for name in ("crashes", "pauses", "elections", "losses"):
+                assert getattr(s, name) <= getattr(cfg, name), (name, s)
+                if getattr(s, name) == getattr(cfg, name):
+                    hit.add(name)
+    assert hit == {"crashes", "pauses", "elections", "losses"}
+
+
+def test_every_election_is_counted_zombie_ones_included():
+    """Each action that moves leadership spends one election, so the bound holds by counting:
+    a deposed controller's (zombie) election included."""
+    import random
+    m = Model(make_config("current", brokers=3, crashes=1, pauses=1, elections=2, losses=0))
+    rng = random.Random(3)
+    seen = set()
+    for _ in range(800):
+        s = m.initial()
+        for _ in range(40):
+            acts = m.enabled(s)
+            if not acts:
+                break
+            a = acts[rng.randrange(len(acts))]
+            t = m.step(s, a)
+            if a.kind == "ZombieElect":
+                assert t.elections == s.elections + 1, a
+                seen.add(a.kind)
+            s = t
+    assert seen == {"ZombieElect"}
