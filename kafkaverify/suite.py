@@ -6,8 +6,9 @@ Stages:
 - the newest generation explored exhaustively at the default bounds finds nothing;
 - every golden trace in traces/corpus replays to its recorded verdict (model traces) or shows
   its recorded anomaly (client histories);
-- teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
-  `current` without each fix, at the bounds where that fix's bug is observable.
+- teeth: each vulnerable configuration is still caught by search — the KIP-101 scenarios in
+  v0.10; `current` without each of its fixes, all at one set of three-broker bounds
+  (breadth-first search, then swarm walks); KIP-903 and KIP-966 where ELR is on.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from checkers.model_trace import DEFAULTS_3
 from kafkaverify import exitcodes
 
 CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
@@ -30,18 +32,13 @@ TEETH_TIME_LIMIT = 180.0
 # (stage name, generation, without, extra bounds, invariant restriction or None, expected
 # invariant). A tooth names the bug it expects: a violation of any other invariant fails the
 # stage ("expected X, found Y"), so an unrelated bug cannot pass for the one a fix prevents.
-# The bounds are the smallest found at which each fix's bug shows (see BENCHMARKS.md).
+# Breadth-first search at the bounds where these bugs are shortest.
 TEETH: list[tuple[str, str, tuple, dict, tuple | None, str]] = [
     ("v0.10 KIP-101 data loss", "v0.10", (), {}, ("AckedDurable",), "AckedDurable"),
     ("v0.10 KIP-101 divergence", "v0.10", (), {"unflushed_loss": True, "min_isr": 1}, ("LogMatching",),
      "LogMatching"),
-    ("without controller-epoch-fencing", "current", ("controller-epoch-fencing",), {"pauses": 1, "crashes": 0},
-     None, "UniqueLeaderPerEpoch"),
-    ("without epoch-truncation", "current", ("epoch-truncation",), {}, None, "MinIsrDurability"),
-    ("without maximal-isr", "current", ("maximal-isr",), {"min_isr": 1}, None, "ReplicationQuorumSuperset"),
-    ("without min-isr-hw", "current", ("min-isr-hw",), {}, None, "MinIsrDurability"),
-    # With a disk loss and two crashes `current` also loses data through its last replica
-    # standing (KIP-966's case, one step shorter), so KIP-903 is shown where ELR is on.
+    # KIP-903's bug needs a lost disk, and with one `current` itself loses data through its last
+    # replica standing (KIP-966's case), so it is shown where ELR is on; so is ELR itself.
     ("kip-966 without isr-broker-epoch (one disk loss)", "kip-966", ("isr-broker-epoch",),
      {"disk_loss": True, "crashes": 1}, None, "StrongIsr"),
     ("kip-966 without eligible-leader-replicas (one power failure)", "kip-966", ("eligible-leader-replicas",),
@@ -52,14 +49,25 @@ CLEAN: list[tuple[str, str, dict]] = [
     ("kip-966 clean with one power failure", "kip-966", {"unflushed_loss": True, "crashes": 1}),
     ("kip-966 clean with one disk loss", "kip-966", {"disk_loss": True, "crashes": 1}),
 ]
-# Three replicas and deeper schedules than breadth-first search exhausts in minutes: these
-# fixes are shown by seeded random walks (their shrunk walks are golden traces);
-# fetch-epoch-fencing and isr-expand-epoch-start by scripted schedules, replayed as golden
-# traces (bounds tried: BENCHMARKS.md).
-SIM_BOUNDS = {"brokers": 3, "records": 3, "crashes": 3, "elections": 3, "unflushed_loss": True}
-SIM_TEETH: list[tuple[str, tuple, int, int]] = [
-    ("without epoch-end-offset (random walks)", ("epoch-end-offset",), 1, 1_500_000),
-    ("without truncate-on-epoch-change (random walks)", ("truncate-on-epoch-change",), 1, 1_500_000),
+# Every fix of `current` caught by search with ONE command and ONE set of bounds:
+# `kafkaverify explore --generation current --without FIX --brokers 3` (three brokers fill in
+# these bounds, checkers/model_trace.py DEFAULTS_3). The search is the portfolio of
+# checkers/portfolio.py: breadth-first search bounded by states (so the outcome does not depend
+# on the machine's speed), then seeded swarm walks, the violation shrunk. The expected invariant
+# is the one that search finds; `current` with every fix finds none at these bounds
+# (BENCHMARKS.md). The scripted and seeded golden traces stay as golden traces.
+SEARCH_BOUNDS = {"brokers": 3, **DEFAULTS_3}
+SEARCH_TIME_LIMIT = 300.0
+SEARCH_BFS_STATES = 100_000
+SEARCH_TEETH: list[tuple[str, str]] = [
+    ("controller-epoch-fencing", "UniqueLeaderPerEpoch"),
+    ("epoch-truncation", "LeaderCandidateCompleteness"),
+    ("epoch-end-offset", "LogMatching"),
+    ("truncate-on-epoch-change", "LogMatching"),
+    ("fetch-epoch-fencing", "ConsistentReads"),
+    ("isr-expand-epoch-start", "LeaderCandidateCompleteness"),
+    ("maximal-isr", "ReplicationQuorumSuperset"),
+    ("min-isr-hw", "MinIsrDurability"),
 ]
 
 
@@ -78,7 +86,8 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
     from spec import Model, make_config
     t0 = time.monotonic()
     cfg = make_config(generation, without, **bounds)
-    r = explore(Model(cfg), time_limit=time_limit, invariants=invariants)
+    from checkers.explore import default_workers
+    r = explore(Model(cfg), time_limit=time_limit, invariants=invariants, workers=default_workers())
     secs = time.monotonic() - t0
     stats = f"{r.distinct:,} states, depth {r.depth}, {r.states_per_second:,.0f}/s"
     if r.status == "violation":
@@ -92,21 +101,23 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
     return StageResult(name, "unknown", secs, f"{r.status}; {stats}")
 
 
-def _simulate_stage(name: str, without: tuple, seed: int, steps: int) -> StageResult:
-    """Random walks with unflushed loss over three replicas, judged by LogMatching alone: with
-    power failures `current` itself loses data through its last replica standing (KIP-966's
-    case), which is not the bug these stages are about."""
-    from checkers.simulate import simulate
+def _search_stage(name: str, without: tuple, expect: str) -> StageResult:
+    """`current` without one fix at SEARCH_BOUNDS, searched by the portfolio on every core."""
+    from checkers.explore import default_workers
+    from checkers.portfolio import search
     from spec import Model, make_config
     t0 = time.monotonic()
-    model = Model(make_config("current", without, **SIM_BOUNDS))
-    model.invariants = tuple(i for i in model.invariants if i.name == "LogMatching")
-    r = simulate(model, seed, steps, walk_length=60, time_limit=TEETH_TIME_LIMIT)
+    r = search(Model(make_config("current", without, **SEARCH_BOUNDS)), time_limit=SEARCH_TIME_LIMIT,
+               workers=default_workers(), seed=0, bfs_max_states=SEARCH_BFS_STATES)
     secs = time.monotonic() - t0
+    how = "breadth-first" if r.found_by.startswith("breadth") else "swarm walks"
     if r.status == "violation":
-        return StageResult(name, "pass", secs, f"{r.invariant} after {r.steps:,} steps (seed {seed})")
-    return StageResult(name, "fail" if r.status == "ok" else "unknown", secs,
-                       f"no violation in {r.steps:,} steps (seed {seed})")
+        detail = f"{r.invariant} in {len(r.path)} steps by {how}"
+        if r.invariant != expect:
+            return StageResult(name, "fail", secs, f"expected {expect}, found {detail}")
+        return StageResult(name, "pass", secs, detail)
+    verdict = "fail" if r.status == "exhausted" else "unknown"
+    return StageResult(name, verdict, secs, f"{r.status}; found {r.found_by}")
 
 
 def _golden_model_stage(path: Path) -> StageResult:
@@ -163,8 +174,9 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
             out.append((name, lambda n=name, g=gen, b=bounds: _explore_stage(
                 n, g, (), b, None, False, TEETH_TIME_LIMIT)))
     if not quick:
-        for name, without, seed, steps in SIM_TEETH:
-            out.append((name, lambda n=name, w=without, sd=seed, st=steps: _simulate_stage(n, w, sd, st)))
+        for fix, expect in SEARCH_TEETH:
+            name = f"current without {fix} (3 brokers, search)"
+            out.append((name, lambda n=name, f=fix, e=expect: _search_stage(n, (f,), e)))
     return out
 
 
