@@ -157,8 +157,8 @@ def search(model: Model, *, time_limit: float = 300.0, max_depth: int = 100,
                 max_states=max_states if bfs_max_states is None else min(max_states, bfs_max_states),
                 time_limit=time_limit * bfs_share, invariants=invariants, progress=progress,
                 workers=workers)
-    if r.status in ("violation", "exhausted"):
-        return r
+    if r.status not in ("time-limit", "state-bound"):
+        return r            # a verdict, or the depth bound the caller set: walks would pass it
     left = time_limit - (time.monotonic() - t0)
     if left <= 1:
         return r

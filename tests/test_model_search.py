@@ -50,16 +50,18 @@ def test_parallel_search_gives_the_same_counterexample_every_run():
 
 
 def test_portfolio_finds_a_bug_past_the_breadth_first_bound():
-    """KIP-497's hazard on three replicas lies deeper than depth 3: breadth-first search stops at
-    its bound, the swarm walks find it and the walk is shrunk."""
+    """KIP-497's hazard on three replicas lies deeper than 50 states of breadth-first search:
+    the search stops at its state bound, the swarm walks find it and the walk is shrunk; a depth
+    bound the caller set is respected (no walks past it)."""
     model = Model(make_config("current", ("maximal-isr",), brokers=3, records=2, crashes=3,
                               pauses=1, elections=3, losses=1))
-    bfs = explore(model, max_depth=3, time_limit=60)
-    assert bfs.status == "depth-bound"
-    r = search(model, max_depth=3, time_limit=60, seed=0, workers=1)
+    bfs = explore(model, max_states=50, time_limit=60)
+    assert bfs.status == "state-bound"
+    r = search(model, bfs_max_states=50, time_limit=60, seed=0, workers=1)
     assert r.status == "violation" and r.found_by.startswith("swarm random walks")
-    assert len(r.path) > 3
-    again = search(model, max_depth=3, time_limit=60, seed=0, workers=1)
+    assert len(r.path) > bfs.depth
+    assert search(model, max_depth=3, time_limit=60, seed=0, workers=1).status == "depth-bound"
+    again = search(model, bfs_max_states=50, time_limit=60, seed=0, workers=1)
     assert again.path == r.path          # one seed, one counterexample
 
 
