@@ -1,20 +1,28 @@
 """Explicit-state model checker: breadth-first search over the reference model.
 
-States are deduplicated by their canonical form under broker renaming (spec/symmetry.py), so
-the first violation found is at the smallest depth: a shortest counterexample. Every search is
-bounded — by the model's own bounds (records, faults, elections, losses), by depth, by a state
-budget and by wall time — and says which bound stopped it. Pure apart from the clock and the
-optional progress callback.
+States are deduplicated by the 64-bit fingerprint of their canonical form under broker renaming
+(spec/symmetry.py, checkers/fingerprint.py); only fingerprints and compact parent links are
+kept (checkers/bfs.py), on one core or on several hash-sharded worker processes. Levels are
+synchronous, so the first violation found is at the smallest depth: a shortest counterexample,
+rebuilt from the parent links and replayed from the initial state. Every search is bounded — by
+the model's own bounds (records, faults, elections, losses), by depth, by a state budget and by
+wall time — and says which bound stopped it. Pure apart from the clock, the worker processes and
+the optional progress callback.
+
+The previous explorer (full states in a dict) is checkers/explore_legacy.py, the differential
+baseline.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from checkers.bfs import LocalShards, ProcessShards
+from checkers.explore_legacy import plain_bfs  # noqa: F401  (re-exported: the slow obvious search)
 from spec import Action, Model, State
-from spec.invariants import selected, violated
-from spec.symmetry import canonical
+from spec.invariants import selected
 
 
 @dataclass
@@ -22,12 +30,16 @@ class SearchResult:
     status: str                      # "violation" | "exhausted" | "depth-bound" | "state-bound" | "time-limit"
     distinct: int                    # distinct canonical states seen
     transitions: int
-    depth: int                       # deepest complete BFS level
+    depth: int                       # deepest complete BFS level (for a violation: its length)
     seconds: float
     invariant: str | None = None
     message: str | None = None
     path: list[Action] = field(default_factory=list)    # actions from the initial state
     states: list[State] = field(default_factory=list)   # states after each action (len == len(path))
+    workers: int = 1
+    table_bytes: int = 0             # fingerprint tables and parent links, all shards
+    frontier_bytes: int = 0          # largest pickled frontier seen
+    found_by: str = "breadth-first search"
 
     @property
     def states_per_second(self) -> float:
@@ -37,103 +49,102 @@ class SearchResult:
 Progress = Callable[[int, int, int, float], None]   # (depth, distinct, frontier, seconds)
 
 
+def default_workers() -> int:
+    """Both cores when there are two or more (a search with few states pays ~0.1 s to fork)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
             time_limit: float = 600.0, invariants: tuple[str, ...] | None = None,
-            progress: Progress | None = None, progress_every: float = 2.0) -> SearchResult:
+            progress: Progress | None = None, progress_every: float = 2.0,
+            workers: int = 1) -> SearchResult:
     """Breadth-first search from model.initial(). `invariants` restricts which named invariants
-    are checked (None: all active ones)."""
+    are checked (None: all active ones; a client invariant named explicitly is checked even
+    where the settings do not promise it). `workers` > 1 forks that many shard processes."""
     invs = model.invariants if invariants is None else selected(model.config, invariants)
-
-    def check(s: State):
-        return violated(model.config, s, invs)
-
     check_steps = invariants is None or "MonotonicEpochs" in invariants
     t0 = time.monotonic()
-    last_report = t0
+    deadline = t0 + time_limit
+    W = max(1, workers)
+    shards = LocalShards(model, invs, check_steps) if W == 1 else ProcessShards(model, invs, check_steps, W)
+    try:
+        return _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every)
+    finally:
+        shards.close()
+
+
+def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every):
+    from checkers.fingerprint import fingerprint
+    from spec.symmetry import canonical
     init = model.initial()
-    k0 = canonical(init)
-    parents: dict[State, tuple[State | None, Action | None]] = {k0: (None, None)}
-    transitions = 0
-    v = check(init)
+    owner = fingerprint(canonical(init)) % W
+    distinct, transitions, depth, frontier_peak = 1, 0, 0, 0
+    v = shards.call(owner, "seed", init)
+
+    def result(status, **kw):
+        nbytes = sum(shards.call_all("nbytes", [None] * W))
+        return SearchResult(status, distinct, transitions, kw.pop("depth", depth),
+                            time.monotonic() - t0, workers=W, table_bytes=nbytes,
+                            frontier_bytes=frontier_peak, **kw)
+
     if v:
-        return SearchResult("violation", 1, 0, 0, time.monotonic() - t0, v[0], v[1])
-    frontier: list[tuple[State, State]] = [(init, k0)]
-    raw_seen: set[State] = {init}
-    depth = 0
+        return result("violation", invariant=v[2], message=v[3], depth=0)
+    frontier = 1
+    last = t0
+    cap = max_states // W + 1
     while frontier:
         if depth >= max_depth:
-            return SearchResult("depth-bound", len(parents), transitions, depth, time.monotonic() - t0)
-        nxt: list[tuple[State, State]] = []
-        for s, ks in frontier:
-            for a in model.enabled(s):
-                t = model.step(s, a)
-                transitions += 1
-                if check_steps:
-                    sv = model.step_violation(s, t)
-                    if sv:
-                        parents_path = _path(parents, ks) + [a]
-                        return _violation(model, sv, parents_path, len(parents), transitions, depth, t0)
-                if t in raw_seen:       # cheap exact-duplicate filter before canonicalising
-                    continue
-                raw_seen.add(t)
-                kt = canonical(t)
-                if kt in parents:
-                    continue
-                parents[kt] = (ks, a)
-                v = check(t)
-                if v:
-                    return _violation(model, v, _path(parents, kt), len(parents), transitions, depth, t0)
-                nxt.append((t, kt))
-            now = time.monotonic()
-            if now - t0 > time_limit:
-                return SearchResult("time-limit", len(parents), transitions, depth, now - t0)
-            if len(parents) > max_states:
-                return SearchResult("state-bound", len(parents), transitions, depth, now - t0)
-            if progress and now - last_report >= progress_every:
-                last_report = now
-                progress(depth, len(parents), len(frontier) + len(nxt), now - t0)
-        frontier = nxt
-        depth += 1 if nxt else 0
-    return SearchResult("exhausted", len(parents), transitions, depth, time.monotonic() - t0)
+            return result("depth-bound")
+        reps = shards.call_all("expand", [(deadline, cap)] * W)
+        transitions += sum(r.transitions for r, _ in reps)
+        distinct += sum(r.new for r, _ in reps)
+        viols = [r.violation for r, _ in reps if r.violation]
+        stopped = [r.stopped for r, _ in reps if r.stopped]
+        if not viols and not stopped:
+            inboxes = [[boxes[w] for _, boxes in reps] for w in range(W)]
+            absorbed = shards.call_all("absorb", inboxes)
+            distinct += sum(r.new for r in absorbed)
+            viols = [r.violation for r in absorbed if r.violation]
+        if viols:
+            gid, j, inv, msg, _ = min(viols, key=lambda x: (x[0], x[1]))
+            path = _path(model, shards, W, gid, j)
+            return _violation(model, path, inv, msg, result)
+        if stopped:
+            return result("time-limit" if "time-limit" in stopped else "state-bound")
+        fins = shards.call_all("finish", [None] * W)
+        frontier = sum(n for n, _ in fins)
+        frontier_peak = max(frontier_peak, sum(b for _, b in fins))
+        if distinct > max_states:
+            return result("state-bound", depth=depth + (1 if frontier else 0))
+        now = time.monotonic()
+        if frontier:
+            depth += 1
+        if progress and now - last >= progress_every:
+            last = now
+            progress(depth, distinct, frontier, now - t0)
+    return result("exhausted")
 
 
-def _path(parents: dict, k: State) -> list[Action]:
-    out = []
+def _path(model, shards, W, gid: int, j: int) -> list[int]:
+    """Action indices from the initial state: the parent chain of gid, then action j (a step
+    violation: the transition itself) if j >= 0."""
+    idx = [j] if j >= 0 else []
     while True:
-        pk, a = parents[k]
-        if pk is None:
+        pgid, a = shards.call(gid % W, "parent", gid)
+        if pgid < 0:
             break
-        out.append(a)
-        k = pk
-    out.reverse()
-    return out
+        idx.append(a)
+        gid = pgid
+    idx.reverse()
+    return idx
 
 
-def _violation(model: Model, v, path, distinct, transitions, depth, t0) -> SearchResult:
-    # Replay the representative chain to recover concrete states for the story.
-    states, s = [], model.initial()
-    for a in path:
+def _violation(model, idx, inv, msg, result) -> SearchResult:
+    states, path, s = [], [], model.initial()
+    for j in idx:
+        a = model.enabled(s)[j]
         s = model.step(s, a)
+        path.append(a)
         states.append(s)
-    return SearchResult("violation", distinct, transitions, depth + 1, time.monotonic() - t0,
-                        v[0], v[1], path, states)
-
-
-def plain_bfs(model: Model, max_depth: int, time_limit: float = 600.0) -> set:
-    """The slow obvious search: no symmetry reduction, no canonical form. The differential
-    baseline for explore() in tests and benchmarks."""
-    t0 = time.monotonic()
-    seen = {model.initial()}
-    frontier = [model.initial()]
-    for _ in range(max_depth):
-        if not frontier or time.monotonic() - t0 > time_limit:
-            break
-        nxt = []
-        for s in frontier:
-            for a in model.enabled(s):
-                t = model.step(s, a)
-                if t not in seen:
-                    seen.add(t)
-                    nxt.append(t)
-        frontier = nxt
-    return seen
+    return result("violation", invariant=inv, message=msg, path=path, states=states,
+                  depth=len(path))

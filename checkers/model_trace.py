@@ -38,10 +38,22 @@ def write_trace(path: str | Path, cfg: Config, actions: list[Action], states: li
     dump(path, header, records)
 
 
+# The command line's defaults with three or more brokers: the bounds at which breadth-first
+# search plus swarm walks find every fix's bug of `current` within minutes (the suite's
+# SEARCH_BOUNDS; figures in BENCHMARKS.md). With two brokers the model's own (smaller) defaults
+# hold, which `current` exhausts.
+DEFAULTS_3 = {"records": 2, "crashes": 3, "pauses": 1, "elections": 3, "losses": 1}
+
+
+def cli_defaults(brokers: int) -> dict:
+    """Bounds the command line fills in when not given, for this many brokers."""
+    return dict(DEFAULTS_3) if brokers >= 3 else {}
+
+
 def config_args(cfg: Config) -> str:
     """The command-line options that reproduce `cfg` (defaults left out)."""
     from spec import GENERATIONS
-    d = Config()
+    d = Config(**cli_defaults(cfg.brokers))
     parts = [f"--generation {cfg.generation}"]
     base = set(GENERATIONS[cfg.generation])
     if not cfg.producers:

@@ -15,6 +15,8 @@ from kafkaverify import exitcodes
 from kafkaverify.exitcodes import InputError
 
 DEFAULT_MAX_DEPTH = 60
+DEFAULT_MAX_STATES = 20_000_000
+DEFAULT_TIME_LIMIT = 300.0
 
 
 def _model_options(f):
@@ -24,9 +26,10 @@ def _model_options(f):
         click.option("--without", multiple=True, metavar="FIX", help="remove one fix (repeatable)"),
         click.option("--brokers", type=int, default=None, help="brokers (replicas) [2]"),
         click.option("--records", type=int, default=None, help="client writes in all [2]"),
-        click.option("--crashes", type=int, default=None, help="crashes in all [2]"),
-        click.option("--pauses", type=int, default=None, help="pauses that outlast the session [0]"),
-        click.option("--elections", type=int, default=None, help="leader elections in all [2]"),
+        click.option("--crashes", type=int, default=None, help="crashes in all [2; 3 with 3+ brokers]"),
+        click.option("--pauses", type=int, default=None,
+                     help="pauses that outlast the session [0; 1 with 3+ brokers]"),
+        click.option("--elections", type=int, default=None, help="leader elections in all [2; 3 with 3+ brokers]"),
         click.option("--losses", type=int, default=None, help="lost control messages in all [1]"),
         click.option("--min-isr", type=int, default=None, help="min.insync.replicas [2]"),
         click.option("--acks", type=click.Choice(["all", "1", "0"]), default=None,
@@ -62,6 +65,8 @@ def build_config(generation, without, **bounds):
             raise InputError(f"generation {generation} has no idempotent producer (KIP-98 came with kip-101)")
         if idem == "off" and has and "idempotent-producer" not in without:
             without = tuple(without) + ("idempotent-producer",)
+    from checkers.model_trace import cli_defaults
+    given = {**cli_defaults(given.get("brokers", 2)), **given}
     try:
         return make_config(generation, tuple(without), **given)
     except ConfigError as e:
@@ -138,30 +143,54 @@ def register(group: click.Group) -> None:
     @click.option("--invariant", "invariants", multiple=True, metavar="NAME",
                   help="check only these invariants (repeatable; default: all)")
     @click.option("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, show_default=True)
-    @click.option("--max-states", type=int, default=5_000_000, show_default=True)
-    @click.option("--time-limit", type=float, default=600.0, show_default=True, help="seconds")
+    @click.option("--max-states", type=int, default=DEFAULT_MAX_STATES, show_default=True)
+    @click.option("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, show_default=True, help="seconds")
+    @click.option("--workers", type=int, default=None,
+                  help="worker processes (hash shards / walkers) [both cores: 2]")
+    @click.option("--seed", type=int, default=0, show_default=True,
+                  help="seed of the swarm random walks that follow a search cut short")
+    @click.option("--bfs-only", is_flag=True,
+                  help="breadth-first search alone (no random walks when it is cut short)")
     @click.option("--out", type=click.Path(dir_okay=False), help="write the counterexample trace here")
-    def explore(generation, without, invariants, max_depth, max_states, time_limit, out, **bounds):
-        """Breadth-first model checking; prints the shortest counterexample."""
-        from checkers.explore import explore as run
+    def explore(generation, without, invariants, max_depth, max_states, time_limit, workers, seed,
+                bfs_only, out, **bounds):
+        """Model checking: breadth-first search (the shortest counterexample); if it cannot
+        exhaust the space in its share of the time, swarm random walks use the rest and a
+        violation they find is shrunk."""
+        from checkers.explore import default_workers
+        from checkers.explore import explore as bfs
+        from checkers.portfolio import search
         from spec import Model
         cfg = build_config(generation, without, **bounds)
         _check_invariant_names(invariants)
         if max_depth < 1 or max_states < 1 or time_limit <= 0:
             raise InputError("--max-depth, --max-states and --time-limit must be positive")
-        _print_bounds(cfg, f" max_depth={max_depth} max_states={max_states} time_limit={time_limit:g}s")
+        workers = default_workers() if workers is None else workers
+        if not 1 <= workers <= 64:
+            raise InputError("--workers must be between 1 and 64")
+        _print_bounds(cfg, f" max_depth={max_depth} max_states={max_states} time_limit={time_limit:g}s"
+                           f" workers={workers}" + ("" if bfs_only else f" seed={seed}"))
         _print_promises(cfg, invariants)
-        cmd = "kafkaverify explore " + _config_args(cfg) + "".join(f" --invariant {i}" for i in invariants)
+        cmd = ("kafkaverify explore " + _config_args(cfg) + "".join(f" --invariant {i}" for i in invariants)
+               + (" --bfs-only" if bfs_only else f" --seed {seed}" if seed else "")
+               + (f" --workers {workers}" if workers != default_workers() else "")
+               + (f" --time-limit {time_limit:g}" if time_limit != DEFAULT_TIME_LIMIT else ""))
 
         def progress(depth, distinct, frontier, secs):
             click.echo(f"  depth {depth}  states {distinct:,}  frontier {frontier:,}  "
                        f"{distinct / secs:,.0f} states/s  {secs:.0f}s", err=True)
 
-        r = run(Model(cfg), max_depth=max_depth, max_states=max_states, time_limit=time_limit,
-                invariants=tuple(invariants) or None, progress=progress)
+        def note(text):
+            click.echo(f"  {text}", err=True)
+
+        model = Model(cfg)
+        kw = dict(max_depth=max_depth, max_states=max_states, time_limit=time_limit,
+                  invariants=tuple(invariants) or None, progress=progress, workers=workers)
+        r = bfs(model, **kw) if bfs_only else search(model, seed=seed, note=note, **kw)
         stats = (f"{r.distinct:,} distinct states, depth {r.depth}, {r.transitions:,} transitions, "
-                 f"{r.seconds:.1f}s, {r.states_per_second:,.0f} states/s")
+                 f"{r.seconds:.1f}s, {r.states_per_second:,.0f} states/s, {r.workers} worker(s)")
         if r.status == "violation":
+            click.echo(f"found by {r.found_by}")
             return _report_violation(cfg, r, stats, out, cmd,
                                      bounds={"max_depth": max_depth, "max_states": max_states},
                                      invariants=tuple(invariants) or None)
@@ -169,6 +198,8 @@ def register(group: click.Group) -> None:
             click.echo(f"no violation: state space exhausted; {stats}")
             return exitcodes.VALID
         click.echo(f"unknown: {r.status} reached before the space was exhausted; {stats}")
+        if not bfs_only:
+            click.echo(f"found {r.found_by}")
         return exitcodes.UNKNOWN
 
     @group.command()

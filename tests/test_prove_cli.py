@@ -72,7 +72,13 @@ def test_bmc_is_clean_where_spec_is_clean():
     assert r.status == "clean", (r.invariant, r.problem)
 
 
+# The model's internal-consistency invariants (bookkeeping, not protocol promises) have no z3
+# encoding yet; every other non-client invariant must have one.
+NOT_ENCODED = {"EpochCacheMatchesLog", "FetchResponseMatchesEpoch", "PendingIsrMatchesRole"}
+
+
 def test_invariant_encodings_agree_with_spec():
+    assert {i.name for i in INVARIANTS if i.promise is None} - set(STATE_PROPS) == NOT_ENCODED
     violated_seen = set()
     for gen, without, bounds, seed in (("v0.10", (), {}, 1), ("current", ("min-isr-hw",), {}, 2),
                                        ("current", ("maximal-isr",), {"min_isr": 1}, 3),
@@ -83,7 +89,7 @@ def test_invariant_encodings_agree_with_spec():
         for s in draw_states(Model(cfg), seed, 1200):
             d = enc.from_state(s)
             for inv in INVARIANTS:
-                if inv.promise is not None:     # client invariants: no clients here, no encoding
+                if inv.promise is not None or inv.name in NOT_ENCODED:   # clients: none here
                     continue
                 want = inv.check(cfg, s) is None or bool(inv.counts_copies and s.lossy)
                 assert bool(STATE_PROPS[inv.name](enc, d)) == want, (gen, inv.name, inv.check(cfg, s))

@@ -1,60 +1,134 @@
-"""Model-checker benchmark: distinct states/s and time to violation.
+"""Model-checker benchmark: distinct states/s per core, bytes per visited state, time to each
+fix's first counterexample — the fingerprint explorer against the previous explorer
+(checkers/explore_legacy.py) measured in the same run.
 
-    python -m kafkaverify.bench.model [--quick]
+    python -m kafkaverify.bench.model [--exhaustive '{"records": 1}'] [--fix-limit 300]
+                                      [--baseline-limit 60] [--skip-fixes]
 
-Prints, for each configuration, distinct states, seconds, distinct states/s and the verdict;
-and a baseline measured in the same run — a plain breadth-first search without symmetry
-reduction or canonicalisation over the same small model — with the ratio against it. The
-external yardstick (TLC on the public Kafka TLA+ specs, about 12,000 distinct states per
-CPU-second on this machine kind) is quoted, not measured here.
+Each exhaustive variant (previous explorer; new explorer on one worker; on two) runs in a fresh
+process, so its peak resident memory is its own: bytes per state = (peak RSS of the run's
+processes - RSS of an idle interpreter that imported the model) / distinct states, next to the
+explorer's own tables (fingerprints and parent links) per state. CPU seconds are the run's
+processes' user+system time; states/s per core = distinct / CPU seconds.
+
+Time to first counterexample: `current --without FIX` at the suite's three-broker bounds, with
+the suite's search (checkers/portfolio.py: breadth-first search bounded by states, then swarm
+walks) on two workers, against the previous explorer's breadth-first search on the same
+configuration with `--baseline-limit` seconds. The external yardstick (TLC on the public Kafka
+TLA+ specs, about 12,000 distinct states per CPU-second on this machine kind) is quoted, not
+measured here.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import time
 
-from checkers.explore import explore, plain_bfs
-from spec import Model, make_config
-
-CASES = [
-    ("v0.10 KIP-101 data loss (S1)", "v0.10", (), {}, ("AckedDurable",)),
-    ("v0.10 KIP-101 divergence (S2)", "v0.10", (), {"unflushed_loss": True, "min_isr": 1}, ("LogMatching",)),
-    ("current without min-isr-hw", "current", ("min-isr-hw",), {}, None),
-    ("current without epoch-truncation", "current", ("epoch-truncation",), {}, None),
-    ("current without maximal-isr (min ISR 1)", "current", ("maximal-isr",), {"min_isr": 1}, None),
-    ("kip-966 without isr-broker-epoch (disk loss, 1 crash)", "kip-966", ("isr-broker-epoch",),
-     {"disk_loss": True, "crashes": 1}, None),
-    ("kip-966 without eligible-leader-replicas (power failure, 1 crash)", "kip-966",
-     ("eligible-leader-replicas",), {"unflushed_loss": True, "crashes": 1}, None),
-    ("kip-966 one power failure, exhausted", "kip-966", (), {"unflushed_loss": True, "crashes": 1}, None),
-    ("current exhausted (default bounds)", "current", (), {}, None),
-]
+DEFAULT_EXHAUSTIVE = {}          # `current` at the two-broker defaults
 
 
-def timed_plain_bfs(model: Model, seconds: float) -> tuple[int, float]:
-    t0 = time.monotonic()
-    n = len(plain_bfs(model, 10_000, seconds))
-    return n, time.monotonic() - t0
+def _rss_kb() -> tuple[int, int]:
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+
+
+def _cpu() -> float:
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def one(variant: str, bounds: dict) -> dict:
+    """Run one exhaustive variant in this process; returns its figures."""
+    from checkers.explore import explore
+    from checkers.explore_legacy import explore_legacy
+    from spec import Model, make_config
+    model = Model(make_config("current", **bounds))
+    idle = _rss_kb()[0]
+    c0, t0 = _cpu(), time.monotonic()
+    if variant == "legacy":
+        r = explore_legacy(model, time_limit=3600, max_states=50_000_000)
+        table = 0
+    else:
+        r = explore(model, time_limit=3600, max_states=50_000_000, workers=int(variant))
+        table = r.table_bytes
+    wall, cpu = time.monotonic() - t0, _cpu() - c0
+    self_kb, child_kb = _rss_kb()
+    # workers are forked from this process: each holds the idle image plus its shard
+    peak = (self_kb - idle) + (max(0, child_kb - idle) * (int(variant) if variant not in ("legacy", "1") else 0))
+    return {"variant": variant, "status": r.status, "distinct": r.distinct, "depth": r.depth,
+            "wall": wall, "cpu": cpu, "rss_bytes": peak * 1024, "table_bytes": table}
+
+
+def _run_one(variant: str, bounds: dict) -> dict:
+    out = subprocess.run([sys.executable, "-m", "kafkaverify.bench.model", "--one", variant,
+                          "--exhaustive", json.dumps(bounds)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def exhaustive(bounds: dict) -> None:
+    print(f"exhaustive: current {bounds or '(two-broker defaults)'}, each variant in a fresh process")
+    print(f"{'explorer':34} {'verdict':10} {'states':>10} {'wall s':>8} {'cpu s':>8} "
+          f"{'st/s/core':>10} {'RSS B/st':>9} {'table B/st':>10}")
+    rows = {}
+    for v, label in (("legacy", "previous explorer (baseline)"), ("1", "fingerprint explorer, 1 worker"),
+                     ("2", "fingerprint explorer, 2 workers")):
+        d = _run_one(v, bounds)
+        rows[v] = d
+        n = d["distinct"]
+        print(f"{label:34} {d['status']:10} {n:>10,} {d['wall']:>8.1f} {d['cpu']:>8.1f} "
+              f"{n / d['cpu']:>10,.0f} {d['rss_bytes'] / n:>9,.0f} {d['table_bytes'] / n:>10.1f}",
+              flush=True)
+    b, w1, w2 = rows["legacy"], rows["1"], rows["2"]
+    print(f"ratios: 1 worker / baseline: {b['cpu'] / w1['cpu']:.2f}x states per CPU-second, "
+          f"{b['rss_bytes'] / max(1, w1['rss_bytes']):.1f}x less memory; "
+          f"2 workers / 1 worker: {w1['wall'] / w2['wall']:.2f}x wall-clock speed-up")
+
+
+def fixes(fix_limit: float, baseline_limit: float) -> None:
+    from checkers.explore import default_workers
+    from checkers.explore_legacy import explore_legacy
+    from checkers.portfolio import search
+    from kafkaverify.suite import SEARCH_BFS_STATES, SEARCH_BOUNDS, SEARCH_TEETH
+    from spec import Model, make_config
+    print(f"time to first counterexample: current --without FIX at {SEARCH_BOUNDS}")
+    print(f"{'fix':26} {'search (portfolio, %d workers)' % default_workers():52} {'baseline BFS':30}")
+    for fix, _ in SEARCH_TEETH:
+        model = Model(make_config("current", (fix,), **SEARCH_BOUNDS))
+        t0 = time.monotonic()
+        r = search(model, time_limit=fix_limit, workers=default_workers(), seed=0,
+                   bfs_max_states=SEARCH_BFS_STATES)
+        secs = time.monotonic() - t0
+        how = "BFS" if r.found_by.startswith("breadth") else "walks"
+        got = (f"{r.invariant}, {len(r.path)} steps ({how}), {secs:.1f}s" if r.status == "violation"
+               else f"none in {secs:.0f}s")
+        b = explore_legacy(model, time_limit=baseline_limit)
+        base = (f"{b.invariant}, {len(b.path)} steps, {b.seconds:.1f}s" if b.status == "violation"
+                else f"{b.status} at depth {b.depth}, {b.seconds:.0f}s")
+        print(f"{fix:26} {got:52} {base:30}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="skip the exhaustive `current` run")
+    ap.add_argument("--exhaustive", default=json.dumps(DEFAULT_EXHAUSTIVE),
+                    help="bounds of the exhaustive `current` run, as JSON")
+    ap.add_argument("--fix-limit", type=float, default=300.0)
+    ap.add_argument("--baseline-limit", type=float, default=60.0)
+    ap.add_argument("--skip-fixes", action="store_true")
+    ap.add_argument("--skip-exhaustive", action="store_true")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    cases = CASES[:-1] if args.quick else CASES
-    small = Model(make_config("current", records=1, crashes=1, elections=1, losses=0))
-    n, secs = timed_plain_bfs(small, 60)
-    r = explore(small, time_limit=60)
-    print(f"baseline: plain BFS (no symmetry, no canonical form), small current model: "
-          f"{n:,} states in {secs:.2f}s = {n / secs:,.0f} states/s")
-    print(f"          explorer on the same model: {r.distinct:,} canonical states in {r.seconds:.2f}s "
-          f"= {r.states_per_second:,.0f} states/s (ratio {r.states_per_second / (n / secs):.2f}; "
-          f"it covers {n / r.distinct:.2f} concrete states per canonical one)")
-    print(f"{'case':40} {'verdict':28} {'states':>10} {'seconds':>8} {'states/s':>9}")
-    for name, gen, without, bounds, invs in cases:
-        r = explore(Model(make_config(gen, without, **bounds)), invariants=invs, time_limit=900)
-        verdict = f"{r.invariant} ({len(r.path)} steps)" if r.status == "violation" else r.status
-        print(f"{name:40} {verdict:28} {r.distinct:>10,} {r.seconds:>8.1f} {r.states_per_second:>9,.0f}")
+    bounds = json.loads(args.exhaustive)
+    if args.one:
+        print(json.dumps(one(args.one, bounds)))
+        return
+    if not args.skip_exhaustive:
+        exhaustive(bounds)
+    if not args.skip_fixes:
+        fixes(args.fix_limit, args.baseline_limit)
     print("yardstick (quoted): TLC ~12,000 distinct states per CPU-second on the public Kafka specs")
 
 
