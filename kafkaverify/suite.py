@@ -91,10 +91,11 @@ CLEAN: list[tuple[str, str, str, dict, dict]] = [
      {"unflushed_loss": True, "crashes": 1}, {}),
     ("kip-966 clean with one disk loss", "isr-broker-epoch", "explore",
      {"disk_loss": True, "crashes": 1}, {}),
-    # Judged by LogMatching, the invariant these two fixes keep: with every invariant these walks
-    # find, in 41 k steps, kip-966 electing a broker from the ELR after its power failure emptied
-    # its log while a clean replica held the committed record (LeaderCandidateCompleteness; see
-    # BENCHMARKS.md "Clean stages": a model finding, not these fixes' bug).
+    # Judged by LogMatching, the invariant these two fixes keep: with three crashes, power
+    # failures may take every copy of a record, which kip-966 does not promise to survive (its
+    # promise is one unclean shutdown). These walks once found the model's last-known-ELR
+    # election picking a replica whose log a power failure had emptied; unclean recovery now
+    # elects the longest log (spec/rules.py unclean_recovery_choice).
     ("clean: epoch-end-offset and truncate-on-epoch-change (random walks)", "epoch-end-offset", "walks",
      {"brokers": 3, "records": 3, "crashes": 3, "elections": 3, "unflushed_loss": True},
      {"seed": 1, "steps": 300_000, "invariants": ("LogMatching",)}),

@@ -292,6 +292,8 @@ def _react_plan(cfg: Config, s: State, c: int):
         isr = zk.isr & (1 << zk.leader) if zk.leader >= 0 and (zk.isr >> zk.leader) & 1 else zk.isr
     need_leader = zk.leader < 0 or bool((gone >> zk.leader) & 1)
     cands = rules.leader_candidates(cfg.fixes, isr, elr, lkelr, live, cfg.unclean)
+    if cands and not cands & isr and not cands & elr and cands & lkelr:
+        cands = rules.unclean_recovery_choice(cands, s.brokers)
     return new, isr, need_leader, cands, elr, lkelr
 
 

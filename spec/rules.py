@@ -235,6 +235,22 @@ def elr_after_isr_change(fixes: frozenset, min_isr: int, old_isr: int, new_isr: 
     return elr & ~new_isr
 
 
+def unclean_recovery_choice(cands: int, brokers: tuple) -> int:
+    """KIP-966's unclean recovery (the Balanced strategy): when only last-known-ELR members are
+    left, the controller asks them for their logs and elects one with the largest (last leader
+    epoch, log end offset), never a shorter log that an unclean shutdown emptied."""
+    def key(i):
+        b = brokers[i]
+        return (b.cache[-1][0] if b.cache else -1, len(b.log))
+    members = [i for i in range(len(brokers)) if (cands >> i) & 1]
+    best = max(key(i) for i in members)
+    out = 0
+    for i in members:
+        if key(i) == best:
+            out |= 1 << i
+    return out
+
+
 def leader_candidates(fixes: frozenset, isr: int, elr: int, lkelr: int, electable: int,
                       unclean: bool) -> int:
     """Who the controller may elect: a live ISR member; with KIP-966, else a live ELR member, else

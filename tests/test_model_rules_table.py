@@ -32,6 +32,8 @@ def _parse(line: str):
             args[k] = frozenset(v)
         elif isinstance(v, dict):
             args[k] = _broker(v, LEADER if k == "leader" else FOLLOWER)
+        elif isinstance(v, tuple) and v and all(isinstance(x, dict) for x in v):
+            args[k] = tuple(_broker(x, FOLLOWER) for x in v)
     return rule, args, ast.literal_eval(expected_text)
 
 
