@@ -87,17 +87,23 @@ def _session_conf(a, name: str) -> dict:
     return {name: a.session_timeout_ms} if a.session_timeout_ms else {}
 
 
+def _python_consumer_conf(a) -> dict:
+    """kafka-python's and aiokafka's consumer settings (same names): manual commits from the
+    earliest offset, and a heartbeat a quarter of a short session."""
+    extra = _session_conf(a, "session_timeout_ms")
+    if a.session_timeout_ms:
+        extra["heartbeat_interval_ms"] = max(a.session_timeout_ms // 4, 100)
+    return dict(bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
+                auto_offset_reset="earliest", client_id=f"member-{a.process}", **extra)
+
+
 class KafkaPythonMember(_Member):
     def run(self) -> None:
         from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
         from kafka.errors import CommitFailedError
         from kafka.structs import OffsetAndMetadata
         a, me = self.a, self
-        extra = _session_conf(a, "session_timeout_ms")
-        if a.session_timeout_ms:
-            extra["heartbeat_interval_ms"] = max(a.session_timeout_ms // 4, 100)
-        c = KafkaConsumer(bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
-                          auto_offset_reset="earliest", client_id=f"member-{a.process}", **extra)
+        c = KafkaConsumer(**_python_consumer_conf(a))
 
         class L(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked):
@@ -189,11 +195,7 @@ class AiokafkaMember(_Member):
         from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
         from aiokafka.errors import CommitFailedError
         a, me = self.a, self
-        extra = _session_conf(a, "session_timeout_ms")
-        if a.session_timeout_ms:
-            extra["heartbeat_interval_ms"] = max(a.session_timeout_ms // 4, 100)
-        c = AIOKafkaConsumer(bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
-                             auto_offset_reset="earliest", client_id=f"member-{a.process}", **extra)
+        c = AIOKafkaConsumer(**_python_consumer_conf(a))
 
         class L(ConsumerRebalanceListener):
             async def on_partitions_revoked(self, revoked):
