@@ -24,14 +24,19 @@ def both(h):
     return fast, slow
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the same 300 examples on every machine, so CI is reproducible; for a wider
+# search, raise max_examples locally.
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          derandomize=True)
 @given(seed=st.integers(0, 2**32 - 1), n_ops=st.integers(1, 9), mutate=st.integers(0, 2))
+@example(seed=30535, n_ops=2, mutate=2)  # a poll mutated to offset -1 (the format refuses it)
 @example(seed=0, n_ops=6, mutate=0)
 @example(seed=7, n_ops=8, mutate=1)
 @example(seed=99, n_ops=3, mutate=1)   # an info send read at two offsets (was missed once)
 def test_fast_linearizability_agrees_with_exhaustive_search(seed, n_ops, mutate):
     h = small_history(seed, n_ops, mutate)
     assert all(o.end is None or o.end >= o.inv for o in h.ops), "the reader would refuse it"
+    assert all(x >= 0 for o in h.ops for x in (o.offsets or [])), "the reader would refuse it"
     fast, slow = both(h)
     if slow == "unknown":
         return

@@ -341,6 +341,7 @@ def small_log_history(seed: int, n_ops: int, mutate: int = 0, overlap: int = 6) 
             op.offset = ((op.offset if op.offset is not None else rng.randint(0, 3))
                          if op.type == "ok" else None)
         elif op.f == "poll" and op.offsets:
-            op.offsets[0] += rng.choice([-1, 1])
+            # offsets are never negative: the format refuses them as bad input
+            op.offsets[0] = max(0, op.offsets[0] + rng.choice([-1, 1]))
     ops.sort(key=lambda o: (o.inv, o.id))
     return History(make_header(trace_id=f"small-{seed}"), ops)
