@@ -28,19 +28,11 @@ from typing import Callable
 
 from impl.group_records import GroupRecord, MemberRecord
 
-# Kafka error codes (org.apache.kafka.common.protocol.Errors); impl/protocol/codec.py has the same
-# numbers for the wire side -- this module must not import the I/O layers.
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-UNSUPPORTED_VERSION = 35
-MEMBER_ID_REQUIRED = 79
+# Kafka error codes: one table for the wire and the coordinator (no I/O in that module).
+from impl.protocol.errors import (  # noqa: F401
+    NONE, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, INVALID_SESSION_TIMEOUT,
+    REBALANCE_IN_PROGRESS, UNSUPPORTED_VERSION, MEMBER_ID_REQUIRED)
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = \
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
