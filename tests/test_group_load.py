@@ -112,7 +112,11 @@ def test_commit_refused_below_min_insync_and_waits_for_the_hw(tmp_path):
         p.role, p.leader_epoch, p.isr, p.min_insync, p.replicas = "leader", 1, {0}, 2, [0, 1]
         m = b.groups
         m.on_partition_role(p)
-        await asyncio.sleep(0.05)
+        for _ in range(1000):                      # wait for the load, bounded (10 s)
+            if m.owned.get(0) == "loaded":
+                break
+            await asyncio.sleep(0.01)
+        assert m.owned.get(0) == "loaded"
         commit = _req(8, 8, {"group_id": "solo", "generation_id_or_member_epoch": -1, "member_id": "",
                              "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]})
         oc = await gh.offset_commit(b, commit, 8)
