@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -56,6 +56,14 @@ def _runs_of(df: pl.DataFrame, cond: pl.Expr) -> set[int]:
     return set(df.select("run", cond.alias("_b")).filter(pl.col("_b")).get_column("run").unique().to_list())
 
 
+def _by(df: pl.DataFrame, key: str) -> pl.DataFrame:
+    """`df` sorted by `key` and flagged so: joins on two flagged keys merge instead of hashing
+    (about 10x cheaper on one core). Already sorted (invokes by id, usually) costs one check."""
+    if df.get_column(key).is_sorted():
+        return df.set_sorted(key)
+    return df.sort(key)
+
+
 def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
     """Runs holding a repeated `key` (the cheap unique-count test first: the usual answer)."""
     if df.get_column(key).n_unique() == df.height:
@@ -64,130 +72,170 @@ def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1-2. Input screen and pairing. `ev` holds the events of one or many runs: the schema's
-# columns, `run` (an integer per history), `row` (the event's row in its file, for messages)
-# and `_i` (the event's position in the frame: runs are contiguous and in file order).
+# 1-2. Input screen and pairing. `prepare` turns events (the schema's columns, `run`, an integer
+# per history, and optionally `_i`, the event's position: runs contiguous and in file order)
+# into a lean frame: no strings (type, f and delivery as enums, topic and group as integer
+# codes, values as 64-bit hashes), the poll lists' summaries, and one `bad` flag per row for
+# every row rule of the reader. It is lazy, so a Parquet scan decodes only what it needs.
 
-def pair(ev: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
-    """One row per operation (invoke joined with its completion by id), and the runs whose
-    events break a rule of the reader (traces/history.py pair/check_event): those runs go to
-    the object reader, which names the row. Keys are packed into single integers (run << 32 |
-    id, and so on): single-column joins are several times cheaper than multi-column ones."""
+def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
     c = pl.col
-    bad: set[int] = set()
-    row_bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED])
-    row_bad = row_bad | ~c("type").is_in(TYPES) | ~c("f").is_in(FS)
-    row_bad = row_bad | (c("delivery").is_not_null() & ~c("delivery").is_in(DELIVERY_MODES))
-    row_bad = row_bad | (c("offset") < 0).fill_null(False) | (c("offset") >= LIMIT32).fill_null(False)
-    row_bad = row_bad | (c("offsets").list.min() < 0).fill_null(False)
-    row_bad = row_bad | (c("offsets").list.max() >= LIMIT32).fill_null(False)
+    if "_i" not in lf.collect_schema().names():
+        lf = lf.with_row_index("_i")
+    typ = c("type").cast(pl.Enum(TYPES), strict=False)
+    f = c("f").cast(pl.Enum(FS), strict=False)
+    inv = c("type") == "invoke"
+    bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED]) | typ.is_null() | f.is_null()
+    bad = bad | (c("delivery").is_not_null()
+                 & c("delivery").cast(pl.Enum(DELIVERY_MODES), strict=False).is_null())
+    bad = bad | (c("offset") < 0).fill_null(False) | (c("offset") >= LIMIT32).fill_null(False)
+    bad = bad | (c("offsets").list.min() < 0).fill_null(False)
+    bad = bad | (c("offsets").list.max() >= LIMIT32).fill_null(False)
     # Packed keys need small non-negative ids, processes and partitions (else: object reader).
     for n in ("id", "process"):
-        row_bad = row_bad | (c(n) < 0) | (c(n) >= LIMIT32)
-    row_bad = row_bad | (c("partition") < 0).fill_null(False)
-    for f, need in INVOKE_NEEDS.items():
+        bad = bad | (c(n) < 0) | (c(n) >= LIMIT32)
+    bad = bad | (c("partition") < 0).fill_null(False)
+    for op, need in INVOKE_NEEDS.items():
         if need:
-            row_bad = row_bad | ((c("type") == "invoke") & (c("f") == f)
-                                 & pl.any_horizontal([c(n).is_null() for n in need]))
+            bad = bad | (inv & (c("f") == op) & pl.any_horizontal([c(n).is_null() for n in need]))
     # A completion may carry only its operation's result fields (restating a request field is
     # legal but rare; the object reader checks that it agrees with the invoke).
     for n in FIELDS:
         if n in ALWAYS_OWN:
             continue
-        owners = [f for f, res in RESULT_FIELDS.items() if n in res]
-        row_bad = row_bad | ((c("type") != "invoke") & c(n).is_not_null() & ~c("f").is_in(owners))
-    bad |= _runs_of(ev, row_bad.fill_null(True))
+        owners = [o for o, res in RESULT_FIELDS.items() if n in res]
+        bad = bad | (~inv & c(n).is_not_null() & ~c("f").is_in(owners))
+    # An ok poll carries its records: offsets and values of one length.
+    bad = bad | ((c("type") == "ok") & (c("f") == "poll") & (
+        c("offsets").is_null() | c("values").is_null()
+        | (c("offsets").list.len() != c("values").list.len())))
+    n = c("offsets").list.len()
+    return lf.select(
+        "run", "_i", "id", typ.alias("type"), "process", f.alias("f"),
+        c("topic").cast(pl.Categorical).to_physical().alias("tc"), "partition",
+        pl.when(c("value").is_not_null()).then(c("value").hash()).alias("vh"),
+        "offset", "offsets", c("values").list.eval(pl.element().hash()).alias("vhs"),
+        n.alias("n"), c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol"),
+        c("offsets").list.max().alias("omax"),
+        c("group").cast(pl.Categorical).to_physical().alias("group"), "generation", "final",
+        c("delivery").cast(pl.Enum(DELIVERY_MODES), strict=False).alias("delivery"), "mono_ns",
+        bad.fill_null(True).alias("bad"))
+
+
+@dataclass
+class Paired:
+    ops: pl.DataFrame        # one row per operation (lean columns, `pk` per topic-partition)
+    recs: pl.DataFrame       # one row per record read by an ok poll
+    bad: set[int]            # runs whose events break a rule of the reader
+
+    def without(self, runs: set[int]) -> "Paired":
+        if not runs:
+            return self
+        keep = ~pl.col("run").is_in(pl.Series(sorted(runs), dtype=pl.Int64).implode())
+        return Paired(self.ops.filter(keep), self.recs.filter(keep), set())
+
+
+def pair(ev: pl.DataFrame) -> Paired:
+    """One row per operation (invoke joined with its completion by id), the records the ok
+    polls read, and the runs whose events break a rule of the reader (traces/history.py
+    pair/check_event): those runs go to the object reader, which names the row. `ev` is a
+    prepared (lean) frame. Keys are packed into single integers (run << 32 | id, and so on):
+    single-column joins are several times cheaper than multi-column ones."""
+    c = pl.col
+    bad: set[int] = set()
+    if ev.get_column("bad").any():
+        bad |= _runs_of(ev, c("bad"))
     ik = ((c("run").cast(pl.Int64) * LIMIT32) + c("id")).alias("ik")
     is_inv = c("type") == "invoke"
-    # Project before filtering: a filter gathers every column it is given.
+    # Project before filtering: a filter gathers every column it is given; no list column
+    # goes through the join (the records are joined to their polls afterwards).
     inv = ev.lazy().filter(is_inv).select(
-        "run", ik, "id", "process", "f", "topic", "partition", "value", "offset", "group",
-        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("_i").alias("inv_row"),
-        *CONFIG).collect()
+        "run", ik, "id", "process", "f", "tc", "partition", "vh", "offset", "group",
+        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("_i").alias("inv_row")).collect()
     comp = ev.lazy().filter(~is_inv).select(
         ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
-        c("_i").alias("comp_row"), c("offset").alias("offset_c"), "offsets", "values",
+        c("_i").alias("comp_row"), c("offset").alias("offset_c"), "n", "o0", "ol", "omax",
         c("generation").alias("generation_c")).collect()
     bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
-    ops = inv.join(comp, on="ik", how="left")
+    ops = _by(inv, "ik").join(_by(comp, "ik"), on="ik", how="left")
     matched = ops.get_column("comp_row").is_not_null().sum()
     if matched != comp.height:      # completions without an invoke (rare): which runs
         orphan = comp.join(inv.select("ik"), on="ik", how="anti")
         bad |= set((orphan.get_column("ik") // LIMIT32).unique().to_list())
-    kind = pl.coalesce("type", pl.lit("info"))
+    kind = pl.coalesce("type", pl.lit("info", pl.Enum(TYPES)))
+    ok = kind == "ok"
     ops = ops.with_columns(
         kind.alias("type"),
         pl.when(kind != "info").then(c("end")).otherwise(None).alias("comp"),
         pl.coalesce("offset_c", "offset").alias("offset"),
-        pl.when(kind == "ok").then(c("offsets")).otherwise(None).alias("offsets"),
-        pl.when(kind == "ok").then(c("values")).otherwise(None).alias("values"),
+        *[pl.when(ok).then(c(n)).otherwise(None).alias(n) for n in ("n", "o0", "ol", "omax")],
         pl.coalesce("generation_c", "generation").alias("generation"),
         c("final").fill_null(False))
     bad |= _runs_of(ops, c("comp_row").is_not_null() & (
         (c("comp_row") < c("inv_row")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
         | (c("end") < c("inv"))))
-    ok = c("type") == "ok"
-    bad |= _runs_of(ops, ok & (c("f") == "send") & c("offset").is_null())
-    bad |= _runs_of(ops, ok & (c("f") == "poll") & (
-        c("offsets").is_null() | c("values").is_null()
-        | (c("offsets").list.len() != c("values").list.len())).fill_null(True))
+    bad |= _runs_of(ops, (c("type") == "ok") & (c("f") == "send") & c("offset").is_null())
     ops = ops.drop("offset_c", "generation_c", "process_c", "f_c")
     # One key per partition of a run: run * (partitions) + partition, per topic.
-    topics = ops.filter(c("topic").is_not_null()).get_column("topic").unique().sort()
+    codes = ops.get_column("tc").drop_nulls().unique().sort()
     pmax = (ops.get_column("partition").max() or 0) + 1
-    if topics.len() <= 1:
+    if codes.len() <= 1:
         tcode = pl.lit(0, pl.Int64)
     else:
-        tcode = c("topic").replace_strict(topics.to_list(), list(range(topics.len())),
-                                          default=None, return_dtype=pl.Int64)
-    ops = ops.with_columns(((c("run").cast(pl.Int64) * max(topics.len(), 1) + tcode) * pmax
+        tcode = c("tc").replace_strict(codes.to_list(), list(range(codes.len())),
+                                       default=None, return_dtype=pl.Int64)
+    ops = ops.with_columns(((c("run").cast(pl.Int64) * max(codes.len(), 1) + tcode) * pmax
                             + c("partition").cast(pl.Int64)).alias("pk"))
     if (ops.get_column("pk").max() or 0) >= 2**30:
         bad |= set(ops.get_column("run").unique().to_list())
     # Values are unique per partition (the checkers identify records by value); compared by
     # 64-bit hash here, the object reader decides if two hashes meet.
-    sends = ops.filter(c("f") == "send").select("run", "pk", c("value").hash().alias("vh"))
-    if sends.select(pl.struct("pk", "vh").n_unique()).item() != sends.height:
+    sends = ops.filter(c("f") == "send").select("run", "pk", "vh")
+    if sends.group_by("pk").agg(c("vh").n_unique()).get_column("vh").sum() != sends.height:
         bad |= _runs_of(sends, pl.struct("pk", "vh").is_duplicated())
-    return ops, bad
+    # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
+    polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
+        "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
+    lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+        c("_i").alias("comp_row"), "offsets", "vhs").collect()
+    recs = (_by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
+            .explode(["offsets", "vhs"])
+            .rename({"offsets": "offset", "vhs": "vh"})
+            .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
+    return Paired(ops, recs, bad)
 
 
 # ---------------------------------------------------------------------------------------------
 # 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
 # is what matters: a flagged partition gets every object check.
 
-def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[set[int], pl.DataFrame]:
+def flag_partitions(pd: Paired, deadline: float | None = None) -> tuple[set[int], pl.DataFrame]:
     """(flagged pks, per-run counts: undecided writes, consumer-offsets examined)."""
     c = pl.col
+    ops, recs = pd.ops, pd.recs
     flags: list[pl.Series] = []
     p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
     rk = (c("pk") * LIMIT32 + c("offset")).alias("rk")
     sp = (c("pk") * LIMIT32 + c("process")).alias("sp")
-    sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process",
-                                               c("value").hash().alias("vh"))
+    sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process", "vh")
     acked = sends.filter(c("type") == "ok").with_columns(rk, sp).with_row_index("ai")
     polls = p.filter((c("f") == "poll") & (c("type") == "ok")).select(
-        "run", "pk", "id", "process", "inv", "comp", "final", "offsets", "values")
-    recs = (polls.filter(c("offsets").list.len() > 0)
-            .select("run", "pk", c("id").alias("pid"), "process", "comp", "final", "offsets", "values")
-            .explode(["offsets", "values"])
-            .select("run", "pk", "pid", "process", "comp", "final", c("offsets").alias("offset"),
-                    c("values").hash().alias("vh")))
-    recs = recs.with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk"))
+        "run", "pk", "id", "process", "inv", "comp", "final", "n", "o0", "ol", "omax")
     _late(deadline)
     # Two acknowledgements of one offset.
     if acked.get_column("rk").n_unique() != acked.height:
         flags.append(acked.filter(c("rk").is_duplicated()).get_column("pk"))
     # Records that disagree with the acknowledgement at their offset ("odd": an info send's
     # value, or a contradiction). Every other record is an acknowledged send read in place.
-    m = recs.join(acked.select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
+    m = _by(recs, "rk").join(_by(acked.select("rk", "ai", c("vh").alias("avh")), "rk"), on="rk", how="left")
     odd = m.filter(c("avh").is_null() | (c("avh") != c("vh")))
     placed = pl.DataFrame(schema={"pk": pl.Int64, "offset": pl.Int64, "inv": pl.Int64, "sid": pl.Int64})
     if odd.height:
-        o = odd.join(sends.select("pk", "vh", c("id").alias("sid"), c("type").alias("stype"),
-                                  c("inv").alias("sinv")), on=["pk", "vh"], how="left")
-        flags.append(o.filter(c("stype").is_null() | (c("stype") != "info") | c("avh").is_not_null())
-                     .get_column("pk"))
+        # Values are unique per partition: at most one send matches; only info sends place.
+        o = odd.join(sends.filter(c("type") == "info").select(
+            "pk", "vh", c("id").alias("sid"), c("type").alias("stype"), c("inv").alias("sinv")),
+            on=["pk", "vh"], how="left")
+        flags.append(o.filter(c("stype").is_null() | c("avh").is_not_null()).get_column("pk"))
         pl_ = o.filter(c("stype") == "info").select("pk", "sid", "offset", c("sinv").alias("inv")).unique()
         flags.append(pl_.filter(pl.struct("pk", "sid").is_duplicated()).get_column("pk"))
         flags.append(pl_.filter(pl.struct("pk", "offset").is_duplicated()).get_column("pk"))
@@ -239,9 +287,8 @@ def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[s
     flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
     assigns = p.filter(c("f").is_in(["assign", "subscribe"]) & (c("type") != "fail"))
     seq = pl.concat([
-        polls.filter(c("offsets").list.len() > 0).select(
-            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"),
-            c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol")),
+        polls.filter(c("n") > 0).select(
+            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"), "o0", "ol"),
         assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
                        pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
     ]).sort("sp", "inv", "id").with_columns(c("reset").cum_sum().alias("seg"))
@@ -262,8 +309,8 @@ def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[s
           .with_columns(c("inv").cum_max().over("pk").alias("latest")))
     below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
     flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
-    pm = (polls.filter(c("offsets").list.len() > 0)
-          .select("pk", "comp", (c("pk") * LIMIT32 + c("offsets").list.max()).alias("rk"))
+    pm = (polls.filter(c("n") > 0)
+          .select("pk", "comp", (c("pk") * LIMIT32 + c("omax")).alias("rk"))
           .join(at.select("rk", "latest"), on="rk", how="left"))
     flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
     _late(deadline)
@@ -287,9 +334,8 @@ def _consumer(ops, p, polls, recs, assigns, at):
         "run", "pk", "id", "group", "offset", "generation", "inv", "comp")
     grouped = assigns.filter(c("group").is_not_null())
     group_of = grouped.sort("run", "inv", "id").group_by("run", "process").agg(c("group").last())
+    # (The order of `first` matters not: a group with two modes goes to the object checkers.)
     modes = (grouped.filter(c("delivery").is_not_null())
-             .with_columns(c("topic") + "-" + c("partition").cast(pl.String))
-             .sort("run", "topic", "inv", "id")
              .group_by("run", "group").agg(c("delivery").first(), c("delivery").n_unique().alias("nm")))
     # A group declaring two modes (rare): every partition of that run to the object checkers.
     mixed = modes.filter(c("nm") > 1).select("run")
@@ -369,6 +415,12 @@ def c_row_in(rows: pl.Series) -> pl.Expr:
     return pl.col("_i").is_in(rows.implode())
 
 
+# fetch(selection) -> the full events (run, _i, row and every schema column) that the
+# selection (an expression over `run` and `_i`) picks: the object checkers' input, asked only
+# for flagged partitions or the cycle search, so the kernel itself never holds strings.
+Fetch = Callable[[pl.Expr], pl.DataFrame]
+
+
 @dataclass
 class RunResult:
     run: int
@@ -377,19 +429,18 @@ class RunResult:
     witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
 
 
-def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadline: float | None = None,
+def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
           cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
           clean: list | None = None) -> dict[int, RunResult]:
     """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
     are the object checkers', on the flagged partitions). With `clean` (a list), only runs
     with a flagged partition get a RunResult; the others' statuses are appended to `clean`
     as one frame (run, status), decided in columns: no Python per clean run (mining)."""
-    from checkers.history import consumer, cycles, linearizable, log_checks
-    from checkers.history.index import build
     c = pl.col
+    ops = pd.ops
     done = True
     try:
-        flagged, counts = flag_partitions(ops, deadline)
+        flagged, counts = flag_partitions(pd, deadline)
     except TimeUp:
         done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
     p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
@@ -401,6 +452,8 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
     found: dict[int, dict[str, tuple[list, list]]] = {}
     histories: dict[int, History] = {}
     if flagged:
+        from checkers.history import consumer, linearizable, log_checks
+        from checkers.history.index import build
         fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
         runs_f = ops.filter(c("pk").is_in(fl.implode())).get_column("run").unique()
         # The flagged partitions' operations, plus every producer_config and assign/subscribe
@@ -408,7 +461,7 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
         sel = ops.filter(c("run").is_in(runs_f.implode()) & (
             c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
         rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
-        for run, h in to_histories(ev.filter(c_row_in(rows)), headers, where, base).items():
+        for run, h in to_histories(fetch(c_row_in(rows)), headers, where, base).items():
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
@@ -420,7 +473,7 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
     if done:
         need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
         if need:
-            full = to_histories(ev.filter(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
+            full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
                                 headers, where, base)
     out: dict[int, RunResult] = {}
     to_judge = sorted(n_ops)
@@ -467,6 +520,8 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
         else:
             # Some partition is not linearizable and the run is small: the whole run as
             # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
+            from checkers.history import cycles
+            from checkers.history.index import build
             h = full[run]
             results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
                                         deadline=deadline))
@@ -518,22 +573,31 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     the line or row) and the object checkers."""
     from traces import history_columnar as hc
     try:
-        header, ev, where = hc.read(path, fmt, deadline)
+        header, src, where = hc.read(path, fmt, deadline, lazy=True)
     except hc.TimeUp:
         return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
     except hc.NotColumnar:
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
+    # `_i`: the event's position in the file; `row` is for messages. Only the lean columns
+    # are decoded (Parquet: scanned); the full rows are fetched again for flagged partitions.
+    full = src.with_columns(pl.lit(0, pl.Int64).alias("run")).with_row_index("_i")
+    try:
+        if where == "row" and not hc.one_trace(src):
+            return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
+        ev = prepare(full).collect()
+    except (pl.exceptions.PolarsError, OSError):
+        return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
         return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
-    # `_i`: the event's position in this frame (selection and file order); `row` is for messages.
-    ev = ev.with_columns(pl.lit(0, pl.Int64).alias("run")).with_row_index("_i")
     if ev.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
-    ops, bad = pair(ev)
-    if bad:
+    pd = pair(ev)
+    del ev
+    if pd.bad:
         return _object_path(path, fmt, deadline, cycle_max_ops, "the input screen flagged rows")
     base = 1 if where == "row" else 2
-    (r,) = judge(ev, ops, {0: header}, deadline, cycle_max_ops, where, base).values()
+    (r,) = judge(pd, lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops,
+                 where, base).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 
