@@ -245,8 +245,11 @@ def pair(ev: pl.DataFrame) -> Paired:
 # 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
 # is what matters: a flagged partition gets every object check.
 
-def flag_partitions(pd: Paired, deadline: float | None = None) -> tuple[set[int], pl.DataFrame]:
-    """(flagged pks, per-run counts: undecided writes, consumer-offsets examined)."""
+def flag_partitions(pd: Paired, deadline: float | None = None,
+                    assigns: pl.DataFrame | None = None) -> tuple[set[int], pl.DataFrame]:
+    """(flagged pks, per-run counts: undecided writes, consumer-offsets examined). `assigns`:
+    every assign/subscribe of the runs when `pd` holds only some of their partitions (a
+    consumer's group and a group's generations and mode span partitions)."""
     c = pl.col
     ops, recs = pd.ops, pd.recs
     flags: list[pl.Series] = []
@@ -321,7 +324,9 @@ def flag_partitions(pd: Paired, deadline: float | None = None) -> tuple[set[int]
     # subscribe), each resumes right after the previous one.
     step = c("offset") - c("offset").shift(1)
     flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
-    assigns = p.filter(c("f").is_in(["assign", "subscribe"]) & (c("type") != "fail"))
+    if assigns is None:
+        assigns = p.filter(c("f").is_in(["assign", "subscribe"]))
+    assigns = assigns.filter(c("type") != "fail")
     seq = pl.concat([
         polls.filter(c("n") > 0).select(
             sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"), "o0", "ol"),
@@ -478,6 +483,56 @@ class RunResult:
     witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
 
 
+SETTINGS = ("producer_config", "assign", "subscribe")
+
+
+@dataclass
+class Screen:
+    """What the screens decided over some partitions (all of them, or one chunk's): the
+    flagged partitions, per-run counts and statistics, and the event rows the object checkers
+    need for the flagged partitions. Screens of disjoint partition sets merge by addition."""
+    done: bool
+    flagged: set[int]
+    counts: pl.DataFrame                 # run, undecided, consumer_examined, records
+    stats: pl.DataFrame                  # run, sends, polls, ops
+    rows: pl.Series                      # `_i` of the flagged partitions' events
+
+    @staticmethod
+    def merge(parts: list["Screen"]) -> "Screen":
+        c = pl.col
+        counts = pl.concat([s.counts for s in parts], how="diagonal_relaxed")
+        counts = counts.group_by("run").agg(c(n).sum() for n in counts.columns if n != "run")
+        stats = pl.concat([s.stats for s in parts]).group_by("run").agg(c("sends", "polls", "ops").sum())
+        return Screen(all(s.done for s in parts), set().union(*(s.flagged for s in parts)), counts,
+                      stats, pl.concat([s.rows for s in parts]).unique().sort())
+
+
+def screen(pd: Paired, deadline: float | None = None, assigns: pl.DataFrame | None = None) -> Screen:
+    c = pl.col
+    ops = pd.ops
+    done = True
+    try:
+        flagged, counts = flag_partitions(pd, deadline, assigns)
+    except TimeUp:
+        done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
+    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    stats = (ops.group_by("run").agg(pl.len().cast(pl.Int64).alias("ops"))
+             .join(p.group_by("run").agg((c("f") == "send").sum().cast(pl.Int64).alias("sends"),
+                                         ((c("f") == "poll") & (c("type") == "ok")).sum().cast(pl.Int64).alias("polls")),
+                   on="run", how="left")
+             .with_columns(c("sends", "polls").fill_null(0)).select("run", "sends", "polls", "ops"))
+    rows = pl.Series("_i", [], ops.schema["inv_row"])
+    if flagged:
+        fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
+        runs_f = ops.filter(c("pk").is_in(fl.implode())).get_column("run").unique()
+        # The flagged partitions' operations, plus every producer_config and assign/subscribe
+        # of their runs (the settings, group members and generations the rules consult).
+        sel = ops.filter(c("run").is_in(runs_f.implode()) & (
+            c("pk").is_in(fl.implode()) | c("f").is_in(SETTINGS)))
+        rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
+    return Screen(done, flagged, counts, stats, rows)
+
+
 def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
           cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
           clean: list | None = None) -> dict[int, RunResult]:
@@ -485,32 +540,33 @@ def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | 
     are the object checkers', on the flagged partitions). With `clean` (a list), only runs
     with a flagged partition get a RunResult; the others' statuses are appended to `clean`
     as one frame (run, status), decided in columns: no Python per clean run (mining)."""
+    sc = screen(pd, deadline)
+    if clean is not None and sc.done:
+        c = pl.col
+        p = pd.ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+        runs_f = set(pd.ops.filter(c("pk").is_in(pl.Series(sorted(sc.flagged), dtype=pl.Int64).implode()))
+                     .get_column("run").unique().to_list())
+        clean.append(_clean_status(pd.ops, p, sc.counts, runs_f))
+    return decide(sc, fetch, headers, deadline, cycle_max_ops, where, base,
+                  only_flagged=clean is not None and sc.done)
+
+
+def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
+           cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+           only_flagged: bool = False) -> dict[int, RunResult]:
+    """Verdicts from a screen: the object checkers on the flagged partitions' events (fetched
+    by row), the cycle search where some partition is not linearizable, counts elsewhere."""
     c = pl.col
-    ops = pd.ops
-    done = True
-    try:
-        flagged, counts = flag_partitions(pd, deadline)
-    except TimeUp:
-        done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
-    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
-    stats = {r["run"]: r for r in p.group_by("run").agg(
-        (c("f") == "send").sum().alias("sends"),
-        ((c("f") == "poll") & (c("type") == "ok")).sum().alias("polls")).iter_rows(named=True)}
-    n_ops = dict(ops.group_by("run").agg(pl.len()).iter_rows())
+    done, flagged, counts = sc.done, sc.flagged, sc.counts
+    stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
+    n_ops = {run: r["ops"] for run, r in stats.items()}
     cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
     found: dict[int, dict[str, tuple[list, list]]] = {}
     histories: dict[int, History] = {}
     if flagged:
         from checkers.history import consumer, linearizable, log_checks
         from checkers.history.index import build
-        fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
-        runs_f = ops.filter(c("pk").is_in(fl.implode())).get_column("run").unique()
-        # The flagged partitions' operations, plus every producer_config and assign/subscribe
-        # of their runs (the settings, group members and generations the rules consult).
-        sel = ops.filter(c("run").is_in(runs_f.implode()) & (
-            c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
-        rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
-        for run, h in to_histories(fetch(c_row_in(rows)), headers, where, base).items():
+        for run, h in to_histories(fetch(c_row_in(sc.rows)), headers, where, base).items():
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
@@ -525,11 +581,7 @@ def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | 
             full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
                                 headers, where, base)
     out: dict[int, RunResult] = {}
-    to_judge = sorted(n_ops)
-    if clean is not None and done:
-        flagged_runs = set(found)
-        to_judge = sorted(flagged_runs)
-        clean.append(_clean_status(ops, p, counts, flagged_runs))
+    to_judge = sorted(found) if only_flagged else sorted(n_ops)
     for run in to_judge:
         st = stats.get(run, {"sends": 0, "polls": 0})
         k = cnt.get(run, {})
