@@ -41,10 +41,11 @@ def _one(path: str, engine: str) -> dict:
         from checkers.history.columnar import check_file
         r = check_file(path)
         v, n = r.verdict, r.ops
-        if r.engine != "columnar":
+        if not r.engine.startswith("columnar"):
             raise SystemExit(f"not the columnar path: {r.engine}")
     secs = time.perf_counter() - t0
     return {"ops": n, "seconds": secs, "ops_per_s": n / secs, "status": v.status,
+            "engine": "old" if engine == "old" else r.engine,
             "cpu_s": time.process_time() - c0,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
