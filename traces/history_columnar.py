@@ -40,7 +40,7 @@ def polars_schema() -> dict[str, pl.DataType]:
     return {"trace_id": pl.String, **{n: _PL_TYPES[t] for n, (_, t) in FIELDS.items()}}
 
 
-def _conform(lf: pl.LazyFrame, present: dict[str, pl.DataType], tid: Any) -> pl.LazyFrame:
+def _conform(lf: pl.LazyFrame, present: dict[str, pl.DataType], tid: Any, row0: int = 0) -> pl.LazyFrame:
     """Every schema column (absent ones as nulls, trace_id from the header if absent) and `row`."""
     cols = []
     for n, t in polars_schema().items():
@@ -50,11 +50,14 @@ def _conform(lf: pl.LazyFrame, present: dict[str, pl.DataType], tid: Any) -> pl.
             cols.append(pl.lit(tid, pl.String).alias(n))
         else:
             cols.append(pl.lit(None, t).alias(n))
-    return lf.with_row_index("row").select(*cols, pl.col("row").cast(pl.Int64))
+    return lf.with_row_index("row", offset=row0).select(*cols, pl.col("row").cast(pl.Int64))
 
 
-def scan_parquet(path: str, deadline: float | None = None) -> tuple[dict, pl.LazyFrame]:
-    """(header, lazy frame of every schema column + row). Only the footer is read here."""
+def scan_parquet(path: str, deadline: float | None = None, offset: int | None = None,
+                 length: int | None = None) -> tuple[dict, pl.LazyFrame]:
+    """(header, lazy frame of every schema column + row), or of `length` events from row
+    `offset` (the slice is applied to the scan itself: polars then decodes only the row groups
+    it needs, which it does not when slicing after a row index). Only the footer is read here."""
     try:
         meta = pl.read_parquet_metadata(path)
         present = dict(pl.read_parquet_schema(path))
@@ -76,7 +79,10 @@ def scan_parquet(path: str, deadline: float | None = None) -> tuple[dict, pl.Laz
         raise NotColumnar()
     if deadline is not None and time.monotonic() > deadline:
         raise TimeUp()
-    lf = _conform(pl.scan_parquet(path), present, header.get("trace_id"))
+    lf = pl.scan_parquet(path)
+    if offset is not None:
+        lf = lf.slice(offset, length)
+    lf = _conform(lf, present, header.get("trace_id"), offset or 0)
     return header, lf.with_columns(pl.col("trace_id").fill_null(""))
 
 

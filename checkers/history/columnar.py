@@ -117,12 +117,15 @@ def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
     n = c("offsets").list.len()
     return lf.select(
         "run", "_i", "id", typ.alias("type"), "process", f.alias("f"),
-        c("topic").cast(pl.Categorical).to_physical().alias("tc"), "partition",
+        # Topics and groups by 64-bit hash: the same code in every slice of a chunked read
+        # (categorical codes are per cast). Two names meeting in a hash would merge two
+        # partitions' or groups' checks: as unlikely as the value hashes meeting.
+        pl.when(c("topic").is_not_null()).then(c("topic").hash()).alias("tc"), "partition",
         pl.when(c("value").is_not_null()).then(c("value").hash()).alias("vh"),
         "offset", "offsets", c("values").list.eval(pl.element().hash()).alias("vhs"),
         n.alias("n"), c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol"),
         c("offsets").list.max().alias("omax"),
-        c("group").cast(pl.Categorical).to_physical().alias("group"), "generation", "final",
+        pl.when(c("group").is_not_null()).then(c("group").hash()).alias("group"), "generation", "final",
         c("delivery").cast(pl.Enum(DELIVERY_MODES), strict=False).alias("delivery"), "mono_ns",
         bad.fill_null(True).alias("bad"))
 
@@ -218,7 +221,7 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     if codes is None:
         codes = ops.get_column("tc").drop_nulls().unique().sort()
         pmax = (ops.get_column("partition").max() or 0) + 1
-    codes = pl.Series("tc", codes, dtype=pl.UInt32)
+    codes = pl.Series("tc", codes, dtype=pl.UInt64)
     if codes.len() <= 1:
         tcode = pl.lit(0, pl.Int64)
     else:
@@ -685,13 +688,20 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     # `_i`: the event's position in the file; `row` is for messages. Only the lean columns
     # are decoded (Parquet: scanned); the full rows are fetched again for flagged partitions.
-    full = src.with_columns(pl.lit(0, pl.Int64).alias("run")).with_row_index("_i")
+    full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
     try:
         if where == "row" and not hc.one_trace(src):
             return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
         n_events = full.select(pl.len()).collect().item()
         if n_events > CHUNK_EVENTS:
-            return _check_chunked(path, fmt, full, header, where, n_events, deadline, cycle_max_ops)
+            if where == "row":      # Parquet: each slice is its own scan (see hc.scan_parquet)
+                def part(off, n):
+                    lf = hc.scan_parquet(str(path), None, off, n)[1]
+                    return lf.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
+            else:
+                def part(off, n):
+                    return full.slice(off, n)
+            return _check_chunked(path, fmt, full, part, header, where, n_events, deadline, cycle_max_ops)
         ev = _lean(full)
     except (pl.exceptions.PolarsError, OSError):
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
@@ -727,7 +737,8 @@ class _Fallback(Exception):
     """The chunked screen found a reader rule broken: the object reader will name the row."""
 
 
-def _check_chunked(path, fmt, full: pl.LazyFrame, header: dict, where: str, n_events: int,
+def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.LazyFrame],
+                   header: dict, where: str, n_events: int,
                    deadline: float | None, cycle_max_ops: int) -> FileCheck:
     """Pass 1 reads the file once, a slice at a time, and writes each event's lean row to its
     chunk's spill file (Arrow IPC, uncompressed, in a temporary directory): an invoke by its
@@ -745,10 +756,11 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, header: dict, where: str, n_ev
         pending = pl.DataFrame(schema={"ik": pl.Int64, "chunk": pl.Int64})
         side, codes, pmax, iks = [], set(), 0, []
         ik = (c("run").cast(pl.Int64) * LIMIT32 + c("id")).alias("ik")
-        home = ((c("tc").fill_null(0).cast(pl.Int64) * 131 + c("partition").fill_null(0).cast(pl.Int64)) % k)
+        home = ((c("tc").fill_null(0) % 1_000_003).cast(pl.Int64) * 131
+                + c("partition").fill_null(0).cast(pl.Int64)) % k
         for n, off in enumerate(range(0, n_events, SLICE_EVENTS)):
             _late(deadline)
-            ev = _lean(full.slice(off, SLICE_EVENTS))
+            ev = _lean(part(off, SLICE_EVENTS))
             if ev.get_column("bad").any():
                 raise _Fallback()
             codes |= set(ev.get_column("tc").drop_nulls().unique().to_list())
@@ -762,9 +774,9 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, header: dict, where: str, n_ev
             where_to = pl.concat([inv.select("_i", "chunk"), comp.select("_i", "chunk")])
             ev = ev.join(where_to, on="_i", how="left", maintain_order="left")
             side.append(ev.filter(c("f").is_in(SETTINGS)).drop("chunk"))
-            for (i,), part in ev.partition_by("chunk", as_dict=True, include_key=False).items():
+            for (i,), rows in ev.partition_by("chunk", as_dict=True, include_key=False).items():
                 f = tmp / f"c{i}-{n}.arrow"
-                part.write_ipc(f, compression="uncompressed")
+                rows.write_ipc(f, compression="uncompressed")
                 files[i].append(f)
             del ev, inv, comp, where_to
         # An id invoked twice in two chunks would pass each chunk's screen: checked here over
