@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from checkers.history.columnar import check_file
+from checkers.history.columnar_file import check_file
 from checkers.history.generate import Params, generate
 from checkers.history.result import counts
 from checkers.history.run import check_history
@@ -277,7 +277,7 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
     slices made tiny here, operations straddle slice boundaries (invoke in one slice, its
     completion in a later one), consumers and groups span chunks, and the verdict must stay the
     oracle's, witnesses included."""
-    from checkers.history import columnar
+    from checkers.history import columnar_file as columnar
     monkeypatch.setattr(columnar, "CHUNK_EVENTS", 700)
     monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
     for seed in range(2):
@@ -296,7 +296,7 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
 def test_chunked_check_sends_broken_input_to_the_object_reader(tmp_path, monkeypatch):
     """An id invoked twice, in two different chunks, passes each chunk's own screen: the
     chunked path must still refuse it with the object reader's message (exit 3 material)."""
-    from checkers.history import columnar
+    from checkers.history import columnar_file as columnar
     from traces.history import HistoryError
     monkeypatch.setattr(columnar, "CHUNK_EVENTS", 500)
     monkeypatch.setattr(columnar, "SLICE_EVENTS", 200)
@@ -318,7 +318,7 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
     """Copies of a history on their own topics, processes and groups (as the benchmark tiles
     10^7 operations), checked in chunks read in slices: topics and groups must get the same
     codes in every slice, or partitions of two topics would be merged or one split."""
-    from checkers.history import columnar
+    from checkers.history import columnar_file as columnar
     from kafkaverify.bench.history_e2e import tile
     h = generate(Params(seed=7, ops=1000, partitions=3, consumers=2), {"lost-write": 0.05})
     one = tmp_path / "one.parquet"

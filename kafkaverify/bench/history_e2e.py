@@ -8,7 +8,7 @@ operation as an object: 10^7 of them would need some 7 GiB). Then, each in a fre
 pinned to one core (taskset -c 0 and POLARS_MAX_THREADS=1, so that polars' and Arrow's
 thread pools get one core, as the issue asks), time reading + checking:
   old: traces.history.load (json / pyarrow to Python objects) + checkers.history.run.check_history
-  new: checkers.history.columnar.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
+  new: checkers.history.columnar_file.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
 and report ops/s end to end, CPU seconds, the subprocess's peak RSS, and the whole process's
 wall time from the parent (interpreter start-up and imports included: what a user waits for).
 Prints seed= and the options first."""
@@ -38,7 +38,7 @@ def _one(path: str, engine: str) -> dict:
         v = check_history(h)
         n = len(h.ops)
     else:
-        from checkers.history.columnar import check_file
+        from checkers.history.columnar_file import check_file
         r = check_file(path)
         v, n = r.verdict, r.ops
         if not r.engine.startswith("columnar"):
