@@ -85,7 +85,7 @@ def register(group: click.Group) -> None:
         from kafkaverify.audit.report import markdown, write
         a = run_audit(generation, cl, settings, schedules, seed, outp, time_limit, net,
                       model_time_limit=model_time_limit, command=cmd,
-                      progress=lambda line: err.print(line, highlight=False, markup=False))
+                      progress=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
         paths = write(a, outp)
         click.echo(markdown(a))
         click.echo(f"report: {paths['html']}  table: {paths['md']}  data: {paths['json']}")

@@ -130,6 +130,12 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
         progress(f"schedule {i}: {' ; '.join(e.describe() for e in ev)}")
     pool = ProcessPoolExecutor(max_workers=1)
     futs = {s: pool.submit(_model_job, generation, s, model_time_limit, deadline_wall) for s in settings}
+
+    def said(f, s):
+        if not f.cancelled() and f.exception() is None and f.result() is not None:
+            progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in f.result().items()))
+    for s, f in futs.items():
+        f.add_done_callback(lambda f, s=s: said(f, s))
     try:
         for s in settings:
             for client in clients:
@@ -164,7 +170,6 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
                 a.stopped = a.stopped or f"time limit {time_limit_s:g}s reached (model)"
                 continue
             a.model[s] = vs
-            progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in vs.items()))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     a.seconds = time.monotonic() - t0

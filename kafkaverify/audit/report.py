@@ -143,11 +143,13 @@ def render_html(a: Audit, base: Path) -> str:
                 w = c.witness(q)
                 text = f"{k}/{n}" + (f" of {c.planned}" if c.incomplete else "")
                 if w is None:
-                    tds.append(f"<td class='v-{cls}' data-verdict='{cls}'>{_e(text)}</td>")
+                    tds.append(f"<td class='v-{cls}' data-verdict='{cls}'><a href='#{_anchor('cell', client, s.key)}'>"
+                               f"{_e(text)}</a></td>")
                     continue
                 aid = _anchor(client, s.key, q)
                 tds.append(f"<td class='v-{cls}' data-verdict='{cls}'><a href='#{aid}'>{_e(text)}</a></td>")
                 stories.append(_witness_story(aid, client, s, q, w, base))
+            stories.append(_cell_story(client, s, c, base))
             kinds = [a.agreement(c, q) for q in qs]
             worst = next((k for k in ("disagree", "model-unknown", "coverage", "no-runs") if any(x[0] == k for x in kinds)),
                          "agree")
@@ -173,6 +175,19 @@ def render_html(a: Audit, base: Path) -> str:
             "".join(f"<li>{_e(' ; '.join(e.describe() for e in ev))}</li>" for ev in a.schedules) + "</ol>"
             f"<h2>Summary</h2><pre>{_e(md)}</pre>"
             f"<h2>Witnesses</h2>{''.join(stories) or '<p>none</p>'}</body></html>")
+
+
+def _cell_story(client: str, s, c: Cell, base: Path) -> str:
+    """Every run of one cell, each linking to its history report (timeline)."""
+    items = []
+    for r in c.runs:
+        found = ", ".join(sorted(r.questions())) or "nothing"
+        items.append(f"<li>run {r.index}: {_e(r.status)}, {r.seconds:.1f} s, shows {_e(found)}"
+                     f"{' (' + _e(r.reason) + ')' if r.reason else ''} — {_e(r.schedule.describe())} · "
+                     f"<a class='timeline' href='{_e(_rel(r.out_dir / 'report.html', base))}'>history report and "
+                     f"timeline</a></li>")
+    return (f"<div class='story' id='{_anchor('cell', client, s.key)}'><b>{_e(client)} · {_e(s.label())}: "
+            f"every run</b><ol>{''.join(items)}</ol></div>")
 
 
 def _witness_story(aid: str, client: str, s, q: str, r, base: Path) -> str:

@@ -278,6 +278,8 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         r.producer.finish(60)
         if not recovered:
             reason = f"the cluster did not recover within {RECOVER_S}s (full ISR, leaders): the run is unknown"
+        if r.producer.errors:          # no producer, no question asked: the run decides nothing
+            reason = "; ".join(r.producer.errors)
         final = HistoryRecorder(out / "final.jsonl", trace_id="final")
         try:
             final_reads(final, c.bootstrap, w["topic"], w["partitions"])

@@ -64,9 +64,10 @@ class Producer:
 
     def settings(self, w: dict) -> dict:
         """What the client really runs with, as the checker must judge it."""
+        # the history format records acks as a string ("all", "1", "0"); the clients take 1 as an int
         if self.client == "aiokafka":
-            return {"acks": w["acks"], "idempotence": w["idempotence"], "retries": 2147483647, "max_in_flight": 1}
-        return {"acks": w["acks"], "idempotence": w["idempotence"], "retries": w["retries"],
+            return {"acks": str(w["acks"]), "idempotence": w["idempotence"], "retries": 2147483647, "max_in_flight": 1}
+        return {"acks": str(w["acks"]), "idempotence": w["idempotence"], "retries": w["retries"],
                 "max_in_flight": w["max_in_flight"]}
 
     def _run(self, coro, timeout: float = 60):
