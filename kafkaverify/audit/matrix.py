@@ -129,13 +129,20 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
     for i, ev in enumerate(a.schedules, 1):
         progress(f"schedule {i}: {' ; '.join(e.describe() for e in ev)}")
     pool = ProcessPoolExecutor(max_workers=1)
-    futs = {s: pool.submit(_model_job, generation, s, model_time_limit, deadline_wall) for s in settings}
+    from kafkaverify.audit.model import effective
+    by_key: dict[tuple, object] = {}
+    futs = {}
+    for s in settings:          # one search per setting as the model sees it (model.effective)
+        k = effective(s)
+        if k not in by_key:
+            by_key[k] = pool.submit(_model_job, generation, s, model_time_limit, deadline_wall)
+        futs[s] = by_key[k]
 
     def said(f, s):
         if not f.cancelled() and f.exception() is None and f.result() is not None:
             progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in f.result().items()))
     for s, f in futs.items():
-        f.add_done_callback(lambda f, s=s: said(f, s))
+        f.add_done_callback(lambda f, s=s: said(f, s))     # run at once for a shared, finished future
     try:
         for s in settings:
             for client in clients:

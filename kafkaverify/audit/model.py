@@ -4,7 +4,7 @@ stated bounds, or unknown when a search bound stopped it. Verdicts depend on the
 generation only, never on the client, so the audit asks once per setting.
 
 Bounds (stated in every verdict): 2 brokers, min.insync.replicas 2, one producer of 2 records
-(so at most 2 batches are ever in flight: max.in.flight 2 and 5 explore alike), retries capped
+(so at most 2 batches are ever in flight: max.in.flight 2 and 5 are one model setting, asked once), retries capped
 at 1 (one retry is what a reordering or a duplicate needs). Reordering and loss are asked under
 one crash and one election, duplication under one dropped connection (a lost answer): the
 smallest fault sets at which the model shows each (README "Clients").
@@ -48,15 +48,22 @@ class ModelVerdict:
         return dict(self.__dict__)
 
 
+def effective(s) -> tuple:
+    """The setting as the model sees it at these bounds: settings with one key get one verdict
+    (retries capped at MAX_RETRIES; no more than `records` batches can be in flight)."""
+    return (s.acks, min(s.retries, MAX_RETRIES), min(s.max_in_flight, BASE["records"]), s.idempotence)
+
+
 def _config(generation: str, s, question: str):
     from spec import make_config
     without = () if s.idempotence else ("idempotent-producer",)
-    return make_config(generation, without, acks=s.acks, max_in_flight=s.max_in_flight,
-                       retries=min(s.retries, MAX_RETRIES), **BASE, **FAULTS[question])
+    acks, retries, mif, _ = effective(s)
+    return make_config(generation, without, acks=acks, max_in_flight=mif, retries=retries, **BASE, **FAULTS[question])
 
 
 def _bounds_text(cfg) -> str:
     return (f"brokers={cfg.brokers} min_isr={cfg.min_isr} records={cfg.records} retries={cfg.retries} "
+            f"max_in_flight={cfg.max_in_flight} "
             f"crashes={cfg.crashes} elections={cfg.elections} losses={cfg.losses} depth<={MAX_DEPTH}")
 
 
