@@ -36,7 +36,7 @@ def register(group: click.Group) -> None:
     @click.option("--out", type=click.Path(file_okay=False), default="audit-out", show_default=True)
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=3600, show_default=True,
                   help="seconds for the whole audit; nothing starts after it (exit 2)")
-    @click.option("--model-time-limit", type=click.FloatRange(min=0, min_open=True), default=60, show_default=True,
+    @click.option("--model-time-limit", type=click.FloatRange(min=0, min_open=True), default=120, show_default=True,
                   help="seconds per model search (a search it stops is an unknown verdict)")
     def audit_ordering(clients, acks, retries, max_in_flight, idempotence, generation, schedules, seed, out,
                        time_limit, model_time_limit):

@@ -64,7 +64,7 @@ class Audit:
     seconds: float = 0.0
     net: bool = False
     command: str = ""
-    model_time_limit: float = 60.0
+    model_time_limit: float = 120.0
 
     def cell(self, client: str, s: Setting) -> Cell:
         return next(c for c in self.cells if c.client == client and c.setting == s)
@@ -118,7 +118,7 @@ def _model_job(generation: str, s: Setting, limit: float, deadline: float):
 
 
 def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting], n_schedules: int,
-              seed: int, out: Path, time_limit_s: float, net: bool, model_time_limit: float = 60.0,
+              seed: int, out: Path, time_limit_s: float, net: bool, model_time_limit: float = 120.0,
               progress: Callable[[str], None] = lambda line: None, command: str = "") -> Audit:
     t0 = time.monotonic()
     deadline_wall = time.time() + time_limit_s

@@ -3,7 +3,8 @@
 stated bounds, or unknown when a search bound stopped it. Verdicts depend on the setting and the
 generation only, never on the client, so the audit asks once per setting.
 
-Bounds (stated in every verdict): 2 brokers, min.insync.replicas 2, one producer of 2 records
+Bounds (stated in every verdict): 2 brokers with min.insync.replicas 1 (as the real RF 3 with
+min.insync.replicas 2, the ISR may lose one member and acks=all writes go on), one producer of 2 records
 (so at most 2 batches are ever in flight: max.in.flight 2 and 5 are one model setting, asked once), retries capped
 at 1 (one retry is what a reordering or a duplicate needs). Reordering and loss are asked under
 one crash and one election, duplication under one dropped connection (a lost answer): the
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 INVARIANT = {"reorder": "ProducerSendOrder", "duplicate": "ProducerExactlyOnce", "loss": "ProducerAckedDurable"}
-BASE = {"brokers": 2, "producers": 1, "records": 2, "min_isr": 2, "pauses": 0}
+BASE = {"brokers": 2, "producers": 1, "records": 2, "min_isr": 1, "pauses": 0}
 FAULTS = {"reorder": {"crashes": 1, "elections": 1, "losses": 0},
           "loss": {"crashes": 1, "elections": 1, "losses": 0},
           "duplicate": {"crashes": 0, "elections": 0, "losses": 1}}
@@ -73,7 +74,7 @@ def _command(cfg, invariant: str, time_limit: float) -> str:
             f"--invariant {invariant} --bfs-only --max-depth {MAX_DEPTH} --time-limit {time_limit:g}")
 
 
-def verdicts(generation: str, s, time_limit_s: float = 60.0, workers: int = 1) -> dict[str, ModelVerdict]:
+def verdicts(generation: str, s, time_limit_s: float = 120.0, workers: int = 1) -> dict[str, ModelVerdict]:
     """Per question, the model's verdict for setting `s`. Questions sharing fault bounds share a
     breadth-first search: it stops at the first (shortest) violation; the question it answers
     is settled and the search runs again for the others, until none is left or the space is

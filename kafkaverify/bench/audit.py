@@ -1,10 +1,10 @@
 """Ordering-audit benchmark: the full default matrix of `kafkaverify audit-ordering` (3 clients ×
-24 settings, 5 fault schedules per supported cell, model searches of 60 s) on this machine, or
+24 settings, 5 fault schedules per supported cell, model searches of at most 120 s) on this machine, or
 a slice of it.
 
     python -m kafkaverify.bench.audit [--clients confluent,aiokafka,kafka-python] [--acks 1,all]
         [--retries 0,5] [--max-in-flight 1,2,5] [--idempotence on,off] [--schedules 5] [--seed 0]
-        [--model-time-limit 60] [--out DIR] [--json]
+        [--model-time-limit 120] [--out DIR] [--json]
 
 Prints the wall time, broker runs and seconds per run, model seconds per setting, the verdict
 counts, and a same-run baseline: one fault-free run of the same workload (ratio = seconds per
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedules", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--generation", default="current")
-    ap.add_argument("--model-time-limit", type=float, default=60)
+    ap.add_argument("--model-time-limit", type=float, default=120)
     ap.add_argument("--time-limit", type=float, default=3600)
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", action="store_true")
