@@ -59,6 +59,7 @@ class Audit:
     settings: list[Setting]
     schedules: list[tuple]
     model: dict[Setting, dict[str, ModelVerdict]] = field(default_factory=dict)
+    model_seconds: dict[tuple, float] = field(default_factory=dict)   # per model setting (model.effective)
     cells: list[Cell] = field(default_factory=list)
     stopped: str = ""
     seconds: float = 0.0
@@ -114,7 +115,9 @@ def _model_job(generation: str, s: Setting, limit: float, deadline: float):
     left = deadline - time.time()
     if left <= 1:
         return None
-    return verdicts(generation, s, time_limit_s=min(limit, left))
+    t0 = time.monotonic()
+    vs = verdicts(generation, s, time_limit_s=min(limit, left))
+    return vs, time.monotonic() - t0
 
 
 def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting], n_schedules: int,
@@ -140,7 +143,8 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
 
     def said(f, s):
         if not f.cancelled() and f.exception() is None and f.result() is not None:
-            progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in f.result().items()))
+            vs, secs = f.result()
+            progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in vs.items()) + f" ({secs:.0f} s)")
     for s, f in futs.items():
         f.add_done_callback(lambda f, s=s: said(f, s))     # run at once for a shared, finished future
     try:
@@ -172,11 +176,11 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
                 f.cancel()
             if f.cancelled():
                 continue
-            vs = f.result()
-            if vs is None:
+            got = f.result()
+            if got is None:
                 a.stopped = a.stopped or f"time limit {time_limit_s:g}s reached (model)"
                 continue
-            a.model[s] = vs
+            a.model[s], a.model_seconds[effective(s)] = got
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     a.seconds = time.monotonic() - t0

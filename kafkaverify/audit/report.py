@@ -75,6 +75,7 @@ def to_json(a: Audit) -> dict:
     return {"generation": a.generation, "seed": a.seed, "clients": list(a.clients), "net": a.net,
             "schedules": [[e.describe() for e in ev] for ev in a.schedules], "stopped": a.stopped,
             "seconds": round(a.seconds, 1), "command": a.command,
+            "model_seconds": [[list(k), round(v, 1)] for k, v in sorted(a.model_seconds.items())],
             "model": [{"setting": s.label(), **{q: v.to_json() for q, v in vs.items()}}
                       for s, vs in sorted(a.model.items())],
             "cells": [{"client": c.client, "setting": c.setting.label(), "refusal": c.refusal,
