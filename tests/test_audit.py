@@ -109,3 +109,24 @@ def test_time_limit_is_incomplete_exit_2(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr[-2000:]
     assert "Incomplete: time limit 0.5s reached" in r.stdout
     assert (tmp_path / "audit.html").exists()
+
+
+def test_schedules_and_settings_are_reproducible_and_refusals_are_the_clients_own():
+    from kafkaverify.audit.broker import draw_schedules
+    from kafkaverify.audit.settings import Setting, client_refusal, matrix
+    a, b = draw_schedules(4, 11, "current"), draw_schedules(4, 11, "current")
+    assert a == b and len(set(a)) == 4                 # one seed, the same distinct schedules
+    assert draw_schedules(4, 12, "current") != a
+    ss = matrix(("1", "all"), (0, 5), (1, 2, 5), (True, False))
+    assert len(ss) == 24 and ss == sorted(ss)
+    idem_acks1 = Setting("1", 5, 1, True)
+    assert "incompatible with user-provided acks=1" in client_refusal("kafka-python", idem_acks1)
+    assert "acks=1 not supported if enable_idempotence=True" in client_refusal("aiokafka", idem_acks1)
+    assert "`retries` must be set >= 1" in client_refusal("confluent", Setting("all", 0, 1, True))
+    assert "max_in_flight_requests_per_connection=6" in client_refusal("kafka-python", Setting("all", 5, 6, True))
+    assert client_refusal("aiokafka", Setting("all", 5, 2, False)).startswith("unsupported")
+    assert client_refusal("confluent", Setting("all", 5, 5, True)) is None
+    # the promises are spec/rules.py's: idempotence promises order and no duplicates; acks=all no loss
+    assert Setting("all", 5, 5, True).promises() == {"reorder": None, "duplicate": None, "loss": None}
+    p = Setting("1", 5, 2, False).promises()
+    assert all(p[q] for q in ("reorder", "duplicate", "loss"))
