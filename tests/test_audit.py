@@ -130,3 +130,16 @@ def test_schedules_and_settings_are_reproducible_and_refusals_are_the_clients_ow
     assert Setting("all", 5, 5, True).promises() == {"reorder": None, "duplicate": None, "loss": None}
     p = Setting("1", 5, 2, False).promises()
     assert all(p[q] for q in ("reorder", "duplicate", "loss"))
+
+
+def test_an_offset_reused_after_a_lost_record_is_loss_not_reordering():
+    """acks=1, kafka-python, a leader kill (a real run of the audit, seed 4): 'p0-3' acknowledged
+    at offset 3 was lost and 'p0-31' was acknowledged at offset 3 too; the checkers report a
+    lost-write and a nonmonotonic-send sharing send #4. The log kept send order: it is loss."""
+    from kafkaverify.audit.broker import Finding, _loss_not_reorder
+    fs = [Finding("loss", "lost-write", False, "send #4 of 'p0-3' was acknowledged at offset 3 ...", [], (4, 60)),
+          Finding("reorder", "nonmonotonic-send", False, "process 0 sent 'p0-3' (#4, offset 3) and ...", [], (4, 32)),
+          Finding("reorder", "send-reorder", True, "an unrelated permitted reordering", [], (7, 9))]
+    _loss_not_reorder(fs)
+    assert [f.question for f in fs] == ["loss", "loss", "reorder"]
+    assert "counted as loss" in fs[1].explanation

@@ -56,6 +56,7 @@ class Finding:
     permitted_by_checker: bool
     explanation: str
     ops: list[str]
+    witness: tuple[int, ...] = ()
 
 
 @dataclass
@@ -99,7 +100,22 @@ def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation
                             run.other[a["type"]] = run.other.get(a["type"], 0) + 1
                         continue
                     run.findings.append(Finding(q, a["type"], permitted, a["explanation"],
-                                                [ops.get(str(i), f"#{i}") for i in a["witness"]]))
+                                                [ops.get(str(i), f"#{i}") for i in a["witness"]],
+                                                tuple(a["witness"])))
+        _loss_not_reorder(run.findings)
     if run.divergences:
         run.other["conformance"] = run.divergences
     return run
+
+
+def _loss_not_reorder(findings: list[Finding]) -> None:
+    """An acknowledged record that was lost frees its offset, and the producer's next record is
+    acknowledged at it: the history checkers see a later send at an earlier offset
+    (nonmonotonic-send) although the log keeps every surviving record in send order. Such a
+    finding, whose witness includes a send that a loss finding names, is the face of the loss
+    (acks=1 loses by design), so it is counted under loss, not reordering."""
+    lost = {i for f in findings if f.question == "loss" for i in f.witness}
+    for f in findings:
+        if f.question == "reorder" and lost & set(f.witness):
+            f.question = "loss"
+            f.explanation += " (the earlier record was lost and its offset reused: counted as loss)"
