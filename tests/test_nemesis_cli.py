@@ -1,7 +1,7 @@
 """`kafkaverify nemesis` and `kafkaverify replay SCHEDULE` as a user runs them, on real clusters
 with real clients:
-- `current` with crashes, pauses and real partitions (private network namespace): every
-  schedule valid, exit 0, one line per schedule and a summary table;
+- `current` with crashes, pauses and real partitions (private network namespace), the producer
+  at kafka-python's defaults: every schedule valid, exit 0, one line per schedule and a summary table;
 - a broker built without epoch-truncation (the debug switch): conformance catches it, the
   failure is shrunk, saved, and `kafkaverify replay` of the saved schedule fails again (exit 1);
 - bad input exits 3 with the event index, never a traceback.
@@ -31,6 +31,8 @@ def test_current_schedules_valid_with_real_partitions(tmp_path):
            "--faults", "crash,pause,partition", "--out", str(tmp_path), "--time-limit", "120")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     assert "seed=5" in r.stdout and "network=netns+nftables" in r.stdout
+    # no producer flags: kafka-python's own defaults (idempotent, unbounded retries, 5 in flight)
+    assert "idempotence=True retries=2147483647 max_in_flight=5" in r.stdout
     lines = [l for l in r.stdout.splitlines() if l.startswith("[")]
     assert len(lines) == 2 and all("VALID" in l for l in lines), lines
     assert "schedule runs" in r.stdout

@@ -146,4 +146,8 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
 
 
 def default_workload(client: str, **over) -> dict:
-    return {**WORKLOAD_DEFAULTS, "client": client, **over}
+    """The nemesis's workload: the client's own producer defaults (idempotence, retries, max in
+    flight: workload.client_defaults), then the given settings (None = keep the default)."""
+    from kafkaverify.nemesis.workload import client_defaults
+    return {**WORKLOAD_DEFAULTS, "client": client, **client_defaults(client),
+            **{k: v for k, v in over.items() if v is not None}}
