@@ -794,9 +794,10 @@ class Broker:
                 log.warning("follower %s-%d: bad fetched data: %s", p.topic, p.index, e)
                 return
             if res:
-                last_epoch = p.log.epochs.latest_epoch()
-                self.event("appended", topic=p.topic, partition=p.index, base_offset=res[0],
-                           last_offset=res[1], leader_epoch=last_epoch, role="follower")
+                # one event per leader epoch: a fetched range may span several
+                for lo, hi, e in _epoch_runs(p.log.epochs.entries, res[0], res[1]):
+                    self.event("appended", topic=p.topic, partition=p.index, base_offset=lo,
+                               last_offset=hi, leader_epoch=e, role="follower")
         new_hw = rules.follower_high_watermark(r.high_watermark, p.log.leo)
         if new_hw != p.hw:
             # a follower's HW is not monotonic (a new leader may carry a lower one); a decrease
@@ -872,6 +873,18 @@ class Broker:
                 return True
             await asyncio.sleep(0.02)
         return False
+
+
+def _epoch_runs(entries: list, base: int, last: int) -> list[tuple[int, int, int]]:
+    """The offsets base..last split by the leader-epoch cache `entries` ((epoch, start) by
+    start): [(first, last, epoch), ...]."""
+    out = []
+    for k, (e, start) in enumerate(entries):
+        end = entries[k + 1][1] - 1 if k + 1 < len(entries) else last
+        lo, hi = max(start, base), min(end, last)
+        if lo <= hi:
+            out.append((lo, hi, e))
+    return out
 
 
 def _done(value):
