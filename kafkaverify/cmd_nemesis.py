@@ -89,7 +89,8 @@ def register(group: click.Group) -> None:
     @click.option("--schedules", type=click.IntRange(min=1), default=10, show_default=True)
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--faults", default=",".join(("crash", "pause", "partition", "power-loss", "controller-failover")),
-                  show_default=True, help="comma-separated: crash, pause, partition, power-loss, "
+                  show_default=True, help="comma-separated: crash, pause, partition, power-loss (isolated: "
+                  "what current promises to survive), power-loss-any (unguarded: KIP-966's loss), "
                   "controller-failover, session-expiry, producer-restart, consumer-crash")
     @click.option("--clients", type=click.Choice(sorted(CLIENT_NAMES)), default="kafka-python", show_default=True)
     @click.option("--acks", type=click.Choice(["all", "1", "0"]), default="all", show_default=True)
