@@ -304,11 +304,7 @@ async def offsets_for_leader_epoch(b, req, version):
             if fence:
                 e["error_code"] = fence
                 continue
-            ep, end = p.log.epochs.end_offset_for(q.leader_epoch, p.log.leo)
-            if "epoch-end-offset" not in b.fixes and ep != q.leader_epoch and ep >= 0:
-                # KIP-101 (before KIP-279) answered with the requested epoch's end only when known;
-                # for an unknown epoch it returned the start of the next higher epoch.
-                ep = q.leader_epoch
+            ep, end = rules.leader_epoch_answer(p.log.epochs.entries, p.log.leo, q.leader_epoch, b.fixes)
             e["leader_epoch"], e["end_offset"] = ep, end
             # the answer a follower truncates by (conformance checks it against the model's rule)
             b.event("epoch_answered", topic=t.topic, partition=q.partition, replica=replica,
