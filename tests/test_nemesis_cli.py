@@ -32,7 +32,7 @@ def test_current_schedules_valid_with_real_partitions(tmp_path):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     assert "seed=5" in r.stdout and "network=netns+nftables" in r.stdout
     # no producer flags: kafka-python's own defaults (idempotent, unbounded retries, 5 in flight)
-    assert "idempotence=True retries=2147483647 max_in_flight=5" in r.stdout
+    assert "idempotence=True retries=2147483647 max_in_flight=5" in " ".join(r.stdout.split())
     lines = [l for l in r.stdout.splitlines() if l.startswith("[")]
     assert len(lines) == 2 and all("VALID" in l for l in lines), lines
     assert "schedule runs" in r.stdout
