@@ -31,7 +31,9 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
     isr_change_failed             AlterIsrResponse (err)  the proposal is dropped (mapped state only)
     became_follower (truncate)    ControllerReact+Deliver the decision to truncate before fetching is
                                                           must_truncate_on_become_follower (KAFKA-7164)
-    truncation_done               Truncate                the due truncation is done (mapped state only)
+    truncation_done               Truncate                lockstep: spec.model.step(Truncate) from the
+                                                          follower as it became follower leaves the
+                                                          broker's log end (a missing or extra cut too)
     epoch_answered                Truncate (the leader's  the OffsetsForLeaderEpoch answer is the model's:
                                   half)                   epoch_end_offset with KIP-279, end_offset_for before
     stale_epoch_request           FetchRequest            a replica request of another leader epoch is refused
@@ -112,6 +114,7 @@ class _Partition:
         self.epoch_leader: dict[int, int] = {}
         self.exposed = 0                 # highest HW any leader advanced to
         self.power_loss = False          # some replica lost unflushed records (see _doomed)
+        self.pre_trunc: dict[int, _Replica] = {}   # lockstep: a follower as its Truncate step began
 
     def rep(self, n: int) -> _Replica:
         return self.reps.setdefault(n, _Replica())
@@ -193,8 +196,11 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
             _truncate_on_become_follower(p, n, r, ev, le, leader, res)
             r.trunc = bool(ev["truncate"])
         r.role, r.le, r.leader, r.pending = FOLLOWER, le, leader, None
+        if r.trunc:
+            p.pre_trunc[n] = _Replica(list(r.log), r.cache, r.hw, r.role, r.le, r.leader, r.isr, None, True)
         return True
     if t == "truncation_done":
+        _lockstep_truncate(p, n, r, ev, res)
         r.trunc = False
         return True
     if t == "isr_changed":
@@ -329,6 +335,48 @@ def _truncate_on_become_follower(p: _Partition, n: int, r: _Replica, ev: dict, l
                          f"{r.leader} in epoch {r.le}); the model's rule says truncate={want}",
              [f"BecomeFollower b{n} with truncate={want} (spec.rules.must_truncate_on_become_follower; "
               f"KAFKA-7164 truncate-on-epoch-change {'on' if 'truncate-on-epoch-change' in p.fixes else 'off'})"])
+
+
+def _lockstep_truncate(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> None:
+    """Lockstep refinement of the follower's whole truncation (one or more OffsetsForLeaderEpoch
+    rounds, or the HW rule, or nothing to cut): the model's own Truncate step (spec.model.step)
+    from the follower as it became follower and the leader as it is now must leave the log the
+    broker has. Not judged when a log holds offsets the trace never saw written, or the rule
+    needs a follower HW that a restart left unknown."""
+    pre = p.pre_trunc.pop(n, None)
+    ld = p.reps.get(r.leader)
+    if pre is None or ld is None or ld.role != LEADER or -1 in pre.log or -1 in ld.log:
+        return
+    from spec.model import Action, step
+    from spec.state import initial
+    nodes = max(max(p.reps), n, r.leader) + 1
+    cfg = _lockstep_config(p.fixes, nodes)
+    brokers = [p.reps[b].model(b) if b in p.reps else _Replica().model(b) for b in range(nodes)]
+    wants = set()
+    # an unknown follower HW (after a restart): judged only if the step does not depend on it
+    for hw in ((pre.hw,) if pre.hw is not None else (0, len(pre.log))):
+        brokers[n] = pre.model(n)._replace(trunc=True, hw=hw)
+        st = initial(cfg)._replace(brokers=tuple(brokers))
+        wants.add(len(step(cfg, st, Action("Truncate", n)).brokers[n].log))
+    if len(wants) > 1:
+        return
+    want = wants.pop()
+    if want != len(r.log):
+        _div(res, p, ev, f"follower {n} ended its truncation with log end {len(r.log)}; the model's Truncate "
+                         f"step from log end {len(pre.log)} (epochs {list(pre.cache)}) against leader "
+                         f"{r.leader} (epochs {list(ld.cache)}, log end {len(ld.log)}) leaves {want}",
+             [f"Truncate b{n} -> log end {want} (spec.model.step; fixes: {', '.join(sorted(p.fixes))})"])
+
+
+_LOCKSTEP_CONFIGS: dict = {}
+
+
+def _lockstep_config(fixes: frozenset, brokers: int):
+    from spec.config import Config
+    key = (fixes, brokers)
+    if key not in _LOCKSTEP_CONFIGS:
+        _LOCKSTEP_CONFIGS[key] = Config(generation="current", fixes=fixes, brokers=brokers)
+    return _LOCKSTEP_CONFIGS[key]
 
 
 def _isr_proposed(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:

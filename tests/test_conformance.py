@@ -158,3 +158,19 @@ def test_isr_expansion_needs_the_epoch_start_and_pending_members_bound_the_hw():
     r = check_events(shrink, "current")
     assert len(r.divergences) == 1 and "past ISR member 1" in r.divergences[0].text
     assert check_events(shrink + [ev(0, "isr_changed", isr=[0], leader_epoch=0)], "current").divergences[0]
+
+
+def test_lockstep_truncate_step():
+    """Broker 0 holds an unreplicated offset 3 of epoch 0 when broker 1 leads epoch 1 from offset
+    3: the model's Truncate step cuts it (KIP-101: the leader's end of epoch 0 is 3). A follower
+    that ends its truncation keeping it diverges even though it traced no truncation at all."""
+    evs = base() + [ev(0, "appended", base_offset=3, last_offset=3, leader_epoch=0),
+                    ev(1, "became_leader", leader_epoch=1, isr=[1], log_end_offset=3, hw=2),
+                    ev(0, "became_follower", leader_epoch=1, leader=1, truncate=True)]
+    kept = evs + [ev(0, "truncation_done", log_end_offset=4, leader_epoch=1)]
+    r = check_events(kept, "current")
+    assert len(r.divergences) == 1 and "ended its truncation with log end 4" in r.divergences[0].text
+    assert "leaves 3" in r.divergences[0].text
+    cut = evs + [ev(0, "truncated", offset=3, reason="leader_epoch"),
+                 ev(0, "truncation_done", log_end_offset=3, leader_epoch=1)]
+    assert check_events(cut, "current").divergences == []
