@@ -155,5 +155,5 @@ def default_workload(client: str, **over) -> dict:
     """The nemesis's workload: the client's own producer defaults (idempotence, retries, max in
     flight: workload.client_defaults), then the given settings (None = keep the default)."""
     from kafkaverify.nemesis.workload import client_defaults
-    return {**WORKLOAD_DEFAULTS, "client": client, **client_defaults(client),
+    return {**WORKLOAD_DEFAULTS, "client": client, **client_defaults(client, over.get("idempotence")),
             **{k: v for k, v in over.items() if v is not None}}
