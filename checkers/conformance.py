@@ -23,10 +23,25 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
                                                           (with maximal-isr); no advance under min ISR
                                                           (with min-isr-hw)
     hw_advanced (follower)        FetchResponse           HW <= own LEO
+                                                          (the maximal ISR: committed + proposed)
     isr_changed                   AlterIsrResponse        the leader's committed ISR (mapped state only)
+    isr_proposed                  FetchRequest (ISR step) each added member's position has reached the
+                                                          HW and, with isr-expand-epoch-start (KAFKA-7128),
+                                                          the start of the leader's epoch (may_join_isr)
+    isr_change_failed             AlterIsrResponse (err)  the proposal is dropped (mapped state only)
+    became_follower (truncate)    ControllerReact+Deliver the decision to truncate before fetching is
+                                                          must_truncate_on_become_follower (KAFKA-7164)
+    truncation_done               Truncate                lockstep: spec.model.step(Truncate) from the
+                                                          follower as it became follower leaves the
+                                                          broker's log end (a missing or extra cut too)
+    epoch_answered                Truncate (the leader's  the OffsetsForLeaderEpoch answer is the model's:
+                                  half)                   epoch_end_offset with KIP-279, end_offset_for before
+    stale_epoch_request           FetchRequest            a replica request of another leader epoch is refused
+                                                          with fetch-epoch-fencing (KIP-320), served without
     recovered                     Restart (after a crash) the log as the restarted broker found it
-Not mapped (the broker does not trace them, or they carry no replication state): fetch requests,
-flushes, control-message delivery and loss, controller_elected, stale_request_rejected,
+Not mapped (the broker does not trace them, or they carry no replication state): fetch requests of
+the leader's own epoch (or of none: followers before KIP-320 send -1), flushes, control-message
+delivery and loss, controller_elected, stale_request_rejected,
 broker_started, and truncations for out-of-range fetches (reason leader_log_end / log_start,
 which the model folds into FetchResponse). A truncation that needs the follower's HW after a
 restart (the checkpoint is not traced) is counted as unmapped, not judged.
@@ -44,7 +59,8 @@ from spec import rules as R
 from spec.config import GENERATIONS
 from spec.state import FOLLOWER, LEADER, NONE, Broker, describe_broker
 
-MAPPED = ("became_leader", "became_follower", "appended", "truncated", "hw_advanced", "isr_changed", "recovered")
+MAPPED = ("became_leader", "became_follower", "appended", "truncated", "hw_advanced", "isr_changed", "recovered",
+          "truncation_done", "epoch_answered", "stale_epoch_request", "isr_proposed", "isr_change_failed")
 
 
 @dataclass
@@ -69,14 +85,17 @@ class _Replica:
     le: int = -1
     leader: int = -1
     isr: frozenset = frozenset()
+    pending: frozenset | None = None                       # an ISR proposal in flight (leader)
+    trunc: bool = False                                    # a truncation is due before fetching
     alive: bool = True
 
     def model(self, n: int) -> Broker:
         log = tuple((o, e) for o, e in enumerate(self.log))
         isr = sum(1 << b for b in self.isr if b < 64)
+        pending = -1 if self.pending is None else sum(1 << b for b in self.pending if b < 64)
         return Broker(alive=self.alive, paused=False, gen=0, log=log, flushed=len(log),
                       hw=self.hw if self.hw is not None else 0, cache=self.cache, le=self.le, role=self.role,
-                      leader=self.leader, ver=0, isr=isr, pending=-1, pos=(), trunc=False, fetch=(), ce=0,
+                      leader=self.leader, ver=0, isr=isr, pending=pending, pos=(), trunc=self.trunc, fetch=(), ce=0,
                       ctl=0, ctl_cache=(), pend_acks=0, pend_gen=0, resp=-1)
 
 
@@ -95,6 +114,7 @@ class _Partition:
         self.epoch_leader: dict[int, int] = {}
         self.exposed = 0                 # highest HW any leader advanced to
         self.power_loss = False          # some replica lost unflushed records (see _doomed)
+        self.pre_trunc: dict[int, _Replica] = {}   # lockstep: a follower as its Truncate step began
 
     def rep(self, n: int) -> _Replica:
         return self.reps.setdefault(n, _Replica())
@@ -151,6 +171,7 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
             r.log += [-1] * (leo - len(r.log))
         r.cache = _rebuild_cache(r.log)
         r.hw, r.role, r.le, r.alive = None, NONE, -1, True
+        r.pending, r.trunc = None, False
         return True
     if t == "became_leader":
         e = int(ev["leader_epoch"])
@@ -163,26 +184,35 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
             _div(res, p, ev, f"broker {n} became leader of epoch {e} with log end {len(r.log)}, below the "
                              f"high watermark {p.exposed} a leader exposed: committed records are lost "
                              "(LeaderCompleteness)", [f"elect a replica holding offsets < {p.exposed}"], "invariant")
-        r.role, r.le, r.leader = LEADER, e, n
+        r.role, r.le, r.leader, r.pending, r.trunc = LEADER, e, n, None, False
         r.isr = frozenset(ev.get("isr", []))
         r.cache = R.cache_assign(r.cache, e, len(r.log))
         if ev.get("hw") is not None and r.hw is None:
             r.hw = int(ev["hw"])
         return True
     if t == "became_follower":
-        r.role, r.le, r.leader = FOLLOWER, int(ev["leader_epoch"]), int(ev["leader"])
+        le, leader = int(ev["leader_epoch"]), int(ev["leader"])
+        if "truncate" in ev:
+            _truncate_on_become_follower(p, n, r, ev, le, leader, res)
+            r.trunc = bool(ev["truncate"])
+        r.role, r.le, r.leader, r.pending = FOLLOWER, le, leader, None
+        if r.trunc:
+            p.pre_trunc[n] = _Replica(list(r.log), r.cache, r.hw, r.role, r.le, r.leader, r.isr, None, True)
+        return True
+    if t == "truncation_done":
+        _lockstep_truncate(p, n, r, ev, res)
+        r.trunc = False
         return True
     if t == "isr_changed":
         if r.role == LEADER and int(ev["leader_epoch"]) == r.le:
-            r.isr = frozenset(ev["isr"])
+            r.isr, r.pending = frozenset(ev["isr"]), None
         return True
-    if t == "appended":
-        return _appended(p, n, r, ev, res)
-    if t == "truncated":
-        return _truncated(p, n, r, ev, res)
-    if t == "hw_advanced":
-        return _hw(p, n, r, ev, res)
-    return False
+    if t == "isr_change_failed":
+        if r.role == LEADER and int(ev["leader_epoch"]) == r.le:
+            r.pending = None
+        return True
+    check = _RULE_CHECKS.get(t)
+    return check(p, n, r, ev, res) if check else False
 
 
 def _appended(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
@@ -272,7 +302,7 @@ def _hw(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
             _div(res, p, ev, f"leader {n} advanced its HW to {hw} with ISR {sorted(r.isr)} below "
                              f"min.insync.replicas {p.min_insync}", ["no HW advance under min ISR (min-isr-hw)"])
         if "maximal-isr" in p.fixes:
-            lag = [(b, len(p.reps[b].log)) for b in sorted(r.isr)
+            lag = [(b, len(p.reps[b].log)) for b in sorted(r.isr | (r.pending or frozenset()))
                    if b != n and b in p.reps and -1 not in p.reps[b].log and len(p.reps[b].log) < hw]
             if lag:
                 b, leo = lag[0]
@@ -280,6 +310,116 @@ def _hw(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
                      [f"HW <= {leo} (spec.rules.leader_hw over the maximal ISR)"])
         p.exposed = max(p.exposed, hw)
     r.hw = hw
+    return True
+
+
+def _truncate_on_become_follower(p: _Partition, n: int, r: _Replica, ev: dict, le: int, leader: int,
+                                 res: Result) -> None:
+    """The follower's decision to truncate before fetching (KAFKA-7164, `truncate-on-epoch-change`):
+    spec.rules.must_truncate_on_become_follower of the mapped replica before the LeaderAndIsr."""
+    want = R.must_truncate_on_become_follower(r.model(n), leader, le, p.fixes)
+    if bool(ev["truncate"]) != want:
+        what = "kept its log without truncating" if want else "scheduled a truncation"
+        _div(res, p, ev, f"follower {n} {what} on becoming follower of {leader} in epoch {le} (it followed "
+                         f"{r.leader} in epoch {r.le}); the model's rule says truncate={want}",
+             [f"BecomeFollower b{n} with truncate={want} (spec.rules.must_truncate_on_become_follower; "
+              f"KAFKA-7164 truncate-on-epoch-change {'on' if 'truncate-on-epoch-change' in p.fixes else 'off'})"])
+
+
+def _lockstep_truncate(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> None:
+    """Lockstep refinement of the follower's whole truncation (one or more OffsetsForLeaderEpoch
+    rounds, or the HW rule, or nothing to cut): the model's own Truncate step (spec.model.step)
+    from the follower as it became follower and the leader as it is now must leave the log the
+    broker has. Not judged when a log holds offsets the trace never saw written, or the rule
+    needs a follower HW that a restart left unknown."""
+    pre = p.pre_trunc.pop(n, None)
+    ld = p.reps.get(r.leader)
+    if pre is None or ld is None or ld.role != LEADER or -1 in pre.log or -1 in ld.log:
+        return
+    from spec.model import Action, step
+    from spec.state import initial
+    nodes = max(max(p.reps), n, r.leader) + 1
+    cfg = _lockstep_config(p.fixes, nodes)
+    brokers = [p.reps[b].model(b) if b in p.reps else _Replica().model(b) for b in range(nodes)]
+    wants = set()
+    # an unknown follower HW (after a restart): judged only if the step does not depend on it
+    for hw in ((pre.hw,) if pre.hw is not None else (0, len(pre.log))):
+        brokers[n] = pre.model(n)._replace(trunc=True, hw=hw)
+        st = initial(cfg)._replace(brokers=tuple(brokers))
+        wants.add(len(step(cfg, st, Action("Truncate", n)).brokers[n].log))
+    if len(wants) > 1:
+        return
+    want = wants.pop()
+    if want != len(r.log):
+        _div(res, p, ev, f"follower {n} ended its truncation with log end {len(r.log)}; the model's Truncate "
+                         f"step from log end {len(pre.log)} (epochs {list(pre.cache)}) against leader "
+                         f"{r.leader} (epochs {list(ld.cache)}, log end {len(ld.log)}) leaves {want}",
+             [f"Truncate b{n} -> log end {want} (spec.model.step; fixes: {', '.join(sorted(p.fixes))})"])
+
+
+_LOCKSTEP_CONFIGS: dict = {}
+
+
+def _lockstep_config(fixes: frozenset, brokers: int):
+    from spec.config import Config
+    key = (fixes, brokers)
+    if key not in _LOCKSTEP_CONFIGS:
+        _LOCKSTEP_CONFIGS[key] = Config(generation="current", fixes=fixes, brokers=brokers)
+    return _LOCKSTEP_CONFIGS[key]
+
+
+def _isr_proposed(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
+    """ISR expansion (spec.rules.may_join_isr): each added member's position, as the leader saw
+    it, must have reached the leader's HW and, with KAFKA-7128 (`isr-expand-epoch-start`), the
+    start of the leader's current epoch in the mapped epoch cache."""
+    if r.role != LEADER or int(ev["leader_epoch"]) != r.le:
+        return False
+    r.pending = frozenset(ev["isr"])
+    if r.hw is None or -1 in r.log:
+        return True
+    ld = r.model(n)
+    for b, pos in sorted(ev.get("positions", {}).items(), key=lambda kv: int(kv[0])):
+        if not R.may_join_isr(ld, int(pos), p.fixes):
+            start = ld.cache[-1][1] if ld.cache else 0
+            _div(res, p, ev, f"leader {n} proposed broker {b} for the ISR at position {pos}, below "
+                             f"{'its HW ' + str(ld.hw) if int(pos) < ld.hw else 'the start offset ' + str(start) + ' of its epoch ' + str(r.le)}",
+                 [f"add b{b} only at a position >= max(HW {ld.hw}, epoch start {start}) "
+                  "(spec.rules.may_join_isr; KAFKA-7128 isr-expand-epoch-start)"])
+    return True
+
+
+def _epoch_answered(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
+    """The leader's OffsetsForLeaderEpoch answer against the model's: with KIP-279
+    (`epoch-end-offset`) spec.rules.epoch_end_offset (largest epoch <= the requested one, and its
+    end); before it, the requested epoch with spec.rules.end_offset_for."""
+    if r.role != LEADER or -1 in r.log:
+        return False
+    req, ep, end = int(ev["requested_epoch"]), int(ev["leader_epoch"]), int(ev["end_offset"])
+    if "epoch-end-offset" in p.fixes:
+        want = R.epoch_end_offset(r.cache, len(r.log), req)
+        rule = "spec.rules.epoch_end_offset (KIP-279 epoch-end-offset)"
+    else:
+        off = R.end_offset_for(r.cache, len(r.log), req)
+        want = (req if off != R.UNDEFINED else R.UNDEFINED, off)
+        rule = "spec.rules.end_offset_for (KIP-101)"
+    if (ep, end) != want:
+        _div(res, p, ev, f"leader {n} answered OffsetsForLeaderEpoch({req}) with epoch {ep} ending at {end}; "
+                         f"the model's leader (epoch cache {list(r.cache)}, log end {len(r.log)}) answers "
+                         f"epoch {want[0]} ending at {want[1]}",
+             [f"answer ({want[0]}, {want[1]}) ({rule})"])
+    return True
+
+
+def _stale_epoch_request(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
+    """A replica request of another leader epoch (spec.rules.fetch_epoch_accepted, KIP-320
+    `fetch-epoch-fencing`): with the fix it must be refused, without it served."""
+    fencing = "fetch-epoch-fencing" in p.fixes
+    served = int(ev["error_code"]) == 0
+    if served == fencing:
+        _div(res, p, ev, f"leader {n} (epoch {ev['leader_epoch']}) {'served' if served else 'refused'} a "
+                         f"{ev['request']} of replica {ev['replica']} carrying epoch {ev['request_epoch']}",
+             [f"{'refuse it with FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH' if fencing else 'serve it'} "
+              f"(spec.rules.fetch_epoch_accepted; KIP-320 fetch-epoch-fencing {'on' if fencing else 'off'})"])
     return True
 
 
@@ -321,3 +461,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# broker event type -> the check of that event against its spec rule
+_RULE_CHECKS = {
+    "isr_proposed": _isr_proposed,
+    "epoch_answered": _epoch_answered,
+    "stale_epoch_request": _stale_epoch_request,
+    "appended": _appended,
+    "truncated": _truncated,
+    "hw_advanced": _hw,
+}

@@ -602,7 +602,7 @@ class Broker:
         if rules.needs_truncation(old_leader, p.leader, old_epoch, p.leader_epoch, self.fixes) or p.fetcher is None:
             p.needs_truncation = True
         self.event("became_follower", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
-                   leader=p.leader)
+                   leader=p.leader, truncate=p.needs_truncation)
         if p.fetcher:
             p.fetcher.cancel()
         p.fetcher = asyncio.ensure_future(self._fetcher(p, p.leader, p.leader_epoch))
@@ -650,6 +650,10 @@ class Broker:
 
     def _propose_isr(self, p: Partition, new_isr: set[int]) -> None:
         p.isr_inflight = True
+        # the inputs of the expansion rule, so conformance can judge each addition
+        self.event("isr_proposed", topic=p.topic, partition=p.index, isr=sorted(new_isr),
+                   leader_epoch=p.leader_epoch, hw=p.hw,
+                   positions={str(r): p.follower_leo.get(r, -1) for r in sorted(new_isr - p.isr)})
         if "maximal-isr" in self.fixes:
             p.maximal_isr = p.isr | new_isr       # KIP-497: count both until the write commits
         else:
@@ -687,6 +691,8 @@ class Broker:
                                leader_epoch=epoch)
                 else:
                     p.maximal_isr = set(p.isr)
+                    self.event("isr_change_failed", topic=p.topic, partition=p.index, isr=sorted(p.isr),
+                               leader_epoch=epoch)
                 self._update_hw(p)
                 self._complete_delayed(p)
 
@@ -709,6 +715,9 @@ class Broker:
                     if p.needs_truncation:
                         await self._truncate_as_follower(p, conn, epoch)
                         p.needs_truncation = False
+                        # the model's Truncate step ends here, whether or not it cut anything
+                        self.event("truncation_done", topic=p.topic, partition=p.index,
+                                   log_end_offset=p.log.leo, leader_epoch=epoch)
                     if pause_file.exists():      # test hook: truncate, but fetch nothing
                         await asyncio.sleep(0.05)
                         continue
@@ -785,9 +794,10 @@ class Broker:
                 log.warning("follower %s-%d: bad fetched data: %s", p.topic, p.index, e)
                 return
             if res:
-                last_epoch = p.log.epochs.latest_epoch()
-                self.event("appended", topic=p.topic, partition=p.index, base_offset=res[0],
-                           last_offset=res[1], leader_epoch=last_epoch, role="follower")
+                # one event per leader epoch: a fetched range may span several
+                for lo, hi, e in _epoch_runs(p.log.epochs.entries, res[0], res[1]):
+                    self.event("appended", topic=p.topic, partition=p.index, base_offset=lo,
+                               last_offset=hi, leader_epoch=e, role="follower")
         new_hw = rules.follower_high_watermark(r.high_watermark, p.log.leo)
         if new_hw != p.hw:
             # a follower's HW is not monotonic (a new leader may carry a lower one); a decrease
@@ -863,6 +873,18 @@ class Broker:
                 return True
             await asyncio.sleep(0.02)
         return False
+
+
+def _epoch_runs(entries: list, base: int, last: int) -> list[tuple[int, int, int]]:
+    """The offsets base..last split by the leader-epoch cache `entries` ((epoch, start) by
+    start): [(first, last, epoch), ...]."""
+    out = []
+    for k, (e, start) in enumerate(entries):
+        end = entries[k + 1][1] - 1 if k + 1 < len(entries) else last
+        lo, hi = max(start, base), min(end, last)
+        if lo <= hi:
+            out.append((lo, hi, e))
+    return out
 
 
 def _done(value):

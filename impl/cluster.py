@@ -26,6 +26,7 @@ from pathlib import Path
 
 from impl import rules
 from impl.netclient import SyncConn
+from impl.protocol.errors import INVALID_REPLICATION_FACTOR
 from impl.storage.log import power_loss as _truncate_unflushed
 
 PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -140,7 +141,7 @@ class Cluster:
         return self.coord_root + p
 
     # --- lifecycle ------------------------------------------------------------------------------
-    def start(self, timeout_s: float = 30) -> "Cluster":
+    def start(self, timeout_s: float = 60) -> "Cluster":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._start_coordination()
         for i in range(self.n):
@@ -199,7 +200,7 @@ class Cluster:
             time.sleep(0.05)
         raise ClusterError(f"broker {i} did not register within {timeout_s}s")
 
-    def wait_ready(self, timeout_s: float = 30) -> None:
+    def wait_ready(self, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
         want = {i for i, p in self.procs.items() if p.poll() is None}
         while time.monotonic() < deadline:
@@ -394,14 +395,27 @@ class Cluster:
         assigned = [{"partition_index": p, "broker_ids": list(r)} for p, r in sorted((assignment or {}).items())]
         if assignment:
             partitions, replication_factor = -1, -1
-        with self._any_conn() as c:
-            r = c.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
-                                              "replication_factor": replication_factor, "assignments": assigned,
-                                              "configs": [{"name": "min.insync.replicas", "value": str(min_insync)},
-                                                          {"name": "unclean.leader.election.enable",
-                                                           "value": str(unclean).lower()}]}],
-                                  "timeout_ms": int(timeout_s * 1000), "validate_only": False})
-        err = r.topics[0].error_code
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._any_conn() as c:
+                r = c.request(19, 5, {"topics": [{"name": name, "num_partitions": partitions,
+                                                  "replication_factor": replication_factor, "assignments": assigned,
+                                                  "configs": [{"name": "min.insync.replicas", "value": str(min_insync)},
+                                                              {"name": "unclean.leader.election.enable",
+                                                               "value": str(unclean).lower()}]}],
+                                      "timeout_ms": int(timeout_s * 1000), "validate_only": False})
+            err = r.topics[0].error_code
+            # INVALID_REPLICATION_FACTOR while enough brokers run: one of them is between two
+            # sessions (its session lapsed on a loaded machine and it is registering anew). The
+            # broker answered from its view; ask again once every running broker is registered.
+            if (err == INVALID_REPLICATION_FACTOR and len(self.alive()) >= replication_factor
+                    and time.monotonic() < deadline):
+                while not set(self.alive()) <= self.registered() and time.monotonic() < deadline:
+                    self._check_alive()
+                    time.sleep(0.05)
+                time.sleep(0.05)
+                continue
+            break
         if err:
             raise ClusterError(f"CreateTopics {name!r} failed with error {err}")
         self.wait_for_leaders(name, timeout_s=timeout_s)

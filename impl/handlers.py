@@ -185,6 +185,8 @@ def _fetch_pass(b, req, replica, is_replica, budget):
                     else codec.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             fence = rules.check_fetch_epoch(fp.current_leader_epoch, p.leader_epoch, b.fixes)
+            if is_replica and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
+                _trace_stale(b, p, "Fetch", replica, fp.current_leader_epoch, fence)
             if fence:
                 entry["error_code"] = fence
                 continue
@@ -296,17 +298,28 @@ async def offsets_for_leader_epoch(b, req, version):
                 e["error_code"] = codec.NOT_LEADER_OR_FOLLOWER
                 continue
             fence = rules.check_fetch_epoch(q.current_leader_epoch, p.leader_epoch, b.fixes)
+            replica = getattr(req, "replica_id", -1)
+            if q.current_leader_epoch >= 0 and q.current_leader_epoch != p.leader_epoch:
+                _trace_stale(b, p, "OffsetsForLeaderEpoch", replica, q.current_leader_epoch, fence)
             if fence:
                 e["error_code"] = fence
                 continue
-            ep, end = p.log.epochs.end_offset_for(q.leader_epoch, p.log.leo)
-            if "epoch-end-offset" not in b.fixes and ep != q.leader_epoch and ep >= 0:
-                # KIP-101 (before KIP-279) answered with the requested epoch's end only when known;
-                # for an unknown epoch it returned the start of the next higher epoch.
-                ep = q.leader_epoch
+            ep, end = rules.leader_epoch_answer(p.log.epochs.entries, p.log.leo, q.leader_epoch, b.fixes)
             e["leader_epoch"], e["end_offset"] = ep, end
+            # the answer a follower truncates by (conformance checks it against the model's rule)
+            b.event("epoch_answered", topic=t.topic, partition=q.partition, replica=replica,
+                    requested_epoch=q.leader_epoch, leader_epoch=ep, end_offset=end,
+                    log_end_offset=p.log.leo)
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _trace_stale(b, p, request: str, replica, request_epoch: int, error: int) -> None:
+    """A replica request carrying a leader epoch other than ours, and what we answered (0 =
+    served): the KIP-320 fencing decision, for conformance. Requests without an epoch (-1, as
+    followers send before KIP-320) and requests of our own epoch are not traced."""
+    b.event("stale_epoch_request", topic=p.topic, partition=p.index, request=request, replica=replica,
+            request_epoch=request_epoch, leader_epoch=p.leader_epoch, error_code=error)
 
 
 HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions, 19: create_topics,

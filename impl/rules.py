@@ -97,6 +97,26 @@ def truncation_step_by_epoch(local_leo: int, requested_epoch: int, leader_epoch:
     return min(local_end if local_end >= 0 else 0, local_leo), False
 
 
+def leader_epoch_answer(entries: list, leo: int, epoch: int, fixes: frozenset[str]) -> tuple[int, int]:
+    """The leader's OffsetsForLeaderEpoch answer (LeaderEpochFileCache.endOffsetFor), from its
+    epoch cache `entries` ((epoch, start) ascending): the latest epoch ends at the LEO; an older
+    one at the start of the next higher epoch; (-1, -1) (UNDEFINED) when no epoch is higher.
+    With epoch-end-offset (KIP-279) the answer names the largest epoch <= the requested one (or
+    the requested one when it is below every cached epoch); before it (KIP-101, 0.11) the
+    requested epoch, and UNDEFINED below the first cached epoch."""
+    if not entries or epoch < 0:
+        return -1, -1
+    if epoch == entries[-1][0]:
+        return epoch, leo
+    higher = next((x for x in entries if x[0] > epoch), None)
+    if higher is None:
+        return -1, -1
+    floor = [e for e, _ in entries if e <= epoch]
+    if "epoch-end-offset" not in fixes:
+        return (epoch, higher[1]) if floor else (-1, -1)
+    return (floor[-1] if floor else epoch), higher[1]
+
+
 def check_fetch_epoch(request_epoch: int, leader_epoch: int, fixes: frozenset[str]) -> int:
     """KIP-320 fencing of Fetch / OffsetsForLeaderEpoch: 0 ok, 74 FENCED_LEADER_EPOCH (stale),
     75 UNKNOWN_LEADER_EPOCH (newer than ours). -1 in the request means "no epoch": not checked."""

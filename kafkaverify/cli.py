@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "kafkaverify.cmd_mine",
     "kafkaverify.cmd_nemesis",
     "kafkaverify.cmd_prove",
+    "kafkaverify.cmd_audit",
 )
 
 

@@ -89,13 +89,14 @@ def register(group: click.Group) -> None:
     @click.option("--schedules", type=click.IntRange(min=1), default=10, show_default=True)
     @click.option("--seed", type=int, default=0, show_default=True)
     @click.option("--faults", default=",".join(("crash", "pause", "partition", "power-loss", "controller-failover")),
-                  show_default=True, help="comma-separated: crash, pause, partition, power-loss, "
+                  show_default=True, help="comma-separated: crash, pause, partition, power-loss (isolated: "
+                  "what current promises to survive), power-loss-any (unguarded: KIP-966's loss), "
                   "controller-failover, session-expiry, producer-restart, consumer-crash")
     @click.option("--clients", type=click.Choice(sorted(CLIENT_NAMES)), default="kafka-python", show_default=True)
     @click.option("--acks", type=click.Choice(["all", "1", "0"]), default="all", show_default=True)
-    @click.option("--idempotence/--no-idempotence", default=False, show_default=True)
-    @click.option("--retries", type=click.IntRange(min=0), default=5, show_default=True)
-    @click.option("--max-in-flight", type=click.IntRange(min=1), default=1, show_default=True)
+    @click.option("--idempotence/--no-idempotence", default=None, help="default: the client's default")
+    @click.option("--retries", type=click.IntRange(min=0), default=None, help="default: the client's default")
+    @click.option("--max-in-flight", type=click.IntRange(min=1), default=None, help="default: the client's default")
     @click.option("--min-insync", type=click.IntRange(min=1), default=2, show_default=True)
     @click.option("--replication-factor", type=click.IntRange(min=1), default=None,
                   help="default: the number of brokers")
@@ -139,7 +140,7 @@ def register(group: click.Group) -> None:
         cmd = "kafkaverify " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         console.print(f"seed={seed} generation={generation} without={','.join(without) or '-'} brokers={brokers} "
                       f"schedules={schedules} faults={','.join(fl)} client={w['client']} acks={w['acks']} "
-                      f"idempotence={idempotence} retries={retries} max_in_flight={max_in_flight} "
+                      f"idempotence={w['idempotence']} retries={w['retries']} max_in_flight={w['max_in_flight']} "
                       f"min_insync={min_insync} rf={rf} network={'netns+nftables' if net else 'none'} out={outp}",
                       highlight=False)
         summ = explore(generation, brokers, schedules, seed, fl, w, outp, time_limit, without=tuple(without),

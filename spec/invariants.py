@@ -242,6 +242,23 @@ def producer_exactly_once(cfg: Config, s: State) -> str | None:
     return None
 
 
+def producer_acked_durable(cfg: Config, s: State) -> str | None:
+    """A record the producer was told is written (acks=1 or all) is in the current leader's log:
+    the client's view of durability. Doomed records (every holder lost them to power or disk
+    loss) are exempt, as in AckedDurable."""
+    for i, b in _acting_leaders(s):
+        have = _records(b) | s.doomed
+        for p, pr in enumerate(s.prods):
+            for k, off in enumerate(pr.out):
+                if off < 0:
+                    continue
+                if not any(w[0] == p and w[1] == k and (have >> wid) & 1
+                           for wid, w in enumerate(s.writes)):
+                    return (f"producer p{p}'s record {k}, acknowledged at offset {off}, is missing "
+                            f"from the leader b{i} (epoch {b.le})")
+    return None
+
+
 def group_fenced_never_commits(cfg: Config, s: State) -> str | None:
     """A member fenced by a rebalance never gets a commit acknowledged."""
     if s.grp and s.grp.fenced:
@@ -391,6 +408,9 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("ProducerExactlyOnce", "per producer and partition, each record is written once",
               producer_exactly_once, False,
               promise=lambda c: rules.promises_exactly_once(c.fixes, c.retries)),
+    Invariant("ProducerAckedDurable", "per producer, every record acknowledged to it is in the "
+              "leader's log", producer_acked_durable, True,
+              promise=lambda c: rules.promises_acked_durable(c.acks)),
     Invariant("GroupFencedNeverCommits", "a fenced generation never commits",
               group_fenced_never_commits, False, promise=lambda c: None),
     Invariant("GroupCommittedOffsetNeverBack", "committed offsets of a group never go back, also "

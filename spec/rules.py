@@ -363,6 +363,17 @@ def promises_exactly_once(fixes: frozenset, retries: int) -> str | None:
     return f"not promised: no idempotence with retries={retries} may write a record twice"
 
 
+def promises_acked_durable(acks: str) -> str:
+    """A record acknowledged to its producer survives leader changes. With acks=all that is
+    AckedDurable's promise (checked on the broker's acknowledgement, the earlier of the two
+    moments), so this client-side view is asked by name only ("can my settings lose?"); with
+    acks=1 the leader answers before any follower has the record, and Kafka promises nothing
+    (the producer configuration docs: "the record will be lost" if the leader fails first)."""
+    if acks == "all":
+        return "asked by name only: with acks=all, AckedDurable holds the broker to it"
+    return f"not promised: acks={acks} acknowledges before the followers have the record"
+
+
 # --- consumer groups (GroupCoordinator, GroupMetadataManager) ------------------------------------
 
 def commit_generation_ok(commit_generation: int, group_generation: int, fixes: frozenset) -> bool:

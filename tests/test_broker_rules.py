@@ -67,6 +67,20 @@ def test_truncation_by_hw_and_by_epoch():
     assert rules.truncation_step_by_epoch(6, 3, 2, 4, (1, 2), 0, G["kip-101"]) == (4, True)
 
 
+def test_leader_epoch_answer_is_kafkas():
+    """LeaderEpochFileCache.endOffsetFor, the same cases as the model's rules (tests/testdata/rules.txt)."""
+    cache = [(0, 0), (2, 3), (5, 7)]
+    for fixes in (G["kip-279"], G["kip-101"]):
+        assert rules.leader_epoch_answer(cache, 9, 5, fixes) == (5, 9)          # latest: the LEO
+        assert rules.leader_epoch_answer(cache, 9, 2, fixes) == (2, 7)
+        assert rules.leader_epoch_answer(cache, 9, 6, fixes) == (-1, -1)        # above every epoch
+        assert rules.leader_epoch_answer([], 0, 0, fixes) == (-1, -1)
+    assert rules.leader_epoch_answer(cache, 9, 1, G["kip-279"]) == (0, 3)       # largest epoch <= 1
+    assert rules.leader_epoch_answer(cache, 9, 1, G["kip-101"]) == (1, 3)       # the requested one
+    assert rules.leader_epoch_answer([(1, 0)], 2, 0, G["kip-279"]) == (0, 0)    # below the first
+    assert rules.leader_epoch_answer([(1, 0)], 2, 0, G["kip-101"]) == (-1, -1)
+
+
 def test_fetch_epoch_fencing_and_controller_epoch():
     assert rules.check_fetch_epoch(3, 5, G["current"]) == 74
     assert rules.check_fetch_epoch(6, 5, G["current"]) == 75

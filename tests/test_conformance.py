@@ -92,3 +92,85 @@ def test_min_isr_is_per_topic():
            ev(0, "appended", base_offset=0, last_offset=0, leader_epoch=0), ev(0, "hw_advanced", hw=1)]
     assert "below min.insync.replicas 2" in check_events(evs, "current", min_insync={"t": 2}).divergences[0].text
     assert check_events(evs, "current", min_insync={"other": 2}).divergences == []
+
+
+def test_truncate_on_epoch_change_decision():
+    """Same leader, new epoch (the controller dropped a dead follower): with KAFKA-7164 the
+    follower must truncate; a follower that keeps its log diverges; without the fix it is the
+    model's own step. A truncation still due makes any LeaderAndIsr truncate."""
+    bump = [ev(1, "truncation_done", log_end_offset=3, leader_epoch=0),
+            ev(0, "became_leader", leader_epoch=1, isr=[0, 1], log_end_offset=3, hw=2)]
+    kept = base() + bump + [ev(1, "became_follower", leader_epoch=1, leader=0, truncate=False)]
+    r = check_events(kept, "current")
+    assert len(r.divergences) == 1 and "kept its log without truncating" in r.divergences[0].text
+    assert "truncate-on-epoch-change on" in r.divergences[0].allowed[0]
+    assert check_events(kept, "current", without=["truncate-on-epoch-change"]).divergences == []
+    due = base()[:1] + [ev(1, "became_follower", leader_epoch=0, leader=0, truncate=True),
+                        ev(1, "became_follower", leader_epoch=1, leader=0, truncate=True)]
+    assert check_events(due, "kip-101").divergences == []
+
+
+def test_epoch_answer_is_the_models():
+    """Leader 1's cache is (0,0),(2,3): asked about epoch 1 (which it never had), KIP-279 answers
+    epoch 0 ending at 3; before KIP-279 the requested epoch 1 ending at 3."""
+    evs = base() + [ev(1, "became_leader", leader_epoch=2, isr=[1], log_end_offset=3, hw=2),
+                    ev(1, "appended", base_offset=3, last_offset=3, leader_epoch=2)]
+    ans = lambda e: ev(1, "epoch_answered", replica=0, requested_epoch=1, leader_epoch=e, end_offset=3)
+    assert check_events(evs + [ans(0)], "current").divergences == []
+    r = check_events(evs + [ans(1)], "current")
+    assert len(r.divergences) == 1 and "answers epoch 0 ending at 3" in r.divergences[0].text
+    assert check_events(evs + [ans(1)], "kip-101").divergences == []
+    assert len(check_events(evs + [ans(0)], "kip-101").divergences) == 1
+
+
+def test_stale_epoch_fetch_fenced():
+    stale = lambda err: ev(0, "stale_epoch_request", request="Fetch", replica=1, request_epoch=0,
+                           leader_epoch=1, error_code=err)
+    evs = base() + [ev(0, "became_leader", leader_epoch=1, isr=[0, 1], log_end_offset=3, hw=2)]
+    assert check_events(evs + [stale(74)], "current").divergences == []
+    r = check_events(evs + [stale(0)], "current")
+    assert len(r.divergences) == 1 and "served a Fetch of replica 1 carrying epoch 0" in r.divergences[0].text
+    assert check_events(evs + [stale(0)], "kip-279").divergences == []
+
+
+def test_isr_expansion_needs_the_epoch_start_and_pending_members_bound_the_hw():
+    """Leader 0 of epoch 1 starts its epoch at 5 with HW 3 (min ISR 2 held it): broker 1 at 3
+    may not rejoin under KAFKA-7128; a pending addition counts for the HW (KIP-497)."""
+    evs = [ev(0, "became_leader", leader_epoch=0, isr=[0, 1], log_end_offset=0, hw=0),
+           ev(1, "became_follower", leader_epoch=0, leader=0),
+           ev(0, "appended", base_offset=0, last_offset=2, leader_epoch=0),
+           ev(1, "appended", base_offset=0, last_offset=2, leader_epoch=0, role="follower"),
+           ev(0, "hw_advanced", hw=3),
+           ev(0, "appended", base_offset=3, last_offset=4, leader_epoch=0),
+           ev(0, "isr_changed", isr=[0], leader_epoch=0),
+           ev(0, "became_leader", leader_epoch=1, isr=[0], log_end_offset=5, hw=3)]
+    early = evs + [ev(0, "isr_proposed", isr=[0, 1], leader_epoch=1, hw=3, positions={"1": 3})]
+    r = check_events(early, "current", min_insync={"t": 2})
+    assert len(r.divergences) == 1 and "below the start offset 5 of its epoch 1" in r.divergences[0].text
+    assert check_events(early, "current", without=["isr-expand-epoch-start"], min_insync={"t": 2}).divergences == []
+    ok = evs + [ev(1, "appended", base_offset=3, last_offset=4, leader_epoch=0, role="follower"),
+                ev(0, "isr_proposed", isr=[0, 1], leader_epoch=1, hw=3, positions={"1": 5})]
+    assert check_events(ok, "current", min_insync={"t": 2}).divergences == []
+    # a pending shrink (1 leaves) must not let the HW pass broker 1's log end
+    shrink = evs[:5] + [ev(0, "appended", base_offset=3, last_offset=4, leader_epoch=0),
+                        ev(0, "isr_proposed", isr=[0], leader_epoch=0, hw=3, positions={}),
+                        ev(0, "hw_advanced", hw=5)]
+    r = check_events(shrink, "current")
+    assert len(r.divergences) == 1 and "past ISR member 1" in r.divergences[0].text
+    assert check_events(shrink + [ev(0, "isr_changed", isr=[0], leader_epoch=0)], "current").divergences[0]
+
+
+def test_lockstep_truncate_step():
+    """Broker 0 holds an unreplicated offset 3 of epoch 0 when broker 1 leads epoch 1 from offset
+    3: the model's Truncate step cuts it (KIP-101: the leader's end of epoch 0 is 3). A follower
+    that ends its truncation keeping it diverges even though it traced no truncation at all."""
+    evs = base() + [ev(0, "appended", base_offset=3, last_offset=3, leader_epoch=0),
+                    ev(1, "became_leader", leader_epoch=1, isr=[1], log_end_offset=3, hw=2),
+                    ev(0, "became_follower", leader_epoch=1, leader=1, truncate=True)]
+    kept = evs + [ev(0, "truncation_done", log_end_offset=4, leader_epoch=1)]
+    r = check_events(kept, "current")
+    assert len(r.divergences) == 1 and "ended its truncation with log end 4" in r.divergences[0].text
+    assert "leaves 3" in r.divergences[0].text
+    cut = evs + [ev(0, "truncated", offset=3, reason="leader_epoch"),
+                 ev(0, "truncation_done", log_end_offset=3, leader_epoch=1)]
+    assert check_events(cut, "current").divergences == []

@@ -20,6 +20,7 @@ GOOD = [
     {"after_ms": 10, "fault": "pause", "target": "controller", "duration_ms": 100},
     {"after_ms": 10, "fault": "resume", "target": "2"},
     {"after_ms": 10, "fault": "power-loss", "target": "0"},
+    {"after_ms": 10, "fault": "power-loss", "target": "1", "duration_ms": 800, "isolated": True},
     {"after_ms": 10, "fault": "partition", "between": ["0", "coord"], "duration_ms": 4000},
     {"after_ms": 10, "fault": "partition", "between": ["leader:t/0", "2"]},
     {"after_ms": 10, "fault": "heal", "between": ["leader:t/0", "2"]},
@@ -40,6 +41,8 @@ def test_every_fault_kind_round_trips(tmp_path):
     assert load(tmp_path / "s.json") == s
     assert s.needs_net()
     assert "crash leader:t/0 for 500 ms" in s.describe()
+    assert [e.isolated for e in s.events if e.fault == "power-loss"] == [False, True]
+    assert "power-loss (isolated) 1 for 800 ms" in s.describe()
 
 
 @pytest.mark.parametrize("events, message", [
@@ -55,6 +58,11 @@ def test_every_fault_kind_round_trips(tmp_path):
     ([{"after_ms": 1, "fault": "producer-restart", "target": "1"}], "producer-restart takes no target"),
     ([{"after": 1, "fault": "crash", "target": "1"}], "event 0: unknown field(s) after"),
     (["crash"], "event 0: an event is a JSON object"),
+    ([{"after_ms": 1, "fault": "crash", "target": "1", "duration_ms": 5, "isolated": True}],
+     "event 0: only power-loss can be isolated"),
+    ([{"after_ms": 1, "fault": "power-loss", "target": "1", "isolated": True}], "needs duration_ms"),
+    ([{"after_ms": 1, "fault": "power-loss", "target": "1", "duration_ms": 5, "isolated": 1}],
+     "isolated must be true or false"),
 ])
 def test_bad_events_name_their_index(events, message):
     with pytest.raises(ScheduleError) as e:
@@ -74,3 +82,22 @@ def test_bad_header_and_workload():
     with pytest.raises(ScheduleError, match="not JSON"):
         loads("{")
     assert loads(json.dumps(doc([]))).events == ()
+
+
+def test_generator_power_loss_families():
+    """--faults power-loss generates isolated power losses (what `current` promises to survive),
+    power-loss-any unguarded ones (KIP-966's last-replica family)."""
+    from hypothesis import given, settings
+
+    from kafkaverify.nemesis.explore import events
+
+    seen = {}
+
+    @settings(max_examples=30, database=None)
+    @given(events(("power-loss",), 3, "t"), events(("power-loss-any",), 3, "t"))
+    def draw(iso, anyp):
+        assert iso.fault == anyp.fault == "power-loss" and iso.duration_ms is not None
+        assert iso.isolated and not anyp.isolated
+        seen["n"] = seen.get("n", 0) + 1
+    draw()
+    assert seen["n"] == 30

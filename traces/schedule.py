@@ -21,7 +21,8 @@ before the final reads). Targets: a broker id "N", "leader:TOPIC/PARTITION" or "
 
 Faults (what each does on the real cluster is kafkaverify/nemesis/runner.py's business):
     crash            kill -9
-    power-loss       kill -9, then every write not fsynced is dropped
+    power-loss       kill -9, then every write not fsynced is dropped; with "isolated": true it
+                     is the only fault standing (ISOLATED below)
     restart          start a crashed / powered-off broker again
     pause, resume    SIGSTOP / SIGCONT
     partition, heal  drop packets both ways between two sides; heal = remove that cut
@@ -29,6 +30,18 @@ Faults (what each does on the real cluster is kafkaverify/nemesis/runner.py's bu
     session-expiry   cut one broker from the coordination service past its session timeout
     controller-failover  kill -9 the current controller (a new one is elected), then restart it
     producer-restart, consumer-crash   client events of the workload
+
+ISOLATED power loss: what Kafka without KIP-966 (generation `current`) promises under power
+failure. Kafka does not fsync; durability is replication. A committed record is lost when the
+replica that lost its unflushed tail is elected while it lacks the record, which needs that
+replica to be the last ISR member (KIP-966's "last replica standing"; the model finds it in 10
+steps with one power failure: `kafkaverify explore --generation current --unflushed-loss
+--crashes 1`). An isolated power-loss is applied only when no other fault stands (every earlier
+duration over, nothing paused, cut or down) and every partition's ISR is full; the broker is
+restarted only once the controller has taken it out of every ISR (its session expired), and
+the next event waits until it is back in every ISR. So some other ISR member always holds
+every committed record. A power-loss without "isolated" is applied as it comes (the family
+that shows the KIP-966 loss in `current`).
 
 Errors name the event index: ScheduleError("event 2: unknown fault 'crsh' ..."). This module
 imports neither spec/ nor impl/.
@@ -76,6 +89,7 @@ class Event:
     target: str | None = None
     between: tuple[str, str] | None = None
     duration_ms: int | None = None
+    isolated: bool = False              # power-loss only: see ISOLATED below
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"after_ms": self.after_ms, "fault": self.fault}
@@ -85,10 +99,12 @@ class Event:
             out["between"] = list(self.between)
         if self.duration_ms is not None:
             out["duration_ms"] = self.duration_ms
+        if self.isolated:
+            out["isolated"] = True
         return out
 
     def describe(self) -> str:
-        what = self.fault
+        what = self.fault + (" (isolated)" if self.isolated else "")
         if self.target is not None:
             what += f" {self.target}"
         if self.between is not None:
@@ -161,7 +177,7 @@ def parse_event(i: int, raw: Any, brokers: int) -> Event:
     where = f"event {i}"
     if not isinstance(raw, dict):
         raise ScheduleError(f"{where}: an event is a JSON object, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - {"after_ms", "fault", "target", "between", "duration_ms"})
+    unknown = sorted(set(raw) - {"after_ms", "fault", "target", "between", "duration_ms", "isolated"})
     if unknown:
         raise ScheduleError(f"{where}: unknown field(s) {', '.join(unknown)} (times carry units: after_ms, "
                             f"duration_ms)")
@@ -191,7 +207,14 @@ def parse_event(i: int, raw: Any, brokers: int) -> Event:
         raise ScheduleError(f"{where}: {f} takes no target")
     if f not in NET_FAULTS and "between" in raw:
         raise ScheduleError(f"{where}: {f} takes no between")
-    return Event(after_ms=after, fault=f, target=target, between=between, duration_ms=dur)
+    isolated = raw.get("isolated", False)
+    if not isinstance(isolated, bool):
+        raise ScheduleError(f"{where}: isolated must be true or false, got {isolated!r}")
+    if isolated and f != "power-loss":
+        raise ScheduleError(f"{where}: only power-loss can be isolated")
+    if isolated and dur is None:
+        raise ScheduleError(f"{where}: an isolated power-loss needs duration_ms (the broker must come back)")
+    return Event(after_ms=after, fault=f, target=target, between=between, duration_ms=dur, isolated=isolated)
 
 
 def _workload(raw: Any) -> dict[str, Any]:

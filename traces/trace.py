@@ -39,6 +39,16 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "stale_request_rejected": ("request", "controller_epoch", "current_controller_epoch"),
     "broker_started": (),
     "recovered": ("topic", "partition", "log_end_offset", "truncated_bytes"),
+    # the follower finished its truncation step (KIP-101 / KIP-279) and starts fetching
+    "truncation_done": ("topic", "partition", "log_end_offset", "leader_epoch"),
+    # the leader's OffsetsForLeaderEpoch answer
+    "epoch_answered": ("topic", "partition", "replica", "requested_epoch", "leader_epoch", "end_offset"),
+    # a replica request of another leader epoch than the leader's, and the answer (KIP-320)
+    "stale_epoch_request": ("topic", "partition", "request", "replica", "request_epoch", "leader_epoch",
+                            "error_code"),
+    # the leader proposes an ISR (with each added member's position), or its write failed
+    "isr_proposed": ("topic", "partition", "isr", "leader_epoch", "hw", "positions"),
+    "isr_change_failed": ("topic", "partition", "isr", "leader_epoch"),
 }
 
 

@@ -2,13 +2,18 @@
 
     python -m kafkaverify.bench.nemesis [--schedules 200] [--seed 1] [--v010-budget 20] [--json]
 
-1. `current`, acks=all, RF 3, min ISR 2, faults crash, pause, partition, controller-failover
-   (--faults; power-loss is a separate question, see CURRENT_FAULTS) (real partitions: a private network namespace, re-executed under
-   `unshare -n`): schedules run, verdicts, anomalies, conformance divergences, seconds per
-   schedule; baseline: the same workload with an empty schedule, run in the same process
-   (ratio = seconds per faulted schedule / seconds per fault-free run).
+1. `current`, acks=all, RF 3, min ISR 2, the producer at kafka-python's defaults (idempotent),
+   faults crash, pause, partition, isolated power loss, controller-failover (--faults; real
+   partitions: a private network namespace, re-executed under `unshare -n`): schedules run,
+   verdicts, anomalies, conformance divergences, seconds per schedule; baseline: the same
+   workload with an empty schedule, run in the same process (ratio = seconds per faulted
+   schedule / seconds per fault-free run).
 2. `v0.10` with crashes: schedules until the first failure (budget --v010-budget schedules),
    its shrunk schedule, and whether the model reproduces it (model_map.ask_model).
+3. `current` with unguarded power loss (power-loss-any, with pauses and partitions that shrink
+   the ISR): schedules until the first failure (budget --kip966-budget): KIP-966's "last
+   replica standing" loss, which `current` does not promise to survive (traces/schedule.py
+   ISOLATED).
 Needs root, nft and ip for (1)'s partitions. Long: about 12 s per schedule on 2 cores.
 """
 from __future__ import annotations
@@ -27,10 +32,11 @@ from kafkaverify.nemesis.model_map import ask_model
 from kafkaverify.nemesis.runner import run_schedule
 from traces.schedule import Schedule
 
-# power-loss is left out by default: `current` (Kafka 3.x, no KIP-966) really loses acknowledged
-# writes when a broker that lost its unflushed log rejoins and is elected (model and broker agree;
-# BENCHMARKS.md "Nemesis"); --faults adds it back
-CURRENT_FAULTS = ("crash", "pause", "partition", "controller-failover")
+# power-loss is the isolated kind (traces/schedule.py ISOLATED): what `current` (Kafka 3.x, no
+# KIP-966) promises to survive. Unguarded power loss really loses acknowledged writes in `current`
+# when the last ISR member lost its unflushed log and is elected (model and broker agree): part 3.
+CURRENT_FAULTS = ("crash", "pause", "partition", "power-loss", "controller-failover")
+KIP966_FAULTS = ("power-loss-any", "pause", "partition")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedules", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--v010-budget", type=int, default=20)
+    ap.add_argument("--kip966-budget", type=int, default=10)
     ap.add_argument("--time-limit", type=float, default=6 * 3600)
     ap.add_argument("--faults", default=",".join(CURRENT_FAULTS))
     ap.add_argument("--json", action="store_true")
@@ -77,6 +84,17 @@ def main(argv: list[str] | None = None) -> int:
             entry.update(first_failure_at_run=first, shrunk=s.describe(), anomaly=r.first_anomaly,
                          model=f"{m.status} {m.invariant} in {len(m.path)} steps")
         out["v0.10"] = entry
+        if a.kip966_budget:
+            t0 = time.monotonic()
+            k = explore("current", 3, a.kip966_budget, a.seed, KIP966_FAULTS, w, tmp / "kip966", 1800,
+                        shrink_runs=0, net=True)
+            entry = {"budget_schedules": a.kip966_budget, "runs": len(k.runs),
+                     "seconds": round(time.monotonic() - t0, 1), "found": bool(k.smallest)}
+            if k.smallest:
+                s, r = k.smallest
+                entry.update(first_failure_at_run=next(i for i, (_, rr) in enumerate(k.runs, 1) if rr.failed),
+                             schedule=s.describe(), anomaly=r.first_anomaly)
+            out["current power-loss-any (KIP-966)"] = entry
     print(json.dumps(out, indent=1) if a.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0
 

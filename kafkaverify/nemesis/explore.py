@@ -22,8 +22,8 @@ from kafkaverify.nemesis.runner import RunResult, run_schedule
 from traces.schedule import NEEDS_NET, WORKLOAD_DEFAULTS, Event, Schedule, save
 
 # --faults names -> schedule faults they generate ("crash" brings restarts through duration_ms)
-FAULT_CHOICES = ("crash", "pause", "partition", "power-loss", "controller-failover", "session-expiry",
-                 "producer-restart", "consumer-crash")
+FAULT_CHOICES = ("crash", "pause", "partition", "power-loss", "power-loss-any", "controller-failover",
+                 "session-expiry", "producer-restart", "consumer-crash")
 DEFAULT_FAULTS = ("crash", "pause", "partition", "power-loss", "controller-failover")
 MAX_EVENTS = 4
 
@@ -36,8 +36,14 @@ def events(faults: tuple[str, ...], brokers: int, topic: str) -> st.SearchStrate
     dur = st.integers(3, 40).map(lambda x: x * 100)
 
     def one(f: str) -> st.SearchStrategy[Event]:
-        if f in ("crash", "pause", "power-loss"):
-            return st.builds(Event, after_ms=after, fault=st.just(f), target=targets, duration_ms=dur)
+        # power-loss: isolated (what `current` promises to survive; traces/schedule.py ISOLATED);
+        # power-loss-any: whenever it comes (shows KIP-966's last-replica loss in `current`)
+        if f == "power-loss":
+            return st.builds(Event, after_ms=after, fault=st.just(f), target=targets, duration_ms=dur,
+                             isolated=st.just(True))
+        if f in ("crash", "pause", "power-loss-any"):
+            return st.builds(Event, after_ms=after, fault=st.just(f.replace("-any", "")), target=targets,
+                             duration_ms=dur)
         if f == "partition":
             return st.builds(lambda a, x, y, d: Event(a, "partition", between=(x, y), duration_ms=d),
                              after, sides, sides, dur).filter(lambda e: e.between[0] != e.between[1])
@@ -146,4 +152,8 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
 
 
 def default_workload(client: str, **over) -> dict:
-    return {**WORKLOAD_DEFAULTS, "client": client, **over}
+    """The nemesis's workload: the client's own producer defaults (idempotence, retries, max in
+    flight: workload.client_defaults), then the given settings (None = keep the default)."""
+    from kafkaverify.nemesis.workload import client_defaults
+    return {**WORKLOAD_DEFAULTS, "client": client, **client_defaults(client, over.get("idempotence")),
+            **{k: v for k, v in over.items() if v is not None}}

@@ -6,7 +6,8 @@ files.
     r = run_schedule(schedule, out_dir)     # -> RunResult(status, anomalies, divergences, ...)
 
 What each fault does here:
-    crash = kill -9; power-loss = kill -9 then drop unfsynced writes; restart = start a dead
+    crash = kill -9; power-loss = kill -9 then drop unfsynced writes (isolated: see
+    isolated_power_loss and traces/schedule.py); restart = start a dead
     broker again (without waiting: the schedule's clock keeps running); pause / resume = SIGSTOP /
     SIGCONT; partition / heal = nftables cuts between the sides' own addresses (needs a private
     network namespace: impl/netfault.py); session-expiry = cut the broker from the coordination
@@ -32,6 +33,7 @@ LAG_MAX_MS = 1500
 RECOVER_S = 60              # bound on the cluster's recovery after the schedule
 CONTROLLER_RESTART_MS = 1000
 TAIL_S = 1.0                # the producer keeps sending this long after the last fault
+ISOLATE_S = 30              # bound on each wait around an isolated power loss (traces/schedule.py)
 
 
 @dataclass
@@ -118,6 +120,8 @@ class _Run:
             else:
                 self.cuts.heal(a, b)
             return self.log(f"{f} {a}<->{b}")
+        if f == "power-loss" and e.isolated:
+            return self.isolated_power_loss(e)
         i = self.broker(e.target) if e.target is not None else c.controller()
         if i is None:
             return self.log(f"skip {e.describe()}: no such broker now")
@@ -155,6 +159,82 @@ class _Run:
             self.cuts.cut(a, COORD_HOST)
             self.undo.append((time.monotonic() + (SESSION_TIMEOUT_MS + 1500) / 1000, e, (a, COORD_HOST)))
         self.log(f"{f} {i}")
+
+    def whole(self) -> bool:
+        """No fault stands (no pending undo, nothing paused, cut or down), every partition has a
+        leader and its full ISR in the coordination store, and every replica, asked itself,
+        serves the partition in its current role with a log reaching the leader's HW. (The
+        store alone can be stale: a killed broker stays registered and in the ISR until its
+        session expires, and a restarted one may not have caught up.)"""
+        from impl.netclient import SyncConn
+        c = self.cluster
+        if self.undo or c.paused or len(c.alive()) != c.n or (self.cuts is not None and self.cuts.active()):
+            return False
+        if c.registered() != set(range(c.n)):
+            return False
+        parts = c.status()["partitions"]
+        if not parts or not all(p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts):
+            return False
+        views: dict[int, dict] = {}
+        try:
+            for i in range(c.n):
+                with SyncConn(*c.address(i)) as conn:
+                    d = conn.control({"op": "describe"})
+                views[i] = {(x["topic"], x["partition"]): x for x in d["partitions"]}
+        except OSError:
+            return False
+        for p in parts:
+            key = (p["topic"], p["partition"])
+            lead = views[p["leader"]].get(key)
+            if lead is None or lead["role"] != "leader" or lead["leader_epoch"] != p["leader_epoch"]:
+                return False
+            for r in p["replicas"]:
+                v = views[r].get(key)
+                if (v is None or v["leader_epoch"] != p["leader_epoch"] or v["log_end_offset"] < lead["hw"]
+                        or (r != p["leader"] and v["role"] != "follower")):
+                    return False
+        return True
+
+    def wait_whole(self, bound_s: float) -> bool:
+        """Lets every standing fault run its course, then waits for whole() (bounded)."""
+        if self.undo:
+            self.pump(max(u[0] for u in self.undo))
+        deadline = time.monotonic() + bound_s
+        while not self.whole():
+            if time.monotonic() > deadline:
+                return False
+            self.pump(time.monotonic() + 0.1)
+        return True
+
+    def isolated_power_loss(self, e: Event) -> None:
+        """traces/schedule.py ISOLATED: only fault standing, full ISRs before; the broker comes
+        back only after the controller took it out of every ISR, and the schedule goes on only
+        once it is back in every ISR. Every wait is bounded (ISOLATE_S); a power loss whose
+        precondition is not met in time is skipped, never applied unguarded."""
+        c = self.cluster
+        if not self.wait_whole(ISOLATE_S):
+            return self.log(f"skip {e.describe()}: the cluster was not whole within {ISOLATE_S}s")
+        i = self.broker(e.target)
+        if i is None:
+            return self.log(f"skip {e.describe()}: no such broker now")
+        lost = sum(c.power_loss(i).values())
+        back_at = time.monotonic() + (e.duration_ms or 0) / 1000
+        self.log(f"power-loss (isolated) {i} ({lost} unflushed bytes dropped)")
+        deadline = time.monotonic() + ISOLATE_S
+
+        def still_counted() -> bool:
+            return i in c.registered() or any(i in p["isr"] for p in c.status()["partitions"])
+        while still_counted():
+            if time.monotonic() > deadline:
+                self.log(f"broker {i} still registered or in an ISR after {ISOLATE_S}s")
+                break
+            self.pump(time.monotonic() + 0.05)
+        self.pump(max(back_at, time.monotonic()))
+        c.mark_dead_expected(i)
+        c.start_broker(i, wait=False)
+        self.log(f"restart {i}")
+        if not self.wait_whole(RECOVER_S):
+            self.log(f"broker {i} not back in every ISR within {RECOVER_S}s")
 
     def later(self, e: Event, what, ms: int | None = None) -> None:
         ms = e.duration_ms if ms is None else ms
@@ -278,6 +358,8 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         r.producer.finish(60)
         if not recovered:
             reason = f"the cluster did not recover within {RECOVER_S}s (full ISR, leaders): the run is unknown"
+        if r.producer.errors:          # no producer, no question asked: the run decides nothing
+            reason = "; ".join(r.producer.errors)
         final = HistoryRecorder(out / "final.jsonl", trace_id="final")
         try:
             final_reads(final, c.bootstrap, w["topic"], w["partitions"])

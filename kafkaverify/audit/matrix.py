@@ -1,0 +1,187 @@
+"""Runs the audit's matrix: model verdicts once per setting (in a worker process, while the
+brokers run), then every client × setting cell on real clusters under the same drawn schedules;
+joins them into agreements and the exit code. Bounded by a wall-clock deadline: no run or search
+starts after it, and what was left is reported as incomplete.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kafkaverify.audit.broker import BrokerRun, draw_schedules, run_one
+from kafkaverify.audit.model import ModelVerdict
+from kafkaverify.audit.settings import QUESTIONS, Setting, client_refusal
+
+
+@dataclass
+class Cell:
+    client: str
+    setting: Setting
+    refusal: str | None
+    planned: int
+    runs: list[BrokerRun] = field(default_factory=list)
+
+    @property
+    def decided(self) -> list[BrokerRun]:
+        return [r for r in self.runs if r.status in ("valid", "invalid")]
+
+    def count(self, q: str) -> int:
+        return sum(1 for r in self.decided if q in r.questions())
+
+    def witness(self, q: str) -> BrokerRun | None:
+        """The smallest run (fewest events, then least fault time) showing q."""
+        shown = [r for r in self.decided if q in r.questions()]
+        return min(shown, key=lambda r: (r.size(), r.index)) if shown else None
+
+    def broken(self, q: str) -> bool:
+        return self.setting.promises()[q] is None and self.count(q) > 0
+
+    def other(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.runs:
+            for k, n in r.other.items():
+                out[k] = out.get(k, 0) + n
+        return dict(sorted(out.items()))
+
+    @property
+    def incomplete(self) -> bool:
+        return self.refusal is None and len(self.runs) < self.planned
+
+
+@dataclass
+class Audit:
+    generation: str
+    seed: int
+    clients: tuple[str, ...]
+    settings: list[Setting]
+    schedules: list[tuple]
+    model: dict[Setting, dict[str, ModelVerdict]] = field(default_factory=dict)
+    model_seconds: dict[tuple, float] = field(default_factory=dict)   # per model setting (model.effective)
+    cells: list[Cell] = field(default_factory=list)
+    stopped: str = ""
+    seconds: float = 0.0
+    net: bool = False
+    command: str = ""
+    model_time_limit: float = 120.0
+
+    def cell(self, client: str, s: Setting) -> Cell:
+        return next(c for c in self.cells if c.client == client and c.setting == s)
+
+    def agreement(self, c: Cell, q: str) -> tuple[str, str]:
+        """(kind, sentence): agree / disagree / coverage / refused / model-unknown / no-runs."""
+        if c.refusal:
+            return "refused", c.refusal
+        m = self.model.get(c.setting, {}).get(q)
+        n, k = len(c.decided), c.count(q)
+        if not n:
+            return "no-runs", "no decided broker run"
+        if m is None or m.status in ("unknown", "refused"):
+            why = "not run (time limit)" if m is None else (m.why or m.status)
+            return "model-unknown", f"model: {why}; broker: {k}/{n} runs"
+        if m.status == "found" and k:
+            return "agree", f"both show it (model {m.steps} steps; broker {k}/{n} runs)"
+        if m.status == "none" and not k:
+            return "agree", f"neither shows it (model exhausted its bounds; broker 0/{n} runs)"
+        if m.status == "none":
+            return "disagree", (f"the broker shows it in {k}/{n} runs, which the model rules out within its "
+                                "bounds: a bug in the broker or the model, or a fault beyond the model's bounds")
+        return "coverage", f"the model finds it in {m.steps} steps; the broker did not show it in {n} runs"
+
+    def broken(self) -> list[tuple[str, Setting, str, str]]:
+        """Promises broken: (who, setting, question, where), by the broker or by the model."""
+        out = []
+        for c in self.cells:
+            for q in QUESTIONS:
+                if c.broken(q):
+                    w = c.witness(q)
+                    out.append((c.client, c.setting, q, str(w.out_dir) if w else ""))
+        for s, vs in sorted(self.model.items()):
+            for q, v in vs.items():
+                if v.status == "found" and s.promises()[q] is None:
+                    out.append(("model", s, q, v.command))
+        return out
+
+    @property
+    def incomplete(self) -> bool:
+        return bool(self.stopped) or any(c.incomplete for c in self.cells) or \
+            any(r.status not in ("valid", "invalid") for c in self.cells for r in c.runs)
+
+
+def _model_job(generation: str, s: Setting, limit: float, deadline: float):
+    from kafkaverify.audit.model import verdicts
+    left = deadline - time.time()
+    if left <= 1:
+        return None
+    t0 = time.monotonic()
+    vs = verdicts(generation, s, time_limit_s=min(limit, left))
+    return vs, time.monotonic() - t0
+
+
+def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting], n_schedules: int,
+              seed: int, out: Path, time_limit_s: float, net: bool, model_time_limit: float = 120.0,
+              progress: Callable[[str], None] = lambda line: None, command: str = "") -> Audit:
+    t0 = time.monotonic()
+    deadline_wall = time.time() + time_limit_s
+    deadline = t0 + time_limit_s
+    faults = ("crash", "pause", "partition") if net else ("crash", "pause")
+    a = Audit(generation, seed, clients, settings, draw_schedules(n_schedules, seed, generation, faults),
+              net=net, command=command, model_time_limit=model_time_limit)
+    for i, ev in enumerate(a.schedules, 1):
+        progress(f"schedule {i}: {' ; '.join(e.describe() for e in ev)}")
+    pool = ProcessPoolExecutor(max_workers=1)
+    from kafkaverify.audit.model import effective
+    by_key: dict[tuple, object] = {}
+    futs = {}
+    for s in settings:          # one search per setting as the model sees it (model.effective)
+        k = effective(s)
+        if k not in by_key:
+            by_key[k] = pool.submit(_model_job, generation, s, model_time_limit, deadline_wall)
+        futs[s] = by_key[k]
+
+    def said(f, s):
+        if not f.cancelled() and f.exception() is None and f.result() is not None:
+            vs, secs = f.result()
+            progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in vs.items()) + f" ({secs:.0f} s)")
+    for s, f in futs.items():
+        f.add_done_callback(lambda f, s=s: said(f, s))     # run at once for a shared, finished future
+    try:
+        for s in settings:
+            for client in clients:
+                refusal = client_refusal(client, s)
+                c = Cell(client, s, refusal, 0 if refusal else len(a.schedules))
+                a.cells.append(c)
+                if refusal:
+                    progress(f"{client:12s} {s.label()}: {refusal}")
+        for c in a.cells:
+            if c.refusal:
+                continue
+            for i, ev in enumerate(a.schedules, 1):
+                if time.monotonic() >= deadline:
+                    a.stopped = f"time limit {time_limit_s:g}s reached"
+                    break
+                d = out / "runs" / c.client / c.setting.key / f"run-{i:02d}"
+                r = run_one(c.client, c.setting, ev, i, d, generation, net)
+                c.runs.append(r)
+                found = ", ".join(sorted(f"{f.question}{'' if f.permitted_by_checker else '!'}" for f in r.findings))
+                progress(f"{c.client:12s} {c.setting.label()} run {i}/{len(a.schedules)}: {r.status.upper()} "
+                         f"{r.seconds:.1f}s {found or '-'}{' (' + r.reason + ')' if r.reason else ''}  "
+                         f"reproduce: kafkaverify replay {d / 'schedule.json'}")
+            if a.stopped:
+                break
+        for s, f in futs.items():
+            if a.stopped:
+                f.cancel()
+            if f.cancelled():
+                continue
+            got = f.result()
+            if got is None:
+                a.stopped = a.stopped or f"time limit {time_limit_s:g}s reached (model)"
+                continue
+            a.model[s], a.model_seconds[effective(s)] = got
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    a.seconds = time.monotonic() - t0
+    return a

@@ -1,0 +1,232 @@
+"""Conformance catches a real broker built without each post-KIP-101 fix it implements (the
+`without_fixes` debug switch of impl/broker.py) and passes the normal one, on arranged clusters:
+each scenario places the leader and the ISR where the fix's rule decides, then the brokers'
+traces are judged by checkers/conformance.py against the model's rule functions.
+
+    scenario              arranged state                                          fixes judged
+    follower-drop         RF 3; a follower dies: the controller bumps the epoch,   truncate-on-epoch-change
+                          the leader stays; then a Fetch of the old epoch         fetch-epoch-fencing
+    min-isr-rejoin        RF 2, min ISR 2; the follower stops fetching and leaves min-isr-hw
+                          the ISR; the leader appends; it restarts (a new epoch   isr-expand-epoch-start
+                          starting above the HW) and the follower fetches again
+    unseen-epoch          RF 3; the leader writes in an epoch one follower never  epoch-end-offset
+                          saw, dies; that follower leads and answers the old
+                          leader's OffsetsForLeaderEpoch for the unseen epoch
+    pending-shrink        RF 2; the follower stops fetching; the leader proposes  maximal-isr
+                          the shrink while the coordination service is stopped
+                          (SIGSTOP), then appends
+
+The stale Fetch is sent by the test on the wire as replica F with F's previous epoch: a
+follower that missed the epoch bump, as a KIP-320 follower sends it (followers of a broker
+without the fix send no epoch at all). `isr-broker-epoch` (KIP-903) is not implemented by the
+broker (the leader writes the ISR to the coordination store itself; there is no AlterPartition
+with broker epochs), so it has no scenario here.
+"""
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from checkers.conformance import check_traces
+from impl.netclient import SyncConn
+from tests.broker_fixtures import make_cluster, trace_events, wait_until  # noqa: F401
+
+pytestmark = pytest.mark.timeout(120)
+
+T = "cf"
+
+
+def _records(values) -> bytes:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    bb = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                   producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, v in enumerate(values):
+        bb.append(i, timestamp=int(time.time() * 1000), key=None, value=v, headers=[])
+    return bytes(bb.build())
+
+
+def produce(c, leader: int, values, acks: int) -> int:
+    with SyncConn(*c.address(leader)) as conn:
+        r = conn.request(0, 7, {"acks": acks, "timeout_ms": 15000, "transactional_id": None, "topic_data": [
+            {"name": T, "partition_data": [{"index": 0, "records": _records(values)}]}]})
+    pr = r.responses[0].partition_responses[0]
+    assert pr.error_code == 0, pr
+    return pr.base_offset
+
+
+def replica_fetch(c, leader: int, replica: int, epoch: int, offset: int) -> int:
+    with SyncConn(*c.address(leader)) as conn:
+        r = conn.request(1, 12, {
+            "replica_id": replica, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": T, "partitions": [{"partition": 0, "current_leader_epoch": epoch,
+                                                     "fetch_offset": offset, "last_fetched_epoch": -1,
+                                                     "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+    return r.responses[0].partitions[0].error_code
+
+
+def divergences(c, min_insync: int) -> list[str]:
+    files = [f for i in range(c.n) for f in c.trace_files(i)]
+    return [d.text for d in check_traces(files, "current", min_insync={T: min_insync})]
+
+
+def cluster(make_cluster, without: str | None, **cfg):
+    cfg.setdefault("replica_lag_time_max_ms", 30000)
+    return make_cluster(3, generation="current",
+                        broker_config={**cfg, "without_fixes": [without] if without else []})
+
+
+def others(c, *exclude: int) -> list[int]:
+    return [i for i in range(c.n) if i not in exclude]
+
+
+def arrange_leader(c, to: int, isr_size: int) -> int:
+    """`to` leads (moved there by clean restarts if the controller chose another); its epoch."""
+    c.wait_for_leaders(T, isr_size=isr_size)
+    c.move_leader(T, 0, to)
+    return c.partition_state(T, 0)["leader_epoch"]
+
+
+# --- follower-drop: KAFKA-7164 and KIP-320 ---------------------------------------------------------
+
+def follower_drop(make_cluster, without):
+    c = cluster(make_cluster, without)
+    ctl = c.controller()
+    leader, f, victim = ctl, *others(c, ctl)          # the controller leads: no controller fail-over
+    c.create_topic(T, assignment={0: [leader, f, victim]}, min_insync=1)
+    e = arrange_leader(c, leader, 3)
+    produce(c, leader, [b"r0"], acks=-1)
+    wait_until(lambda: trace_events(c, f, "truncation_done"), what=f"follower {f} fetching")
+    c.kill(victim)         # the controller drops it from the ISR with a new epoch, same leader
+    wait_until(lambda: [x for x in trace_events(c, f, "became_follower") if x["leader_epoch"] > e],
+               what=f"follower {f} told of the new epoch")
+    new = c.partition_state(T, 0)["leader_epoch"]
+    assert c.partition_state(T, 0)["leader"] == leader and new > e
+    err = replica_fetch(c, leader, f, e, 1)           # follower f as if it missed the bump
+    wait_until(lambda: trace_events(c, leader, "stale_epoch_request"), what="the stale Fetch traced")
+    return c, err
+
+
+def test_follower_drop_normal_broker_conforms(make_cluster):
+    c, err = follower_drop(make_cluster, None)
+    assert err == 74                                   # FENCED_LEADER_EPOCH
+    assert divergences(c, 1) == []
+
+
+def test_without_truncate_on_epoch_change_caught(make_cluster):
+    c, _ = follower_drop(make_cluster, "truncate-on-epoch-change")
+    ds = divergences(c, 1)
+    assert ds and all("kept its log without truncating" in d for d in ds), ds
+
+
+def test_without_fetch_epoch_fencing_caught(make_cluster):
+    c, err = follower_drop(make_cluster, "fetch-epoch-fencing")
+    assert err == 0                                    # served
+    ds = divergences(c, 1)
+    assert ds and all("served a Fetch" in d for d in ds), ds
+
+
+# --- min-isr-rejoin: KAFKA-15583 and KAFKA-7128 ----------------------------------------------------
+
+def min_isr_rejoin(make_cluster, without, rejoin: bool):
+    c = cluster(make_cluster, without, replica_lag_time_max_ms=1000)
+    ctl = c.controller()
+    a, b = others(c, ctl)
+    c.create_topic(T, assignment={0: [a, b]}, min_insync=2)
+    arrange_leader(c, a, 2)
+    produce(c, a, [b"r0", b"r1", b"r2"], acks=-1)      # HW 3 on a
+    c.pause_replication(b)
+    produce(c, a, [b"r3", b"r4"], acks=1)              # only on a
+    wait_until(lambda: c.partition_state(T, 0)["isr"] == [a], what=f"{b} out of the ISR")
+    wait_until(lambda: [x for x in trace_events(c, a, "isr_changed") if x["isr"] == [a]], what="shrink traced")
+    produce(c, a, [b"r5"], acks=1)                     # another HW decision under min ISR
+    if rejoin:
+        e = c.partition_state(T, 0)["leader_epoch"]
+        c.stop_broker(a)                               # a is the whole ISR: offline until it returns
+        c.start_broker(a)
+        wait_until(lambda: (c.partition_state(T, 0) or {}).get("leader_epoch", -1) > e
+                   and c.leader_of(T, 0) == a, what=f"{a} leads a new epoch")
+        c.resume_replication(b)
+        wait_until(lambda: sorted(c.partition_state(T, 0)["isr"]) == sorted([a, b]), timeout_s=30,
+                   what=f"{b} back in the ISR")
+    return c
+
+
+def test_min_isr_rejoin_normal_broker_conforms(make_cluster):
+    assert divergences(min_isr_rejoin(make_cluster, None, rejoin=True), 2) == []
+
+
+def test_without_min_isr_hw_caught(make_cluster):
+    ds = divergences(min_isr_rejoin(make_cluster, "min-isr-hw", rejoin=False), 2)
+    assert ds and all("below min.insync.replicas 2" in d for d in ds), ds
+
+
+def test_without_isr_expand_epoch_start_caught(make_cluster):
+    ds = divergences(min_isr_rejoin(make_cluster, "isr-expand-epoch-start", rejoin=True), 2)
+    assert ds and all("below the start offset 6 of its epoch" in d for d in ds), ds
+
+
+# --- unseen-epoch: KIP-279 -------------------------------------------------------------------------
+
+def unseen_epoch(make_cluster, without):
+    c = cluster(make_cluster, without)
+    ctl = c.controller()
+    a, v = others(c, ctl)
+    b = ctl                                             # survives throughout: no controller fail-over
+    c.create_topic(T, assignment={0: [a, b, v]}, min_insync=1)
+    arrange_leader(c, a, 3)
+    produce(c, a, [b"r0"], acks=-1)                     # epoch e on every replica
+    c.pause_replication(b)                              # b stays in the ISR (lag 30 s) but fetches nothing
+    e = c.partition_state(T, 0)["leader_epoch"]
+    c.kill(v)                                           # follower dies: epoch e+1, leader a
+    wait_until(lambda: [x for x in trace_events(c, a, "became_leader") if x["leader_epoch"] > e],
+               what=f"{a} leads the new epoch")
+    produce(c, a, [b"r1", b"r2"], acks=1)               # epoch e+1 exists only on a
+    c.kill(a)
+    wait_until(lambda: c.leader_of(T, 0) == b, what=f"{b} elected")
+    c.start_broker(a)                                   # a follows b and asks about epoch e+1
+    wait_until(lambda: trace_events(c, b, "epoch_answered"), what="b's OffsetsForLeaderEpoch answer")
+    return c
+
+
+def test_unseen_epoch_normal_broker_conforms(make_cluster):
+    assert divergences(unseen_epoch(make_cluster, None), 1) == []
+
+
+def test_without_epoch_end_offset_caught(make_cluster):
+    ds = divergences(unseen_epoch(make_cluster, "epoch-end-offset"), 1)
+    assert ds and all("answered OffsetsForLeaderEpoch" in d for d in ds), ds
+
+
+# --- pending-shrink: KIP-497 -----------------------------------------------------------------------
+
+def pending_shrink(make_cluster, without):
+    c = cluster(make_cluster, without, replica_lag_time_max_ms=1000, session_timeout_ms=15000)
+    ctl = c.controller()
+    a, b = others(c, ctl)
+    c.create_topic(T, assignment={0: [a, b]}, min_insync=1)
+    arrange_leader(c, a, 2)
+    produce(c, a, [b"r0"], acks=-1)
+    c.pause_replication(b)
+    produce(c, a, [b"r1"], acks=1)                     # HW stays 1: b is in the ISR at 1
+    c.coord_proc.send_signal(signal.SIGSTOP)           # the ISR write cannot commit
+    try:
+        wait_until(lambda: [x for x in trace_events(c, a, "isr_proposed") if x["isr"] == [a]],
+                   what="the shrink proposed")
+        produce(c, a, [b"r2"], acks=1)                 # an HW decision while the shrink is pending
+    finally:
+        c.coord_proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: c.partition_state(T, 0)["isr"] == [a], what="the shrink committed")
+    return c
+
+
+def test_pending_shrink_normal_broker_conforms(make_cluster):
+    assert divergences(pending_shrink(make_cluster, None), 1) == []
+
+
+def test_without_maximal_isr_caught(make_cluster):
+    ds = divergences(pending_shrink(make_cluster, "maximal-isr"), 1)
+    assert ds and all(f"past ISR member" in d for d in ds), ds
