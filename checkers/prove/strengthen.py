@@ -489,12 +489,20 @@ def leader_stays(e: Encoding, s):
     for j in range(e.n):
         lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
         out.append(IMPLIES(lead, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+        # and, stale or not, its view holds the store's ISR (which changes only by its own
+        # AlterIsr or by the controller dropping members)
+        bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
+        for x in range(e.n):
+            held = ite(bj("resp") >= 0, bj("pend", x), bj("isr", x))
+            out.append(IMPLIES(AND(lead, s[("z", "isr", x)]), held))
         out += [IMPLIES(AND(lead, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
         # a request making j leader is as good as a leadership: it dies if j crashes
         for k in range(e.K):
             m = lambda f: s[("m", j, k, f)]   # noqa: E731
             mk = AND(m("v"), EQ(m("leader"), j))
             out.append(IMPLIES(mk, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+            fresh = AND(mk, s[("b", j, "le")] < m("le"))
+            out += [IMPLIES(AND(fresh, s[("z", "isr", x)]), s[("m", j, k, "isr", x)]) for x in range(e.n)]
             out += [IMPLIES(AND(mk, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
             for x in range(e.E):
                 out += [IMPLIES(AND(mk, x >= m("le")), NOT(s[("g", "el", x, i)])) for i in range(e.n) if i != j]
