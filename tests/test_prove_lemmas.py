@@ -1,8 +1,8 @@
 """The strengthening lemmas of the inductive proofs (checkers/prove/strengthen.py): each holds on
 states the explicit model reaches (a lemma false there is a bug in the lemma, whatever z3 says),
 the symmetry reduction of the induction step covers every action instance, and LogMatching and
-StrongIsr are proved by induction for `current` (StrongIsr's strengthening contains LogMatching,
-so one proof proves both)."""
+StrongIsr are proved by induction for `current` at 2 replicas (StrongIsr's strengthening contains
+LogMatching, so one proof proves both; 3, 5 and 7 replicas: python -m kafkaverify.bench.prove)."""
 from __future__ import annotations
 
 from itertools import permutations
