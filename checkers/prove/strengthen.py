@@ -26,12 +26,53 @@ LogBounds     log, cache and fetch lengths within the log bound, 0 <= flushed <=
               the leader-epoch cache strictly ascending in epoch and start offset, its start
               offsets within [0, LEO], and no successor past the encoding's bounds.
 
+For log matching and leader completeness (StrongIsr), over *extended logs* (a broker's log with
+the records of its in-flight fetch response appended: what it will hold once the response lands):
+FetchInFlight a pending fetch response belongs to a running, truncated follower, from its leader,
+              in its epoch; in range it starts at the follower's log end.
+CacheMatchesLog
+              every record's epoch is that of the last cache entry starting at or before it
+              (spec's EpochCacheMatchesLog); a leader's newest cache entry is its own epoch.
+EntryUnique   a record sits at one offset with one epoch in every log it is in; records are
+              below the produced count and epochs were led by someone, at most the store's.
+LogPrefix     two extended logs holding the same record at an offset agree below it.
+EpochPrefix   an extended log holding epoch e at offset k agrees with every copy of an e-record
+              at or below k.
+LeaderOwnsEpoch
+              every copy of a running leader's epoch sits at the same offset of its own log.
+SameEpochAgree
+              running brokers with the same epoch and leader, truncated, agree wherever their
+              extended logs overlap; such a follower's extended log is no longer than a leader's
+              in that epoch; requests naming a leader name the epoch's only leader, and a request
+              making d leader of an epoch d already led is stale for d.
+CurrentTag    a running broker in the store's epoch follows the store's leader.
+CacheEpochs   cache epochs are at most the broker's epoch (and a pending request's), an empty
+              newest entry is an epoch the broker led, a truncated follower has none, no copy of
+              an epoch's records sits below its start in any cache and below that start every copy
+              agrees with the cache's log; extended logs never go back in epoch; whoever led the
+              store's epoch is the store's leader.
+LeaderSession the store's leader, while its session is the one it was elected in and it led the
+              epoch, still holds that epoch; a running broker has no role exactly when it has
+              accepted no epoch since it restarted.
+UniqueLeaderPerEpoch, LogMatching, HwBelowLeo, ReplicationQuorumSuperset: the invariants,
+              reused as strengthening once proved.
+FetchInRange  with epoch truncation and fetch fencing no fetch reaches past its leader's end.
+HwExposed     below every high watermark (also one in a fetch response) lies the exposed prefix;
+              every ISR member holds the whole exposed prefix; a running leader began its epoch
+              holding it; a replica joining the ISR has fetched past it; without power loss no
+              record is lost.
+Positions     a running leader's own position is its log end; a follower it has a position for
+              holds at least that much, all a prefix of the leader's log.
+LeaderStays   without pauses a running leader (or a request making one) keeps the store's
+              leadership and election session; no other broker leads a later epoch.
+
+Each is checked on states the explicit model reaches (tests/test_prove_lemmas.py).
 Which strengthening each invariant's proof uses: NEEDS below.
 """
 from __future__ import annotations
 
 from checkers.prove.encoding import Encoding
-from checkers.prove.sym import AND, EQ, IMPLIES, NOT, OR
+from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, ite, sel
 from spec.state import FOLLOWER, LEADER, NONE
 
 
@@ -154,6 +195,329 @@ def leader_in_isr(e: Encoding, s):
     return AND(*out)
 
 
+# --- log-matching lemmas -------------------------------------------------------------------
+# A broker's *extended log*: its log, followed by the records of an in-flight fetch response
+# that will append at its end. Every lemma below quantifies over extended logs, so it covers
+# what a follower will hold once the response lands.
+
+
+def _ext(e: Encoding, s, i):
+    """Broker i's extended log as a list over slots k of (present, record, epoch)."""
+    L = e.L
+    b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+    leo = b("leo")
+    win = AND(b("hasf"), NOT(b("f_oor")))
+    fr = [b("fr", q) for q in range(L)]
+    fe = [b("fe", q) for q in range(L)]
+    out = []
+    for k in range(L):
+        inlog = k < leo
+        inwin = AND(win, k >= leo, k < leo + b("f_n"))
+        out.append((OR(inlog, inwin), ite(inlog, b("lr", k), sel(fr, k - leo)),
+                    ite(inlog, b("lep", k), sel(fe, k - leo))))
+    return out
+
+
+def _ext_len(e: Encoding, s, i):
+    b = lambda f: s[("b", i, f)]   # noqa: E731
+    return b("leo") + ite(AND(b("hasf"), NOT(b("f_oor"))), b("f_n"), 0)
+
+
+def _clean(e: Encoding, s, i):
+    """A running leader, or a running follower that has truncated for its epoch."""
+    b = lambda f: s[("b", i, f)]   # noqa: E731
+    return AND(b("alive"), OR(EQ(b("role"), LEADER), AND(EQ(b("role"), FOLLOWER), NOT(b("trunc")))))
+
+
+def _same(x, y):
+    return AND(EQ(x[1], y[1]), EQ(x[2], y[2]))
+
+
+def fetch_in_flight(e: Encoding, s):
+    out = []
+    for i in range(e.n):
+        b = lambda f: s[("b", i, f)]   # noqa: E731
+        out.append(IMPLIES(b("hasf"), AND(b("alive"), EQ(b("role"), FOLLOWER), NOT(b("trunc")),
+                                          EQ(b("f_src"), b("leader")), EQ(b("f_le"), b("le")),
+                                          NE(b("f_src"), i))))
+        out.append(IMPLIES(AND(b("hasf"), NOT(b("f_oor"))), AND(EQ(b("f_off"), b("leo")),
+                                                              b("leo") + b("f_n") <= e.L)))
+        out.append(IMPLIES(AND(b("hasf"), b("f_oor")), AND(EQ(b("f_n"), 0), b("f_off") < b("leo"))))
+
+    return AND(*out)
+
+
+def cache_matches_log(e: Encoding, s):
+    out = []
+    L, C = e.L, e.C
+    for i in range(e.n):
+        b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+        out.append(IMPLIES(b("leo") > 0, AND(b("clen") > 0, EQ(b("cs", 0), 0))))
+        for c in range(C):
+            for k in range(L):
+                below_next = True if c + 1 >= C else OR(c + 1 >= b("clen"), k < b("cs", c + 1))
+                out.append(IMPLIES(AND(c < b("clen"), b("cs", c) <= k, k < b("leo"), below_next),
+                                   EQ(b("lep", k), b("ce_", c))))
+        lead = EQ(b("role"), LEADER)
+        top = sel([b("ce_", c) for c in range(C)], b("clen") - 1)
+        out.append(IMPLIES(lead, AND(b("clen") > 0, EQ(top, b("le")))))
+    return AND(*out)
+
+
+def entry_unique(e: Encoding, s):
+    xs = [_ext(e, s, i) for i in range(e.n)]
+    slots = [(i, k) for i in range(e.n) for k in range(e.L)]
+    out = []
+    for (i, k) in slots:
+        p, r, ep = xs[i][k]
+        out.append(IMPLIES(p, AND(r >= 0, r < s[("g", "produced")], ep >= 0, ep <= s[("z", "le")],
+                                  OR(*[AND(EQ(ep, x), OR(*[s[("g", "el", x, j)] for j in range(e.n)]))
+                                       for x in range(e.E)]))))
+    for a, (i, k) in enumerate(slots):
+        for (j, q) in slots[a + 1:]:
+            p1, r1, e1 = xs[i][k]
+            p2, r2, e2 = xs[j][q]
+            both = AND(p1, p2, EQ(r1, r2))
+            out.append(NOT(both) if k != q else IMPLIES(both, EQ(e1, e2)))
+    return AND(*out)
+
+
+def log_prefix(e: Encoding, s):
+    xs = [_ext(e, s, i) for i in range(e.n)]
+    out = []
+    for i in range(e.n):
+        for j in range(i + 1, e.n):
+            for k in range(1, e.L):
+                x, y = xs[i][k], xs[j][k]
+                out.append(IMPLIES(AND(x[0], y[0], EQ(x[1], y[1])),
+                                   AND(*[_same(xs[i][q], xs[j][q]) for q in range(k)])))
+    return AND(*out)
+
+
+def epoch_prefix(e: Encoding, s):
+    xs = [_ext(e, s, i) for i in range(e.n)]
+    out = []
+    for i in range(e.n):
+        for j in range(e.n):
+            if i == j:
+                continue
+            for k in range(e.L):
+                for q in range(k + 1):
+                    x, y = xs[i][k], xs[j][q]
+                    out.append(IMPLIES(AND(x[0], y[0], EQ(x[2], y[2])), _same(xs[i][q], y)))
+    return AND(*out)
+
+
+def leader_owns_epoch(e: Encoding, s):
+    xs = [_ext(e, s, i) for i in range(e.n)]
+    out = []
+    for j in range(e.n):
+        lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
+        le = s[("b", j, "le")]
+        for i in range(e.n):
+            if i == j:
+                continue
+            for k in range(e.L):
+                p, r, ep = xs[i][k]
+                out.append(IMPLIES(AND(lead, p, EQ(ep, le)),
+                                   AND(k < s[("b", j, "leo")], EQ(r, s[("b", j, "lr", k)]),
+                                       EQ(s[("b", j, "lep", k)], le))))
+    return AND(*out)
+
+
+def _led(e: Encoding, s, epoch, j):
+    return OR(*[AND(EQ(epoch, x), s[("g", "el", x, j)]) for x in range(e.E)])
+
+
+def same_epoch_agree(e: Encoding, s):
+    xs = [_ext(e, s, i) for i in range(e.n)]
+    out = []
+    n = e.n
+    for i in range(n):
+        for j in range(i + 1, n):
+            tag = AND(_clean(e, s, i), _clean(e, s, j), EQ(s[("b", i, "le")], s[("b", j, "le")]),
+                      EQ(s[("b", i, "leader")], s[("b", j, "leader")]))
+            out.append(IMPLIES(tag, AND(*[IMPLIES(AND(xs[i][k][0], xs[j][k][0]), _same(xs[i][k], xs[j][k]))
+                                          for k in range(e.L)])))
+    for i in range(n):
+        b = lambda f: s[("b", i, f)]   # noqa: E731
+        fol = AND(b("alive"), EQ(b("role"), FOLLOWER), NOT(b("trunc")))
+        out.append(IMPLIES(fol, AND(b("le") >= 0, b("leader") >= 0,
+                                    *[IMPLIES(EQ(b("leader"), j), _led(e, s, b("le"), j))
+                                      for j in range(n) if j != i])))
+        out.append(IMPLIES(AND(b("alive"), EQ(b("role"), LEADER)), _led(e, s, b("le"), i)))
+        for j in range(n):
+            if j == i:
+                continue
+            lj = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), EQ(s[("b", j, "le")], b("le")))
+            out.append(IMPLIES(AND(fol, EQ(b("leader"), j), lj), _ext_len(e, s, i) <= s[("b", j, "leo")]))
+    for d in range(n):
+        for k in range(e.K):
+            m = lambda f: s[("m", d, k, f)]   # noqa: E731
+            out.append(IMPLIES(AND(m("v"), EQ(m("leader"), d)),
+                               OR(NOT(_led(e, s, m("le"), d)),
+                                  AND(s[("b", d, "alive")], s[("b", d, "le")] >= m("le")))))
+            out += [IMPLIES(AND(m("v"), NE(m("leader"), j)), NOT(_led(e, s, m("le"), j))) for j in range(n)]
+    # one leader per epoch in the requests too
+    ms = [(d, k) for d in range(n) for k in range(e.K)]
+    for a, (d, k) in enumerate(ms):
+        for (d2, k2) in ms[a + 1:]:
+            out.append(IMPLIES(AND(s[("m", d, k, "v")], s[("m", d2, k2, "v")],
+                                   EQ(s[("m", d, k, "le")], s[("m", d2, k2, "le")])),
+                               EQ(s[("m", d, k, "leader")], s[("m", d2, k2, "leader")])))
+    return AND(*out)
+
+
+def cache_epochs(e: Encoding, s):
+    out = []
+    C = e.C
+    for i in range(e.n):
+        b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+        out += [IMPLIES(c < b("clen"), AND(b("ce_", c) >= 0, b("ce_", c) <= s[("z", "le")])) for c in range(C)]
+        top_e = sel([b("ce_", c) for c in range(C)], b("clen") - 1)
+        top_s = sel([b("cs", c) for c in range(C)], b("clen") - 1)
+        out.append(IMPLIES(AND(b("clen") > 0, EQ(top_s, b("leo"))), _led(e, s, top_e, i)))
+        out.append(IMPLIES(AND(b("alive"), NE(b("role"), NONE), b("clen") > 0), top_e <= b("le")))
+        for k in range(e.K):
+            m = lambda f: s[("m", i, k, f)]   # noqa: E731
+            out.append(IMPLIES(AND(m("v"), m("le") > b("le"), b("clen") > 0), top_e <= m("le")))
+    # an epoch starts where its leader's cache says: no copy of its records sits lower
+    xs = [_ext(e, s, j) for j in range(e.n)]
+    for j in range(e.n):
+        out += [IMPLIES(xs[j][k + 1][0], xs[j][k][2] <= xs[j][k + 1][2]) for k in range(e.L - 1)]
+        b = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
+        top_s = sel([b("cs", c) for c in range(C)], b("clen") - 1)
+        fol = AND(b("alive"), EQ(b("role"), FOLLOWER), NOT(b("trunc")))
+        out.append(IMPLIES(AND(fol, b("clen") > 0), top_s < b("leo")))
+        out += [IMPLIES(AND(b("alive"), NE(b("role"), NONE), xs[j][k][0]), xs[j][k][2] <= b("le"))
+                for k in range(e.L)]
+    for i in range(e.n):
+        for c in range(C):
+            for j in range(e.n):
+                for k in range(e.L):
+                    p, _, ep = xs[j][k]
+                    hit = AND(c < s[("b", i, "clen")], p, EQ(ep, s[("b", i, "ce_", c)]))
+                    out.append(IMPLIES(hit, s[("b", i, "cs", c)] <= k))
+                    # ... and every copy of an epoch's records sits on the log its leader had
+                    # when the epoch began
+                    if j != i:
+                        out.append(IMPLIES(hit, AND(*[IMPLIES(q < s[("b", i, "cs", c)], _same(xs[j][q], xs[i][q]))
+                                                      for q in range(k)])))
+    for x in range(e.E):
+        for i in range(e.n):
+            out.append(IMPLIES(s[("g", "el", x, i)], AND(x <= s[("z", "le")],
+                                                         IMPLIES(EQ(s[("z", "le")], x), EQ(s[("z", "leader")], i)))))
+    return AND(*out)
+
+
+def leader_session(e: Encoding, s):
+    """The store's leader, while its election session is current, has not restarted since it
+    took up its epoch; a running broker without a role has accepted no epoch since it restarted."""
+    out = []
+    zl, zle = s[("z", "leader")], s[("z", "le")]
+    for d in range(e.n):
+        b = lambda f: s[("b", d, f)]   # noqa: E731
+        out.append(IMPLIES(AND(EQ(zl, d), EQ(s[("z", "lsess")], 2), _led(e, s, zle, d)),
+                           EQ(b("le"), zle)))
+        out.append(IMPLIES(b("alive"), EQ(EQ(b("role"), NONE), EQ(b("le"), -1))))
+    return AND(*out)
+
+
+def fetch_in_range(e: Encoding, s):
+    """With epoch truncation and fetch fencing a truncated follower's log is a prefix of its
+    leader's: it never fetches past the leader's end."""
+    if not {"epoch-truncation", "fetch-epoch-fencing"} <= e.fx:
+        return True
+    return AND(*[IMPLIES(s[("b", i, "hasf")], NOT(s[("b", i, "f_oor")])) for i in range(e.n)])
+
+
+def hw_exposed(e: Encoding, s):
+    """Below any high watermark (a broker's, or one a fetch response carries) is the exposed
+    prefix; every member of the store's ISR that lost nothing holds the whole exposed prefix."""
+    out = []
+    elen = s[("g", "elen")]
+    exp = [s[("g", "exp", k)] for k in range(e.L)]
+    if not e.cfg.unflushed_loss:     # a crash keeps the whole log: nothing is lost or damaged
+        out += [EQ(s[("g", "lossy")], 0)] + [NOT(s[("g", "damaged", j)]) for j in range(e.n)]
+        out += [NOT(s[("g", "doomed", r)]) for r in range(e.R)]
+    for i in range(e.n):
+        b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+        x = _ext(e, s, i)
+        out.append(b("hw") <= elen)
+        out += [IMPLIES(k < b("hw"), EQ(b("lr", k), exp[k])) for k in range(e.L)]
+        out.append(IMPLIES(b("hasf"), b("f_hw") <= elen))
+        out += [IMPLIES(AND(b("hasf"), NOT(b("f_oor")), k < b("f_hw")), AND(x[k][0], EQ(x[k][1], exp[k])))
+                for k in range(e.L)]
+        lead = AND(b("alive"), EQ(b("role"), LEADER))
+        top_s = sel([b("cs", c) for c in range(e.C)], b("clen") - 1)
+        # only the running leader exposes, and it held the exposed prefix when its epoch began
+        out.append(IMPLIES(lead, OR(elen <= b("hw"), elen <= top_s)))
+        for r in range(e.n):
+            if r != i:
+                joining = AND(lead, b("haspend"), b("pend", r), NOT(b("isr", r)))
+                out.append(IMPLIES(joining, AND(b("pos", r) >= 0, b("pos", r) >= elen)))
+        member = AND(s[("z", "isr", i)], NOT(s[("g", "damaged", i)]))
+        out += [IMPLIES(AND(member, k < elen), AND(k < b("leo"), EQ(b("lr", k), exp[k]))) for k in range(e.L)]
+    return AND(*out)
+
+
+def positions(e: Encoding, s):
+    """A leader of the store's current epoch knows its own position as its log end; a follower
+    it has a position for holds at least that much, all of it a prefix of the leader's log."""
+    out = []
+    for j in range(e.n):
+        acting = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), EQ(s[("b", j, "le")], s[("z", "le")]))
+        out.append(IMPLIES(AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER)),
+                           EQ(s[("b", j, "pos", j)], s[("b", j, "leo")])))
+        xj = _ext(e, s, j)
+        for r in range(e.n):
+            if r == j:
+                continue
+            p = s[("b", j, "pos", r)]
+            xr = _ext(e, s, r)
+            out.append(IMPLIES(AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), p >= 0),
+                               AND(p <= s[("b", r, "leo")], _ext_len(e, s, r) <= s[("b", j, "leo")],
+                                   *[IMPLIES(xr[k][0], _same(xr[k], xj[k])) for k in range(e.L)])))
+    return AND(*out)
+
+
+def leader_stays(e: Encoding, s):
+    """Without pauses a running leader keeps the store's leadership: the controller elects anew
+    only when the leader's session ends, which takes a crash; so every epoch since the one a
+    running leader took up is its own."""
+    out = []
+    for j in range(e.n):
+        lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
+        out.append(IMPLIES(lead, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+        # and, stale or not, its view holds the store's ISR (which changes only by its own
+        # AlterIsr or by the controller dropping members)
+        bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
+        for x in range(e.n):
+            held = ite(bj("resp") >= 0, bj("pend", x), bj("isr", x))
+            out.append(IMPLIES(AND(lead, s[("z", "isr", x)]), held))
+        out += [IMPLIES(AND(lead, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
+        # a request making j leader is as good as a leadership: it dies if j crashes
+        for k in range(e.K):
+            m = lambda f: s[("m", j, k, f)]   # noqa: E731
+            mk = AND(m("v"), EQ(m("leader"), j))
+            out.append(IMPLIES(mk, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+            fresh = AND(mk, s[("b", j, "le")] < m("le"))
+            out += [IMPLIES(AND(fresh, s[("z", "isr", x)]), s[("m", j, k, "isr", x)]) for x in range(e.n)]
+            out += [IMPLIES(AND(mk, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
+            for x in range(e.E):
+                out += [IMPLIES(AND(mk, x >= m("le")), NOT(s[("g", "el", x, i)])) for i in range(e.n) if i != j]
+        for x in range(e.E):
+            out += [IMPLIES(AND(lead, x >= s[("b", j, "le")]), NOT(s[("g", "el", x, i)]))
+                    for i in range(e.n) if i != j]
+    return AND(*out)
+
+
+def current_tag(e: Encoding, s):
+    return AND(*[IMPLIES(AND(s[("b", i, "alive")], NE(s[("b", i, "role")], NONE),
+                             EQ(s[("b", i, "le")], s[("z", "le")])), EQ(s[("b", i, "leader")], s[("z", "leader")]))
+                 for i in range(e.n)])
+
+
 def _props():
     from checkers.prove import props     # the invariants module imports nothing of this one
     return props
@@ -167,6 +531,8 @@ STRENGTHENING = {
     # proved invariants reused as strengthening of harder ones
     "HwBelowLeo": lambda e, s: _props().hw_below_leo(e, s),
     "ReplicationQuorumSuperset": lambda e, s: _props().replication_quorum_superset(e, s),
+    "UniqueLeaderPerEpoch": lambda e, s: _props().unique_leader_per_epoch(e, s),
+    "LogMatching": lambda e, s: _props().log_matching(e, s),
     "LogBounds": log_bounds,
     "TypeOk": type_ok,
     "EpochsBounded": epochs_bounded,
@@ -174,15 +540,35 @@ STRENGTHENING = {
     "OneLeaderPerEpoch": one_leader_per_epoch,
     "LeaderInIsr": leader_in_isr,
     "LeaderIsrView": leader_isr_view,
+    "FetchInFlight": fetch_in_flight,
+    "CacheMatchesLog": cache_matches_log,
+    "EntryUnique": entry_unique,
+    "LogPrefix": log_prefix,
+    "EpochPrefix": epoch_prefix,
+    "LeaderOwnsEpoch": leader_owns_epoch,
+    "SameEpochAgree": same_epoch_agree,
+    "CurrentTag": current_tag,
+    "CacheEpochs": cache_epochs,
+    "LeaderSession": leader_session,
+    "FetchInRange": fetch_in_range,
+    "HwExposed": hw_exposed,
+    "Positions": positions,
+    "LeaderStays": leader_stays,
 }
 
 _ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
              "LeaderIsrView")
+# Log matching: the extended logs (a follower's log with the fetch response on its way to it)
+# never disagree where they overlap in one epoch, because records are unique, an epoch's records
+# are its leader's, and the caches locate every epoch for the truncation rule.
+_LOGS = _ISR_VIEW + ("HwBelowLeo", "ReplicationQuorumSuperset", "UniqueLeaderPerEpoch", "FetchInFlight",
+                     "CacheMatchesLog", "EntryUnique", "LogPrefix", "EpochPrefix", "LeaderOwnsEpoch",
+                     "SameEpochAgree", "CurrentTag", "CacheEpochs", "LeaderSession")
 NEEDS: dict[str, tuple[str, ...]] = {
     "HwBelowLeo": ("LogBounds",),
     "MonotonicEpochs": (),
     "ReplicationQuorumSuperset": _ISR_VIEW,
-    # not yet enough: see BENCHMARKS.md (z3 engine) for what these proofs still lack
-    "LogMatching": _ISR_VIEW + ("HwBelowLeo",),
-    "StrongIsr": _ISR_VIEW + ("HwBelowLeo", "ReplicationQuorumSuperset"),
+    "LogMatching": _LOGS,
+    # StrongIsr: below a HW is the exposed prefix, which every ISR member holds
+    "StrongIsr": _LOGS + ("LogMatching", "FetchInRange", "HwExposed", "Positions", "LeaderStays"),
 }

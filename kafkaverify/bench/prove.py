@@ -3,6 +3,8 @@ and time to the first counterexample for v0.10 and `current --without FIX` (next
 explorer's time on the same config, in the same run).
 
     nice -n 15 python -m kafkaverify.bench.prove induction --brokers 3 5 --records 2 4
+    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 2 3 --records 2 --invariant \
+        LogMatching StrongIsr --baseline
     nice -n 15 python -m kafkaverify.bench.prove bmc --depth 8
     nice -n 15 python -m kafkaverify.bench.prove bmc3 --depth 30 --time-limit 120
 """
@@ -42,15 +44,26 @@ def main(argv=None) -> None:
     ap.add_argument("--invariant", nargs="*", default=["HwBelowLeo", "MonotonicEpochs"])
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--baseline", action="store_true",
+                    help="also run each proof over every action instance (no symmetry reduction) "
+                         "and print the ratio, same run")
     a = ap.parse_args(argv)
     if a.what == "induction":
-        print("| invariant | replicas | log length | verdict | seconds |\n|---|---|---|---|---|")
+        head = "| invariant | replicas | log length | verdict | seconds |"
+        if a.baseline:
+            head += " all instances s | ratio |"
+        print(head + "\n|---|---|---|---|---|" + ("---|---|" if a.baseline else ""))
         for inv in a.invariant:
             for n in a.brokers:
                 for r in a.records:
-                    p = prove(Model(prove_config("current", (), n, r)), inv, time_limit=a.time_limit)
-                    print(f"| {inv} | {n} | {r} | {p.verdict}{' (' + p.failing + ')' if p.failing else ''} "
-                          f"| {p.seconds:.1f} |", flush=True)
+                    m = Model(prove_config("current", (), n, r))
+                    p = prove(m, inv, time_limit=a.time_limit)
+                    line = (f"| {inv} | {n} | {r} | {p.verdict}{' (' + p.failing + ')' if p.failing else ''} "
+                            f"| {p.seconds:.1f} |")
+                    if a.baseline:
+                        q = prove(m, inv, time_limit=a.time_limit, symmetric=False)
+                        line += f" {q.seconds:.1f} ({q.verdict}) | {q.seconds / max(p.seconds, 1e-9):.1f} |"
+                    print(line, flush=True)
     else:
         print("| config | BMC | BMC s | explorer | explorer s |\n|---|---|---|---|---|")
         for gen, without, bounds, invs in (BMC_CASES if a.what == "bmc" else BMC_THREE):
