@@ -92,6 +92,7 @@ class Partition:
         self.maximal_isr: set[int] = set()
         self.replicas: list[int] = []
         self.zk_version = -1
+        self.leader_broker_epoch = -1       # the leader's broker epoch kept with the partition state
         self.min_insync = 1
         self.hw = plog.checkpointed_hw
         self.follower_leo: dict[int, int] = {}
@@ -129,6 +130,7 @@ class Broker:
         self.log_config = LogConfig(**cfg.log)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch_seen = 0
+        self.broker_epoch: int | None = None   # of our current registration (KIP-380); None before it
         self.live_brokers: dict[int, tuple[str, int]] = {}
         self.topic_assignments: dict[str, dict] = {}
         self.partition_states: dict[tuple[str, int], dict] = {}
@@ -224,7 +226,16 @@ class Broker:
                     await self.cc("create", self.path(p), b"", makepath=True)
                 except Exception:
                     pass
-        body = json.dumps({"host": self.cfg.host, "port": self.cfg.port}).encode()
+        # The broker epoch (KIP-380) tells this registration apart from every earlier one of our
+        # id: Kafka uses the registration node's creation zxid; a counter in the store serves
+        # the same purpose on both backends and survives a restart of the embedded server. The
+        # controller treats a registration with a newer epoch as a failure and a start (a bounce),
+        # and keeps the leader's epoch with each partition state. Known before the node exists,
+        # so that requests addressed to an earlier registration are refused from now on.
+        self.broker_epoch = await self.cc("increment", self.path("/broker_epoch"))
+        body = json.dumps({"host": self.cfg.host, "port": self.cfg.port,
+                           "broker_epoch": self.broker_epoch}).encode()
+        log.info("broker %d: registering with broker epoch %d", self.id, self.broker_epoch)
         # Our previous session's node lingers until the server expires that session, which can
         # take a few session timeouts after a server stall. Bounded; never fall through silently.
         deadline = time.monotonic() + 4 * self.cfg.session_timeout_ms / 1000 + 10
@@ -531,6 +542,7 @@ class Broker:
     def describe(self) -> dict:
         """Read-only state dump (tests, tools): controller epoch seen and each replica's state."""
         return {"error_code": 0, "node": self.id, "controller_epoch_seen": self.controller_epoch_seen,
+                "broker_epoch": self.broker_epoch,
                 "generation": self.cfg.generation, "fixes": sorted(self.fixes),
                 "partitions": [{"topic": t, "partition": i, "role": p.role, "leader": p.leader,
                                 "leader_epoch": p.leader_epoch, "isr": sorted(p.isr),
@@ -541,6 +553,14 @@ class Broker:
 
     def handle_leader_and_isr(self, body: dict) -> dict:
         ce = int(body.get("controller_epoch", -1))
+        be = int(body.get("broker_epoch", -1))
+        if not rules.check_broker_epoch(be, self.broker_epoch):
+            # addressed to an earlier registration of our id: the controller has not yet handled
+            # our bounce; its next LeaderAndIsr, after it has, names our epoch (KIP-380)
+            self.event("stale_request_rejected", request="LeaderAndIsr", controller_epoch=ce,
+                       current_controller_epoch=self.controller_epoch_seen, broker_epoch=be,
+                       current_broker_epoch=self.broker_epoch)
+            return {"error_code": codec.STALE_BROKER_EPOCH, "partitions": []}
         if not rules.check_controller_epoch(ce, self.controller_epoch_seen, self.fixes):
             self.event("stale_request_rejected", request="LeaderAndIsr", controller_epoch=ce,
                        current_controller_epoch=self.controller_epoch_seen)
@@ -568,6 +588,7 @@ class Broker:
         p.maximal_isr = set(p.isr)
         p.replicas = list(e.get("replicas", p.replicas))
         p.zk_version = int(e.get("zk_version", -1))
+        p.leader_broker_epoch = int(e.get("leader_broker_epoch", -1))
         p.min_insync = int(e.get("min_insync", 1))
         return old
 
@@ -666,8 +687,10 @@ class Broker:
         ok = False
         try:
             for _ in range(5):
+                # the leader's broker epoch is the controller's record of whom it elected: kept
                 body = json.dumps({"controller_epoch": self.controller_epoch_seen, "leader": self.id,
-                                   "leader_epoch": epoch, "isr": sorted(new_isr), "version": 1}).encode()
+                                   "leader_epoch": epoch, "isr": sorted(new_isr), "version": 1,
+                                   "leader_broker_epoch": p.leader_broker_epoch}).encode()
                 try:
                     p.zk_version = await self.cc("set", path, body, p.zk_version)
                     ok = True
