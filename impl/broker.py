@@ -62,6 +62,7 @@ class BrokerConfig:
     generation: str = "current"
     coord_root: str = ""
     session_timeout_ms: int = 6000
+    coord_connection_timeout_ms: int = 18000    # Kafka: zookeeper.connection.timeout.ms
     replica_lag_time_max_ms: int = 3000
     replica_fetch_wait_ms: int = 500            # Kafka: replica.fetch.wait.max.ms
     hw_checkpoint_ms: int = 1000
@@ -206,8 +207,7 @@ class Broker:
         self.server = await asyncio.start_server(self._serve, self.cfg.host, self.cfg.port,
                                                  reuse_address=True, limit=1 << 20)
         print(f"broker {self.id} listening {self.cfg.host}:{self.cfg.port}", flush=True)
-        from impl.coord import connect
-        self.coord = await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms)
+        self.coord = await self._connect_coordination()
         self.coord.on_session_expired(lambda: self.from_thread(self._session_expired))
         await self._register()
         self.event("broker_started", port=self.cfg.port)
@@ -218,6 +218,26 @@ class Broker:
         await self._stop.wait()
         timers.cancel()
         await self.shutdown()
+
+    async def _connect_coordination(self):
+        """Open a coordination session, trying again until coord_connection_timeout_ms: a server
+        that is stopped for a while (the machine stalled, it restarts) must not end a broker
+        that starts or renews its session meanwhile -- a new process started during a stall
+        would otherwise exit at the first 5 s hello timeout. Past the bound the last error is
+        raised (the process exits; a supervisor restarts it)."""
+        from impl.coord import connect
+        from impl.coord.base import CoordError
+        deadline = time.monotonic() + self.cfg.coord_connection_timeout_ms / 1000
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms,
+                                     connect_timeout_s=min(5.0, max(left, 0.5)))
+            except CoordError as e:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("broker %d: no coordination session yet (%s); trying again", self.id, e)
+                await asyncio.sleep(0.2)
 
     async def _register(self) -> None:
         for p in ("/brokers/ids", "/brokers/topics"):
@@ -265,7 +285,6 @@ class Broker:
         asyncio.ensure_future(self._reconnect())
 
     async def _reconnect(self) -> None:
-        from impl.coord import connect
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -275,7 +294,7 @@ class Broker:
         except Exception:
             pass
         try:
-            self.coord = await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms)
+            self.coord = await self._connect_coordination()
             self.coord.on_session_expired(lambda: self.from_thread(self._session_expired))
             self.topic_assignments = {}          # re-watch every topic on the new session
             await self._register()
