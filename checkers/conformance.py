@@ -211,19 +211,8 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
         if r.role == LEADER and int(ev["leader_epoch"]) == r.le:
             r.pending = None
         return True
-    if t == "isr_proposed":
-        return _isr_proposed(p, n, r, ev, res)
-    if t == "epoch_answered":
-        return _epoch_answered(p, n, r, ev, res)
-    if t == "stale_epoch_request":
-        return _stale_epoch_request(p, n, r, ev, res)
-    if t == "appended":
-        return _appended(p, n, r, ev, res)
-    if t == "truncated":
-        return _truncated(p, n, r, ev, res)
-    if t == "hw_advanced":
-        return _hw(p, n, r, ev, res)
-    return False
+    check = _RULE_CHECKS.get(t)
+    return check(p, n, r, ev, res) if check else False
 
 
 def _appended(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:
@@ -472,3 +461,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# broker event type -> the check of that event against its spec rule
+_RULE_CHECKS = {
+    "isr_proposed": _isr_proposed,
+    "epoch_answered": _epoch_answered,
+    "stale_epoch_request": _stale_epoch_request,
+    "appended": _appended,
+    "truncated": _truncated,
+    "hw_advanced": _hw,
+}

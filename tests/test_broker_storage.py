@@ -50,6 +50,25 @@ def test_append_assigns_offsets_epochs_and_reads_whole_batches(tmp_path):
     assert DefaultRecordBatch(next(lg.batches())[1]).validate_crc()
 
 
+def test_an_epoch_that_appended_nothing_is_dropped_from_the_cache(tmp_path):
+    """Kafka's LeaderEpochFileCache.assign removes entries starting at or after the new entry's
+    start: a leader epoch assigned on an empty log (or at the same offset as the next one) is
+    forgotten, so the cache stays strictly monotonic in start offsets and the OffsetsForLeaderEpoch
+    answer for the forgotten epoch names the requested epoch (a nemesis run found the broker
+    keeping (0, 0) beside (3, 0) and answering epoch 0 where Kafka and the model answer 2)."""
+    lg = PartitionLog(tmp_path / "t-0")
+    lg.epochs.assign(0, 0)
+    lg.epochs.assign(3, 0)
+    assert lg.epochs.entries == [(3, 0)]
+    assert lg.append_as_leader(batch([b"a"]), 3)[:2] == (0, 0)
+    lg.epochs.assign(4, 1)
+    lg.epochs.assign(6, 1)
+    assert lg.epochs.entries == [(3, 0), (6, 1)]
+    # reopened from the checkpoint, the cache is the same
+    lg.close()
+    assert PartitionLog(tmp_path / "t-0").epochs.entries == [(3, 0), (6, 1)]
+
+
 def test_roll_index_lookup_time_index_and_reopen(tmp_path):
     cfg = LogConfig(segment_bytes=1000, index_interval_bytes=100)
     lg = PartitionLog(tmp_path / "t-0", cfg)

@@ -17,6 +17,12 @@ so a frame may hold any number of runs):
    explanations. So the anomalies and their witnesses are the oracle's by construction; the
    kernel's job is to never miss a flag (tests/test_history_columnar.py checks both ways).
 
+The kernel never holds strings: `prepare` turns events into a lean frame (enums, 64-bit
+hashes of topics, groups and values, poll-list summaries), and the full rows of flagged
+partitions are fetched again by row. check_file checks a history of more than CHUNK_EVENTS
+events in chunks of partitions (`_check_chunked`: one read in slices, spilled per chunk), so
+memory is bounded by a chunk; screens of disjoint partition sets merge by addition (Screen).
+
 The cost is linear in events for clean partitions; a flagged partition costs the object
 checkers' (near-linear) time for that partition alone. The cross-partition cycle search needs
 the whole history as objects: it runs (bounded by cycle_max_ops, as before) only when some
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Callable
 
 import polars as pl
 
@@ -56,6 +62,14 @@ def _runs_of(df: pl.DataFrame, cond: pl.Expr) -> set[int]:
     return set(df.select("run", cond.alias("_b")).filter(pl.col("_b")).get_column("run").unique().to_list())
 
 
+def _by(df: pl.DataFrame, key: str) -> pl.DataFrame:
+    """`df` sorted by `key` and flagged so: joins on two flagged keys merge instead of hashing
+    (about 10x cheaper on one core). Already sorted (invokes by id, usually) costs one check."""
+    if df.get_column(key).is_sorted():
+        return df.set_sorted(key)
+    return df.sort(key)
+
+
 def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
     """Runs holding a repeated `key` (the cheap unique-count test first: the usual answer)."""
     if df.get_column(key).n_unique() == df.height:
@@ -64,130 +78,215 @@ def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1-2. Input screen and pairing. `ev` holds the events of one or many runs: the schema's
-# columns, `run` (an integer per history), `row` (the event's row in its file, for messages)
-# and `_i` (the event's position in the frame: runs are contiguous and in file order).
+# 1-2. Input screen and pairing. `prepare` turns events (the schema's columns, `run`, an integer
+# per history, and optionally `_i`, the event's position: runs contiguous and in file order)
+# into a lean frame: no strings (type, f and delivery as enums, topic and group as integer
+# codes, values as 64-bit hashes), the poll lists' summaries, and one `bad` flag per row for
+# every row rule of the reader. It is lazy, so a Parquet scan decodes only what it needs.
 
-def pair(ev: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
-    """One row per operation (invoke joined with its completion by id), and the runs whose
-    events break a rule of the reader (traces/history.py pair/check_event): those runs go to
-    the object reader, which names the row. Keys are packed into single integers (run << 32 |
-    id, and so on): single-column joins are several times cheaper than multi-column ones."""
+# The columns `prepare` reads (never key's text, error, wall clocks or trace_id).
+NEEDED = tuple(n for n in FIELDS if n not in ("error", "wall_ns"))
+
+
+def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
     c = pl.col
-    bad: set[int] = set()
-    row_bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED])
-    row_bad = row_bad | ~c("type").is_in(TYPES) | ~c("f").is_in(FS)
-    row_bad = row_bad | (c("delivery").is_not_null() & ~c("delivery").is_in(DELIVERY_MODES))
-    row_bad = row_bad | (c("offset") < 0).fill_null(False) | (c("offset") >= LIMIT32).fill_null(False)
-    row_bad = row_bad | (c("offsets").list.min() < 0).fill_null(False)
-    row_bad = row_bad | (c("offsets").list.max() >= LIMIT32).fill_null(False)
+    if "_i" not in lf.collect_schema().names():
+        lf = lf.with_row_index("_i")
+    typ = c("type").cast(pl.Enum(TYPES), strict=False)
+    f = c("f").cast(pl.Enum(FS), strict=False)
+    inv = c("type") == "invoke"
+    bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED]) | typ.is_null() | f.is_null()
+    bad = bad | (c("delivery").is_not_null()
+                 & c("delivery").cast(pl.Enum(DELIVERY_MODES), strict=False).is_null())
+    bad = bad | (c("offset") < 0).fill_null(False) | (c("offset") >= LIMIT32).fill_null(False)
+    bad = bad | (c("offsets").list.min() < 0).fill_null(False)
+    bad = bad | (c("offsets").list.max() >= LIMIT32).fill_null(False)
     # Packed keys need small non-negative ids, processes and partitions (else: object reader).
     for n in ("id", "process"):
-        row_bad = row_bad | (c(n) < 0) | (c(n) >= LIMIT32)
-    row_bad = row_bad | (c("partition") < 0).fill_null(False)
-    for f, need in INVOKE_NEEDS.items():
+        bad = bad | (c(n) < 0) | (c(n) >= LIMIT32)
+    bad = bad | (c("partition") < 0).fill_null(False)
+    for op, need in INVOKE_NEEDS.items():
         if need:
-            row_bad = row_bad | ((c("type") == "invoke") & (c("f") == f)
-                                 & pl.any_horizontal([c(n).is_null() for n in need]))
+            bad = bad | (inv & (c("f") == op) & pl.any_horizontal([c(n).is_null() for n in need]))
     # A completion may carry only its operation's result fields (restating a request field is
     # legal but rare; the object reader checks that it agrees with the invoke).
     for n in FIELDS:
         if n in ALWAYS_OWN:
             continue
-        owners = [f for f, res in RESULT_FIELDS.items() if n in res]
-        row_bad = row_bad | ((c("type") != "invoke") & c(n).is_not_null() & ~c("f").is_in(owners))
-    bad |= _runs_of(ev, row_bad.fill_null(True))
+        owners = [o for o, res in RESULT_FIELDS.items() if n in res]
+        bad = bad | (~inv & c(n).is_not_null() & ~c("f").is_in(owners))
+    # An ok poll carries its records: offsets and values of one length.
+    bad = bad | ((c("type") == "ok") & (c("f") == "poll") & (
+        c("offsets").is_null() | c("values").is_null()
+        | (c("offsets").list.len() != c("values").list.len())))
+    n = c("offsets").list.len()
+    return lf.select(
+        "run", "_i", "id", typ.alias("type"), "process", f.alias("f"),
+        # Topics and groups by 64-bit hash: the same code in every slice of a chunked read
+        # (categorical codes are per cast). Two names meeting in a hash would merge two
+        # partitions' or groups' checks: as unlikely as the value hashes meeting.
+        pl.when(c("topic").is_not_null()).then(c("topic").hash()).alias("tc"), "partition",
+        pl.when(c("value").is_not_null()).then(c("value").hash()).alias("vh"),
+        "offset", "offsets", c("values").list.eval(pl.element().hash()).alias("vhs"),
+        n.alias("n"), c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol"),
+        c("offsets").list.max().alias("omax"),
+        pl.when(c("group").is_not_null()).then(c("group").hash()).alias("group"), "generation", "final",
+        c("delivery").cast(pl.Enum(DELIVERY_MODES), strict=False).alias("delivery"), "mono_ns",
+        bad.fill_null(True).alias("bad"))
+
+
+@dataclass
+class Paired:
+    ops: pl.DataFrame        # one row per operation (lean columns, `pk` per topic-partition)
+    recs: pl.DataFrame       # one row per record read by an ok poll
+    bad: set[int]            # runs whose events break a rule of the reader
+
+    def without(self, runs: set[int]) -> "Paired":
+        if not runs:
+            return self
+        keep = ~pl.col("run").is_in(pl.Series(sorted(runs), dtype=pl.Int64).implode())
+        return Paired(self.ops.filter(keep), self.recs.filter(keep), set())
+
+
+def _attach(inv: pl.DataFrame, comp: pl.DataFrame) -> tuple[pl.DataFrame, set[int]]:
+    """Each invoke with its completion's columns (null if none), and the runs holding a
+    completion without an invoke. Invokes usually come in id order: then each completion's
+    invoke is found by binary search and its columns scattered there (about 3x cheaper than
+    sorting the completions for a merge join, on one core); else a merge join."""
+    ik = inv.get_column("ik")
+    cik = comp.get_column("ik")
+    if not ik.is_sorted():
+        ops = _by(inv, "ik").join(_by(comp, "ik"), on="ik", how="left")
+        if ops.get_column("comp_row").is_not_null().sum() == comp.height:
+            return ops, set()
+        orphan = comp.join(inv.select("ik"), on="ik", how="anti")
+        return ops, set((orphan.get_column("ik") // LIMIT32).unique().to_list())
+    orphans: set[int] = set()
+    if ik.len() == 0:
+        pos = pl.Series("pos", [], pl.UInt32)
+        found = pl.Series([False] * cik.len())
+    else:
+        pos = ik.search_sorted(cik, side="left")
+        found = ik.gather(pos.clip(upper_bound=ik.len() - 1)) == cik
+        found = found & (pos < ik.len())
+    if not found.all():
+        orphans = set((cik.filter(~found) // LIMIT32).unique().to_list())
+        comp, pos = comp.filter(found), pos.filter(found)
+    cols = []
+    for name in comp.columns:
+        if name == "ik":
+            continue
+        col = comp.get_column(name)
+        empty = pl.select(pl.repeat(None, ik.len(), dtype=col.dtype)).to_series().alias(name)
+        cols.append(empty.scatter(pos, col) if pos.len() else empty)
+    return inv.with_columns(cols), orphans
+
+
+def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -> Paired:
+    """One row per operation (invoke joined with its completion by id), the records the ok
+    polls read, and the runs whose events break a rule of the reader (traces/history.py
+    pair/check_event): those runs go to the object reader, which names the row. `ev` is a
+    prepared (lean) frame. Keys are packed into single integers (run << 32 | id, and so on):
+    single-column joins are several times cheaper than multi-column ones. `codes` (the topic
+    codes, sorted) and `pmax` fix the partition keys when `ev` is one chunk of a history."""
+    c = pl.col
+    bad: set[int] = set()
+    if ev.get_column("bad").any():
+        bad |= _runs_of(ev, c("bad"))
     ik = ((c("run").cast(pl.Int64) * LIMIT32) + c("id")).alias("ik")
     is_inv = c("type") == "invoke"
-    # Project before filtering: a filter gathers every column it is given.
+    # Project before filtering: a filter gathers every column it is given; no list column
+    # goes through the join (the records are joined to their polls afterwards).
     inv = ev.lazy().filter(is_inv).select(
-        "run", ik, "id", "process", "f", "topic", "partition", "value", "offset", "group",
-        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("_i").alias("inv_row"),
-        *CONFIG).collect()
+        "run", ik, "id", "process", "f", "tc", "partition", "vh", "offset", "group",
+        "generation", "final", "delivery", c("mono_ns").alias("inv"), c("_i").alias("inv_row")).collect()
     comp = ev.lazy().filter(~is_inv).select(
         ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
-        c("_i").alias("comp_row"), c("offset").alias("offset_c"), "offsets", "values",
+        c("_i").alias("comp_row"), c("offset").alias("offset_c"), "n", "o0", "ol", "omax",
         c("generation").alias("generation_c")).collect()
     bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
-    ops = inv.join(comp, on="ik", how="left")
-    matched = ops.get_column("comp_row").is_not_null().sum()
-    if matched != comp.height:      # completions without an invoke (rare): which runs
-        orphan = comp.join(inv.select("ik"), on="ik", how="anti")
-        bad |= set((orphan.get_column("ik") // LIMIT32).unique().to_list())
-    kind = pl.coalesce("type", pl.lit("info"))
+    ops, orphans = _attach(inv, comp)
+    if orphans:                     # completions without an invoke (rare): which runs
+        bad |= orphans
+    kind = pl.coalesce("type", pl.lit("info", pl.Enum(TYPES)))
+    ok = kind == "ok"
     ops = ops.with_columns(
         kind.alias("type"),
         pl.when(kind != "info").then(c("end")).otherwise(None).alias("comp"),
         pl.coalesce("offset_c", "offset").alias("offset"),
-        pl.when(kind == "ok").then(c("offsets")).otherwise(None).alias("offsets"),
-        pl.when(kind == "ok").then(c("values")).otherwise(None).alias("values"),
+        *[pl.when(ok).then(c(n)).otherwise(None).alias(n) for n in ("n", "o0", "ol", "omax")],
         pl.coalesce("generation_c", "generation").alias("generation"),
         c("final").fill_null(False))
     bad |= _runs_of(ops, c("comp_row").is_not_null() & (
         (c("comp_row") < c("inv_row")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
         | (c("end") < c("inv"))))
-    ok = c("type") == "ok"
-    bad |= _runs_of(ops, ok & (c("f") == "send") & c("offset").is_null())
-    bad |= _runs_of(ops, ok & (c("f") == "poll") & (
-        c("offsets").is_null() | c("values").is_null()
-        | (c("offsets").list.len() != c("values").list.len())).fill_null(True))
+    bad |= _runs_of(ops, (c("type") == "ok") & (c("f") == "send") & c("offset").is_null())
     ops = ops.drop("offset_c", "generation_c", "process_c", "f_c")
     # One key per partition of a run: run * (partitions) + partition, per topic.
-    topics = ops.filter(c("topic").is_not_null()).get_column("topic").unique().sort()
-    pmax = (ops.get_column("partition").max() or 0) + 1
-    if topics.len() <= 1:
+    if codes is None:
+        codes = ops.get_column("tc").drop_nulls().unique().sort()
+        pmax = (ops.get_column("partition").max() or 0) + 1
+    codes = pl.Series("tc", codes, dtype=pl.UInt64)
+    if codes.len() <= 1:
         tcode = pl.lit(0, pl.Int64)
     else:
-        tcode = c("topic").replace_strict(topics.to_list(), list(range(topics.len())),
-                                          default=None, return_dtype=pl.Int64)
-    ops = ops.with_columns(((c("run").cast(pl.Int64) * max(topics.len(), 1) + tcode) * pmax
+        tcode = c("tc").replace_strict(codes.to_list(), list(range(codes.len())),
+                                       default=None, return_dtype=pl.Int64)
+    ops = ops.with_columns(((c("run").cast(pl.Int64) * max(codes.len(), 1) + tcode) * pmax
                             + c("partition").cast(pl.Int64)).alias("pk"))
     if (ops.get_column("pk").max() or 0) >= 2**30:
         bad |= set(ops.get_column("run").unique().to_list())
     # Values are unique per partition (the checkers identify records by value); compared by
     # 64-bit hash here, the object reader decides if two hashes meet.
-    sends = ops.filter(c("f") == "send").select("run", "pk", c("value").hash().alias("vh"))
-    if sends.select(pl.struct("pk", "vh").n_unique()).item() != sends.height:
+    sends = ops.filter(c("f") == "send").select("run", "pk", "vh")
+    if sends.group_by("pk").agg(c("vh").n_unique()).get_column("vh").sum() != sends.height:
         bad |= _runs_of(sends, pl.struct("pk", "vh").is_duplicated())
-    return ops, bad
+    # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
+    polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
+        "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
+    lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+        c("_i").alias("comp_row"), "offsets", "vhs").collect()
+    recs = (_by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
+            .explode(["offsets", "vhs"])
+            .rename({"offsets": "offset", "vhs": "vh"})
+            .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
+    return Paired(ops, recs, bad)
 
 
 # ---------------------------------------------------------------------------------------------
 # 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
 # is what matters: a flagged partition gets every object check.
 
-def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[set[int], pl.DataFrame]:
-    """(flagged pks, per-run counts: undecided writes, consumer-offsets examined)."""
+def flag_partitions(pd: Paired, deadline: float | None = None,
+                    assigns: pl.DataFrame | None = None) -> tuple[set[int], pl.DataFrame]:
+    """(flagged pks, per-run counts: undecided writes, consumer-offsets examined). `assigns`:
+    every assign/subscribe of the runs when `pd` holds only some of their partitions (a
+    consumer's group and a group's generations and mode span partitions)."""
     c = pl.col
+    ops, recs = pd.ops, pd.recs
     flags: list[pl.Series] = []
     p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
     rk = (c("pk") * LIMIT32 + c("offset")).alias("rk")
     sp = (c("pk") * LIMIT32 + c("process")).alias("sp")
-    sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process",
-                                               c("value").hash().alias("vh"))
+    sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process", "vh")
     acked = sends.filter(c("type") == "ok").with_columns(rk, sp).with_row_index("ai")
     polls = p.filter((c("f") == "poll") & (c("type") == "ok")).select(
-        "run", "pk", "id", "process", "inv", "comp", "final", "offsets", "values")
-    recs = (polls.filter(c("offsets").list.len() > 0)
-            .select("run", "pk", c("id").alias("pid"), "process", "comp", "final", "offsets", "values")
-            .explode(["offsets", "values"])
-            .select("run", "pk", "pid", "process", "comp", "final", c("offsets").alias("offset"),
-                    c("values").hash().alias("vh")))
-    recs = recs.with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk"))
+        "run", "pk", "id", "process", "inv", "comp", "final", "n", "o0", "ol", "omax")
     _late(deadline)
     # Two acknowledgements of one offset.
     if acked.get_column("rk").n_unique() != acked.height:
         flags.append(acked.filter(c("rk").is_duplicated()).get_column("pk"))
     # Records that disagree with the acknowledgement at their offset ("odd": an info send's
     # value, or a contradiction). Every other record is an acknowledged send read in place.
-    m = recs.join(acked.select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
+    m = _by(recs, "rk").join(_by(acked.select("rk", "ai", c("vh").alias("avh")), "rk"), on="rk", how="left")
     odd = m.filter(c("avh").is_null() | (c("avh") != c("vh")))
     placed = pl.DataFrame(schema={"pk": pl.Int64, "offset": pl.Int64, "inv": pl.Int64, "sid": pl.Int64})
     if odd.height:
-        o = odd.join(sends.select("pk", "vh", c("id").alias("sid"), c("type").alias("stype"),
-                                  c("inv").alias("sinv")), on=["pk", "vh"], how="left")
-        flags.append(o.filter(c("stype").is_null() | (c("stype") != "info") | c("avh").is_not_null())
-                     .get_column("pk"))
+        # Values are unique per partition: at most one send matches; only info sends place.
+        o = odd.join(sends.filter(c("type") == "info").select(
+            "pk", "vh", c("id").alias("sid"), c("type").alias("stype"), c("inv").alias("sinv")),
+            on=["pk", "vh"], how="left")
+        flags.append(o.filter(c("stype").is_null() | c("avh").is_not_null()).get_column("pk"))
         pl_ = o.filter(c("stype") == "info").select("pk", "sid", "offset", c("sinv").alias("inv")).unique()
         flags.append(pl_.filter(pl.struct("pk", "sid").is_duplicated()).get_column("pk"))
         flags.append(pl_.filter(pl.struct("pk", "offset").is_duplicated()).get_column("pk"))
@@ -237,11 +336,12 @@ def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[s
     # subscribe), each resumes right after the previous one.
     step = c("offset") - c("offset").shift(1)
     flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
-    assigns = p.filter(c("f").is_in(["assign", "subscribe"]) & (c("type") != "fail"))
+    if assigns is None:
+        assigns = p.filter(c("f").is_in(["assign", "subscribe"]))
+    assigns = assigns.filter(c("type") != "fail")
     seq = pl.concat([
-        polls.filter(c("offsets").list.len() > 0).select(
-            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"),
-            c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol")),
+        polls.filter(c("n") > 0).select(
+            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"), "o0", "ol"),
         assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
                        pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
     ]).sort("sp", "inv", "id").with_columns(c("reset").cum_sum().alias("seg"))
@@ -262,8 +362,8 @@ def flag_partitions(ops: pl.DataFrame, deadline: float | None = None) -> tuple[s
           .with_columns(c("inv").cum_max().over("pk").alias("latest")))
     below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
     flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
-    pm = (polls.filter(c("offsets").list.len() > 0)
-          .select("pk", "comp", (c("pk") * LIMIT32 + c("offsets").list.max()).alias("rk"))
+    pm = (polls.filter(c("n") > 0)
+          .select("pk", "comp", (c("pk") * LIMIT32 + c("omax")).alias("rk"))
           .join(at.select("rk", "latest"), on="rk", how="left"))
     flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
     _late(deadline)
@@ -287,9 +387,8 @@ def _consumer(ops, p, polls, recs, assigns, at):
         "run", "pk", "id", "group", "offset", "generation", "inv", "comp")
     grouped = assigns.filter(c("group").is_not_null())
     group_of = grouped.sort("run", "inv", "id").group_by("run", "process").agg(c("group").last())
+    # (The order of `first` matters not: a group with two modes goes to the object checkers.)
     modes = (grouped.filter(c("delivery").is_not_null())
-             .with_columns(c("topic") + "-" + c("partition").cast(pl.String))
-             .sort("run", "topic", "inv", "id")
              .group_by("run", "group").agg(c("delivery").first(), c("delivery").n_unique().alias("nm")))
     # A group declaring two modes (rare): every partition of that run to the object checkers.
     mixed = modes.filter(c("nm") > 1).select("run")
@@ -321,6 +420,18 @@ def _consumer(ops, p, polls, recs, assigns, at):
                       allow_exact_matches=False, check_sortedness=False))
     out.append(fen.filter(c("newest") > c("generation")).get_column("pk"))
     grp_recs = recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
+    # (record, group) as one integer key when it fits: ((pk * groups + group) << 32) + offset;
+    # single-integer group-bys and joins cost a fraction of two-column ones.
+    gl = grouped.get_column("group").unique().sort()
+    pkmax = (ops.get_column("pk").max() or 0) + 1
+    if gl.len() and pkmax * gl.len() < 2**30:
+        gd = c("group").replace_strict(gl.to_list(), list(range(gl.len())), default=None,
+                                       return_dtype=pl.Int64)
+        rgk = ((c("pk") * gl.len() + gd) * LIMIT32 + c("offset")).alias("rgk")
+        rg = ["rgk"]
+    else:
+        rgk, rg = c("rk").alias("rk"), ["rk", "group"]
+    grp_recs = grp_recs.with_columns(rgk)
     # delivery-at-least-once: every log offset from the group's start below a commit was first
     # read by a member before the commit began.
     alo = modes.filter(c("delivery") == "at-least-once").select("run", "group")
@@ -328,12 +439,13 @@ def _consumer(ops, p, polls, recs, assigns, at):
     if acm.height:
         starts = (assigns.filter((c("type") == "ok") & c("offset").is_not_null() & c("group").is_not_null())
                   .group_by("pk", "group").agg(c("offset").min().alias("start")))
-        first = grp_recs.group_by("rk", "group").agg(c("comp").min().alias("first"))
+        first = grp_recs.group_by(rg).agg(c("comp").min().alias("first"))
         pairs = acm.select("pk", "group").unique()
         lo = (at.select("pk", "offset", "rk").join(pairs, on="pk", how="inner")
               .join(starts, on=["pk", "group"], how="left")
               .filter(c("offset") >= c("start").fill_null(0))
-              .join(first, on=["rk", "group"], how="left")
+              .with_columns(rgk)
+              .join(first, on=rg, how="left")
               .with_columns(c("first").fill_null(BIG))
               .sort("offset")
               .with_columns(c("first").cum_max().over("pk", "group").alias("prefix")))
@@ -344,7 +456,7 @@ def _consumer(ops, p, polls, recs, assigns, at):
     # delivery-at-most-once: no offset delivered to the group by two polls.
     if amo.height:
         twice = (grp_recs.join(amo, on=["run", "group"], how="semi")
-                 .group_by("rk", "group").agg(c("pid").n_unique().alias("n"), c("pk").first())
+                 .group_by(rg).agg(c("pid").n_unique().alias("n"), c("pk").first())
                  .filter(c("n") > 1))
         out.append(twice.get_column("pk"))
     return out, examined
@@ -369,6 +481,12 @@ def c_row_in(rows: pl.Series) -> pl.Expr:
     return pl.col("_i").is_in(rows.implode())
 
 
+# fetch(selection) -> the full events (run, _i, row and every schema column) that the
+# selection (an expression over `run` and `_i`) picks: the object checkers' input, asked only
+# for flagged partitions or the cycle search, so the kernel itself never holds strings.
+Fetch = Callable[[pl.Expr], pl.DataFrame]
+
+
 @dataclass
 class RunResult:
     run: int
@@ -377,38 +495,90 @@ class RunResult:
     witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
 
 
-def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadline: float | None = None,
-          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
-          clean: list | None = None) -> dict[int, RunResult]:
-    """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
-    are the object checkers', on the flagged partitions). With `clean` (a list), only runs
-    with a flagged partition get a RunResult; the others' statuses are appended to `clean`
-    as one frame (run, status), decided in columns: no Python per clean run (mining)."""
-    from checkers.history import consumer, cycles, linearizable, log_checks
-    from checkers.history.index import build
+SETTINGS = ("producer_config", "assign", "subscribe")
+
+
+@dataclass
+class Screen:
+    """What the screens decided over some partitions (all of them, or one chunk's): the
+    flagged partitions, per-run counts and statistics, and the event rows the object checkers
+    need for the flagged partitions. Screens of disjoint partition sets merge by addition."""
+    done: bool
+    flagged: set[int]
+    counts: pl.DataFrame                 # run, undecided, consumer_examined, records
+    stats: pl.DataFrame                  # run, sends, polls, ops
+    rows: pl.Series                      # `_i` of the flagged partitions' events
+
+    @staticmethod
+    def merge(parts: list["Screen"]) -> "Screen":
+        c = pl.col
+        counts = pl.concat([s.counts for s in parts], how="diagonal_relaxed")
+        counts = counts.group_by("run").agg(c(n).sum() for n in counts.columns if n != "run")
+        stats = pl.concat([s.stats for s in parts]).group_by("run").agg(c("sends", "polls", "ops").sum())
+        return Screen(all(s.done for s in parts), set().union(*(s.flagged for s in parts)), counts,
+                      stats, pl.concat([s.rows for s in parts]).unique().sort())
+
+
+def screen(pd: Paired, deadline: float | None = None, assigns: pl.DataFrame | None = None) -> Screen:
     c = pl.col
+    ops = pd.ops
     done = True
     try:
-        flagged, counts = flag_partitions(ops, deadline)
+        flagged, counts = flag_partitions(pd, deadline, assigns)
     except TimeUp:
         done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
     p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
-    stats = {r["run"]: r for r in p.group_by("run").agg(
-        (c("f") == "send").sum().alias("sends"),
-        ((c("f") == "poll") & (c("type") == "ok")).sum().alias("polls")).iter_rows(named=True)}
-    n_ops = dict(ops.group_by("run").agg(pl.len()).iter_rows())
-    cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
-    found: dict[int, dict[str, tuple[list, list]]] = {}
-    histories: dict[int, History] = {}
+    stats = (ops.group_by("run").agg(pl.len().cast(pl.Int64).alias("ops"))
+             .join(p.group_by("run").agg((c("f") == "send").sum().cast(pl.Int64).alias("sends"),
+                                         ((c("f") == "poll") & (c("type") == "ok")).sum().cast(pl.Int64).alias("polls")),
+                   on="run", how="left")
+             .with_columns(c("sends", "polls").fill_null(0)).select("run", "sends", "polls", "ops"))
+    rows = pl.Series("_i", [], ops.schema["inv_row"])
     if flagged:
         fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
         runs_f = ops.filter(c("pk").is_in(fl.implode())).get_column("run").unique()
         # The flagged partitions' operations, plus every producer_config and assign/subscribe
         # of their runs (the settings, group members and generations the rules consult).
         sel = ops.filter(c("run").is_in(runs_f.implode()) & (
-            c("pk").is_in(fl.implode()) | c("f").is_in(["producer_config", "assign", "subscribe"])))
+            c("pk").is_in(fl.implode()) | c("f").is_in(SETTINGS)))
         rows = pl.concat([sel.get_column("inv_row"), sel.get_column("comp_row").drop_nulls()])
-        for run, h in to_histories(ev.filter(c_row_in(rows)), headers, where, base).items():
+    return Screen(done, flagged, counts, stats, rows)
+
+
+def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
+          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+          clean: list | None = None) -> dict[int, RunResult]:
+    """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
+    are the object checkers', on the flagged partitions). With `clean` (a list), only runs
+    with a flagged partition get a RunResult; the others' statuses are appended to `clean`
+    as one frame (run, status), decided in columns: no Python per clean run (mining)."""
+    sc = screen(pd, deadline)
+    if clean is not None and sc.done:
+        c = pl.col
+        p = pd.ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+        runs_f = set(pd.ops.filter(c("pk").is_in(pl.Series(sorted(sc.flagged), dtype=pl.Int64).implode()))
+                     .get_column("run").unique().to_list())
+        clean.append(_clean_status(pd.ops, p, sc.counts, runs_f))
+    return decide(sc, fetch, headers, deadline, cycle_max_ops, where, base,
+                  only_flagged=clean is not None and sc.done)
+
+
+def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
+           cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+           only_flagged: bool = False) -> dict[int, RunResult]:
+    """Verdicts from a screen: the object checkers on the flagged partitions' events (fetched
+    by row), the cycle search where some partition is not linearizable, counts elsewhere."""
+    c = pl.col
+    done, flagged, counts = sc.done, sc.flagged, sc.counts
+    stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
+    n_ops = {run: r["ops"] for run, r in stats.items()}
+    cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
+    found: dict[int, dict[str, tuple[list, list]]] = {}
+    histories: dict[int, History] = {}
+    if flagged:
+        from checkers.history import consumer, linearizable, log_checks
+        from checkers.history.index import build
+        for run, h in to_histories(fetch(c_row_in(sc.rows)), headers, where, base).items():
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
@@ -420,14 +590,10 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
     if done:
         need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
         if need:
-            full = to_histories(ev.filter(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
+            full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
                                 headers, where, base)
     out: dict[int, RunResult] = {}
-    to_judge = sorted(n_ops)
-    if clean is not None and done:
-        flagged_runs = set(found)
-        to_judge = sorted(flagged_runs)
-        clean.append(_clean_status(ops, p, counts, flagged_runs))
+    to_judge = sorted(found) if only_flagged else sorted(n_ops)
     for run in to_judge:
         st = stats.get(run, {"sends": 0, "polls": 0})
         k = cnt.get(run, {})
@@ -467,6 +633,8 @@ def judge(ev: pl.DataFrame, ops: pl.DataFrame, headers: dict[int, dict], deadlin
         else:
             # Some partition is not linearizable and the run is small: the whole run as
             # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
+            from checkers.history import cycles
+            from checkers.history.index import build
             h = full[run]
             results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
                                         deadline=deadline))
@@ -493,55 +661,3 @@ def _clean_status(ops: pl.DataFrame, p: pl.DataFrame, counts: pl.DataFrame, flag
     return st.select("run", "ops", pl.when(c("undecided").fill_null(0) > 0).then(pl.lit("unknown"))
                      .when(examined_any).then(pl.lit("valid")).otherwise(pl.lit("unknown"))
                      .alias("status"))
-
-
-# ---------------------------------------------------------------------------------------------
-# One history file, end to end (what check-history runs).
-
-@dataclass
-class FileCheck:
-    verdict: Verdict
-    ops: int
-    witness_ops: dict[int, Op]
-    engine: str                          # "columnar", or "object: <why>"
-    history: History | None = None       # set when the object reader was used
-
-
-def _all_unknown(why: str) -> Verdict:
-    return combine([finish(n, 0, [], unknown=why, limited=True) for n in CHECK_NAMES], 0)
-
-
-def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
-               cycle_max_ops: int = 200_000) -> FileCheck:
-    """Reads and checks one history under one deadline (reading included). Input the
-    columnar screens do not accept goes to the object reader (which raises HistoryError with
-    the line or row) and the object checkers."""
-    from traces import history_columnar as hc
-    try:
-        header, ev, where = hc.read(path, fmt, deadline)
-    except hc.TimeUp:
-        return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
-    except hc.NotColumnar:
-        return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
-    if deadline is not None and time.monotonic() > deadline:
-        return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
-    # `_i`: the event's position in this frame (selection and file order); `row` is for messages.
-    ev = ev.with_columns(pl.lit(0, pl.Int64).alias("run")).with_row_index("_i")
-    if ev.height == 0:
-        return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
-    ops, bad = pair(ev)
-    if bad:
-        return _object_path(path, fmt, deadline, cycle_max_ops, "the input screen flagged rows")
-    base = 1 if where == "row" else 2
-    (r,) = judge(ev, ops, {0: header}, deadline, cycle_max_ops, where, base).values()
-    return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
-
-
-def _object_path(path, fmt, deadline, cycle_max_ops, why) -> FileCheck:
-    from checkers.history.run import check_history
-    from traces.history import load
-    h = load(path, fmt)          # raises HistoryError on bad input: exit 3 with the place
-    v = check_history(h, cycle_max_ops=cycle_max_ops, deadline=deadline)
-    by_id = h.by_id()
-    wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
-    return FileCheck(v, len(h.ops), wit, f"object: {why}", h)

@@ -39,7 +39,7 @@ OUT_SCHEMA = pa.schema([("kind", pa.string())] + [f for f in VERDICT_SCHEMA]
 def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.Table]:
     """Checks every run in `ev` (trace_id, the history columns, row, file); runs must be whole
     and contiguous (the layout guarantees it per file)."""
-    from checkers.history.columnar import judge, pair
+    from checkers.history.columnar import judge, pair, prepare
     from checkers.history.run import check_history
     c = pl.col
     if ev.height == 0:
@@ -54,7 +54,8 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
     tid = dict(zip(runs.get_column("run").to_list(), runs.get_column("trace_id").to_list()))
     fil = dict(zip(runs.get_column("run").to_list(), runs.get_column("file").to_list()))
     nev = dict(zip(runs.get_column("run").to_list(), runs.get_column("events").to_list()))
-    ops, bad = pair(ev)
+    pd = pair(prepare(ev.lazy()).collect())
+    bad = pd.bad
     verdicts: list[dict] = []
     violations: list[dict] = []
     headers = {r: {"format": FORMAT, "version": VERSION, "trace_id": tid[r]} for r in tid}
@@ -85,10 +86,10 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
         emit(run, v, len(h.ops), by_id)
     if bad:
         keep = ~c("run").is_in(pl.Series(sorted(bad), dtype=pl.Int64).implode())
-        ev, ops = ev.filter(keep), ops.filter(keep)
+        ev, pd = ev.filter(keep), pd.without(bad)
     clean: list[pl.DataFrame] = []
-    if ops.height:
-        for run, r in judge(ev, ops, headers, clean=clean).items():
+    if pd.ops.height:
+        for run, r in judge(pd, ev.filter, headers, clean=clean).items():
             emit(run, r.verdict, r.ops, r.witness_ops)
     vt = pa.Table.from_pylist(verdicts, VERDICT_SCHEMA)
     if clean and clean[0].height:

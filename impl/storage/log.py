@@ -112,8 +112,10 @@ class EpochCache:
         """Record that `epoch` starts at `start_offset`; ignores epochs not above the latest."""
         if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
             return
-        # a later epoch never starts before an earlier one's start (Kafka's LeaderEpochFileCache)
-        while self.entries and self.entries[-1][1] > start_offset:
+        # Kafka's LeaderEpochFileCache drops the entries the new one makes non-monotonic: those
+        # starting at or after its start offset, so an epoch that appended nothing is forgotten
+        # and OffsetsForLeaderEpoch answers for it as for any epoch below the first cached one.
+        while self.entries and self.entries[-1][1] >= start_offset:
             self.entries.pop()
         self.entries.append((epoch, start_offset))
         self._persist()

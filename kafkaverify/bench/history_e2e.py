@@ -2,11 +2,16 @@
 `python -m kafkaverify.bench.history_e2e [--ops N ...] [--old/--no-old]`.
 
 For each size: generate one valid history (seeded) and write it as Parquet and as JSON lines
-(not timed). Then, each in a fresh subprocess pinned to one core (taskset -c 0, so that polars'
-and Arrow's thread pools get one core, as the issue asks), time reading + checking:
+(not timed). Sizes above --tile-above are made of `size / tile-above` generated copies on
+disjoint topics, processes and groups, one after the other in time (the generator holds every
+operation as an object: 10^7 of them would need some 7 GiB). Then, each in a fresh subprocess
+pinned to one core (taskset -c 0 and POLARS_MAX_THREADS=1, so that polars' and Arrow's
+thread pools get one core, as the issue asks), time reading + checking:
   old: traces.history.load (json / pyarrow to Python objects) + checkers.history.run.check_history
-  new: checkers.history.columnar.check_file (polars Parquet reader / pyarrow.json, the kernel)
-and report ops/s end to end and the subprocess's peak RSS. Prints seed= and the options first."""
+  new: checkers.history.columnar_file.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
+and report ops/s end to end, CPU seconds, the subprocess's peak RSS, and the whole process's
+wall time from the parent (interpreter start-up and imports included: what a user waits for).
+Prints seed= and the options first."""
 from __future__ import annotations
 
 import json
@@ -25,6 +30,7 @@ import click
 
 def _one(path: str, engine: str) -> dict:
     t0 = time.perf_counter()
+    c0 = time.process_time()
     if engine == "old":
         from checkers.history.run import check_history
         from traces.history import load
@@ -32,14 +38,30 @@ def _one(path: str, engine: str) -> dict:
         v = check_history(h)
         n = len(h.ops)
     else:
-        from checkers.history.columnar import check_file
+        from checkers.history.columnar_file import check_file
         r = check_file(path)
         v, n = r.verdict, r.ops
-        if r.engine != "columnar":
+        if not r.engine.startswith("columnar"):
             raise SystemExit(f"not the columnar path: {r.engine}")
     secs = time.perf_counter() - t0
     return {"ops": n, "seconds": secs, "ops_per_s": n / secs, "status": v.status,
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "engine": "old" if engine == "old" else r.engine,
+            "cpu_s": time.process_time() - c0,
+            "peak_rss_mib": _peak_mib()}
+
+
+def _peak_mib() -> float:
+    """This process's own peak RSS (VmHWM). Not getrusage's ru_maxrss: Linux carries that
+    across fork and exec, so a child of the (large) generating parent would report at least
+    the parent's RSS at the fork."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 @click.command()
@@ -47,43 +69,88 @@ def _one(path: str, engine: str) -> dict:
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--partitions", type=int, default=8, show_default=True)
 @click.option("--old/--no-old", default=True, help="also time the old object path")
+@click.option("--old-max", type=int, default=2_000_000, show_default=True,
+              help="time the old object path only up to this size (it holds every op as an object)")
+@click.option("--tile-above", type=int, default=1_000_000, show_default=True,
+              help="larger sizes are tiled copies of a history of this size")
+@click.option("--jsonl-max", type=int, default=1_000_000, show_default=True,
+              help="write and time JSON lines only up to this size")
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
               help="where to write the histories (default: a temporary directory)")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
-def main(sizes, seed, partitions, old, workdir, one):
+def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, one):
     """End-to-end check-history benchmark (reading included), old vs new."""
     if one is not None:
         print(json.dumps(_one(*one)))
         return
     sizes = sizes or (1_000_000,)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
-    print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} pinned={'one core' if pin else 'no'} "
-          f"python={platform.python_version()} cpus={os.cpu_count()}")
+    print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
+          f"tile_above={tile_above} pinned={'one core' if pin else 'no'} "
+          f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-"))
     d.mkdir(parents=True, exist_ok=True)
     from checkers.history.generate import Params, generate_valid
     from traces.history import history_events, write
-    print(f"{'ops':>9} {'format':>8} {'engine':>6} {'seconds':>8} {'ops/s':>10} {'peak MiB':>9} {'speedup':>8}  status")
+    print(f"{'ops':>9} {'format':>8} {'engine':>6} {'seconds':>8} {'ops/s':>10} {'cpu s':>6} {'process s':>9} "
+          f"{'proc ops/s':>10} {'peak MiB':>9} {'speedup':>8}  status")
+    env = dict(os.environ, POLARS_MAX_THREADS="1")
     for n in sizes:
-        h = generate_valid(Params(seed=seed, ops=n, partitions=partitions))
-        evs = history_events(h.ops)
-        paths = {"parquet": d / f"h{n}.parquet", "jsonl": d / f"h{n}.jsonl"}
-        for p in paths.values():
-            write(p, h.header, evs)
-        del h, evs
+        paths = {"parquet": d / f"h{n}.parquet"}
+        if n <= jsonl_max:
+            paths["jsonl"] = d / f"h{n}.jsonl"
+        if n <= tile_above:
+            h = generate_valid(Params(seed=seed, ops=n, partitions=partitions))
+            evs = history_events(h.ops)
+            for p in paths.values():
+                write(p, h.header, evs)
+            del h, evs
+        else:
+            base = d / f"h{tile_above}.parquet"
+            if not base.exists():
+                h = generate_valid(Params(seed=seed, ops=tile_above, partitions=partitions))
+                write(base, h.header, history_events(h.ops))
+                del h
+            tile(base, paths["parquet"], n // tile_above)
         for fmt, p in paths.items():
             res = {}
-            for engine in (["old"] if old else []) + ["new"]:
+            for engine in (["old"] if old and n <= old_max else []) + ["new"]:
                 cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(p), engine]
-                out = subprocess.run(cmd, capture_output=True, text=True)
+                t0 = time.perf_counter()
+                out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                wall = time.perf_counter() - t0
                 if out.returncode:
                     raise SystemExit(out.stderr)
                 r = res[engine] = json.loads(out.stdout)
                 speed = (f"{res['old']['seconds'] / r['seconds']:.1f}x" if engine == "new" and "old" in res else "")
                 print(f"{r['ops']:>9} {fmt:>8} {engine:>6} {r['seconds']:>8.2f} {r['ops_per_s']:>10.0f} "
+                      f"{r['cpu_s']:>6.2f} {wall:>9.2f} {r['ops'] / wall:>10.0f} "
                       f"{r['peak_rss_mib']:>9.0f} {speed:>8}  {r['status']}", flush=True)
     if not workdir:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def tile(src: Path, dst: Path, copies: int) -> None:
+    """`copies` copies of one history file, each on its own topics, processes, groups and ids,
+    one after the other in time (so each copy's events keep their order): a valid history
+    stays valid, and partitions stay independent."""
+    import polars as pl
+    import pyarrow.parquet as pq
+    from traces.history import PARQUET_META_KEY, arrow_schema
+    f = pq.ParquetFile(str(src))
+    meta = f.schema_arrow.metadata
+    df = pl.read_parquet(src)
+    c = pl.col
+    span = int(df.get_column("mono_ns").max() - df.get_column("mono_ns").min()) + 1
+    ids = int(df.get_column("id").max()) + 1
+    procs = int(df.get_column("process").max()) + 1
+    schema = arrow_schema().with_metadata({PARQUET_META_KEY: meta[PARQUET_META_KEY]})
+    with pq.ParquetWriter(str(dst), schema, compression="zstd") as w:
+        for j in range(copies):
+            part = df.with_columns(
+                c("id") + j * ids, c("process") + j * procs, c("mono_ns") + j * span,
+                c("wall_ns") + j * span, c("topic") + f"-{j}", c("group") + f"-{j}")
+            w.write_table(part.to_arrow().cast(schema))
 
 
 if __name__ == "__main__":
