@@ -62,6 +62,7 @@ class BrokerConfig:
     generation: str = "current"
     coord_root: str = ""
     session_timeout_ms: int = 6000
+    coord_connection_timeout_ms: int = 18000    # Kafka: zookeeper.connection.timeout.ms
     replica_lag_time_max_ms: int = 3000
     replica_fetch_wait_ms: int = 500            # Kafka: replica.fetch.wait.max.ms
     hw_checkpoint_ms: int = 1000
@@ -92,6 +93,7 @@ class Partition:
         self.maximal_isr: set[int] = set()
         self.replicas: list[int] = []
         self.zk_version = -1
+        self.leader_broker_epoch = -1       # the leader's broker epoch kept with the partition state
         self.min_insync = 1
         self.hw = plog.checkpointed_hw
         self.follower_leo: dict[int, int] = {}
@@ -129,6 +131,7 @@ class Broker:
         self.log_config = LogConfig(**cfg.log)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch_seen = 0
+        self.broker_epoch: int | None = None   # of our current registration (KIP-380); None before it
         self.live_brokers: dict[int, tuple[str, int]] = {}
         self.topic_assignments: dict[str, dict] = {}
         self.partition_states: dict[tuple[str, int], dict] = {}
@@ -204,8 +207,7 @@ class Broker:
         self.server = await asyncio.start_server(self._serve, self.cfg.host, self.cfg.port,
                                                  reuse_address=True, limit=1 << 20)
         print(f"broker {self.id} listening {self.cfg.host}:{self.cfg.port}", flush=True)
-        from impl.coord import connect
-        self.coord = await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms)
+        self.coord = await self._connect_coordination()
         self.coord.on_session_expired(lambda: self.from_thread(self._session_expired))
         await self._register()
         self.event("broker_started", port=self.cfg.port)
@@ -217,6 +219,26 @@ class Broker:
         timers.cancel()
         await self.shutdown()
 
+    async def _connect_coordination(self):
+        """Open a coordination session, trying again until coord_connection_timeout_ms: a server
+        that is stopped for a while (the machine stalled, it restarts) must not end a broker
+        that starts or renews its session meanwhile -- a new process started during a stall
+        would otherwise exit at the first 5 s hello timeout. Past the bound the last error is
+        raised (the process exits; a supervisor restarts it)."""
+        from impl.coord import connect
+        from impl.coord.base import CoordError
+        deadline = time.monotonic() + self.cfg.coord_connection_timeout_ms / 1000
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms,
+                                     connect_timeout_s=min(5.0, max(left, 0.5)))
+            except CoordError as e:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("broker %d: no coordination session yet (%s); trying again", self.id, e)
+                await asyncio.sleep(0.2)
+
     async def _register(self) -> None:
         for p in ("/brokers/ids", "/brokers/topics"):
             if await self.cc("exists", self.path(p)) is None:
@@ -224,7 +246,16 @@ class Broker:
                     await self.cc("create", self.path(p), b"", makepath=True)
                 except Exception:
                     pass
-        body = json.dumps({"host": self.cfg.host, "port": self.cfg.port}).encode()
+        # The broker epoch (KIP-380) tells this registration apart from every earlier one of our
+        # id: Kafka uses the registration node's creation zxid; a counter in the store serves
+        # the same purpose on both backends and survives a restart of the embedded server. The
+        # controller treats a registration with a newer epoch as a failure and a start (a bounce),
+        # and keeps the leader's epoch with each partition state. Known before the node exists,
+        # so that requests addressed to an earlier registration are refused from now on.
+        self.broker_epoch = await self.cc("increment", self.path("/broker_epoch"))
+        body = json.dumps({"host": self.cfg.host, "port": self.cfg.port,
+                           "broker_epoch": self.broker_epoch}).encode()
+        log.info("broker %d: registering with broker epoch %d", self.id, self.broker_epoch)
         # Our previous session's node lingers until the server expires that session, which can
         # take a few session timeouts after a server stall. Bounded; never fall through silently.
         deadline = time.monotonic() + 4 * self.cfg.session_timeout_ms / 1000 + 10
@@ -254,7 +285,6 @@ class Broker:
         asyncio.ensure_future(self._reconnect())
 
     async def _reconnect(self) -> None:
-        from impl.coord import connect
         if self.controller is not None:
             self.controller.stop()
             self.controller = None
@@ -264,7 +294,7 @@ class Broker:
         except Exception:
             pass
         try:
-            self.coord = await self.cx(connect, self.cfg.coordinator, session_timeout_ms=self.cfg.session_timeout_ms)
+            self.coord = await self._connect_coordination()
             self.coord.on_session_expired(lambda: self.from_thread(self._session_expired))
             self.topic_assignments = {}          # re-watch every topic on the new session
             await self._register()
@@ -531,6 +561,7 @@ class Broker:
     def describe(self) -> dict:
         """Read-only state dump (tests, tools): controller epoch seen and each replica's state."""
         return {"error_code": 0, "node": self.id, "controller_epoch_seen": self.controller_epoch_seen,
+                "broker_epoch": self.broker_epoch,
                 "generation": self.cfg.generation, "fixes": sorted(self.fixes),
                 "partitions": [{"topic": t, "partition": i, "role": p.role, "leader": p.leader,
                                 "leader_epoch": p.leader_epoch, "isr": sorted(p.isr),
@@ -541,6 +572,14 @@ class Broker:
 
     def handle_leader_and_isr(self, body: dict) -> dict:
         ce = int(body.get("controller_epoch", -1))
+        be = int(body.get("broker_epoch", -1))
+        if not rules.check_broker_epoch(be, self.broker_epoch):
+            # addressed to an earlier registration of our id: the controller has not yet handled
+            # our bounce; its next LeaderAndIsr, after it has, names our epoch (KIP-380)
+            self.event("stale_request_rejected", request="LeaderAndIsr", controller_epoch=ce,
+                       current_controller_epoch=self.controller_epoch_seen, broker_epoch=be,
+                       current_broker_epoch=self.broker_epoch)
+            return {"error_code": codec.STALE_BROKER_EPOCH, "partitions": []}
         if not rules.check_controller_epoch(ce, self.controller_epoch_seen, self.fixes):
             self.event("stale_request_rejected", request="LeaderAndIsr", controller_epoch=ce,
                        current_controller_epoch=self.controller_epoch_seen)
@@ -568,6 +607,7 @@ class Broker:
         p.maximal_isr = set(p.isr)
         p.replicas = list(e.get("replicas", p.replicas))
         p.zk_version = int(e.get("zk_version", -1))
+        p.leader_broker_epoch = int(e.get("leader_broker_epoch", -1))
         p.min_insync = int(e.get("min_insync", 1))
         return old
 
@@ -666,8 +706,10 @@ class Broker:
         ok = False
         try:
             for _ in range(5):
+                # the leader's broker epoch is the controller's record of whom it elected: kept
                 body = json.dumps({"controller_epoch": self.controller_epoch_seen, "leader": self.id,
-                                   "leader_epoch": epoch, "isr": sorted(new_isr), "version": 1}).encode()
+                                   "leader_epoch": epoch, "isr": sorted(new_isr), "version": 1,
+                                   "leader_broker_epoch": p.leader_broker_epoch}).encode()
                 try:
                     p.zk_version = await self.cc("set", path, body, p.zk_version)
                     ok = True

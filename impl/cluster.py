@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +44,7 @@ def free_port() -> int:
 
 
 COORD_HOST = "127.0.0.2"
+HARNESS_SESSION_MS = 10000       # the harness's own session: reads only, no ephemerals
 
 
 def broker_host(i: int) -> str:
@@ -62,11 +64,15 @@ class Cluster:
                  coordinator: str = "embedded", base_port: int | None = None,
                  broker_config: dict | None = None, session_timeout_ms: int = 3000,
                  broker_configs: dict[int, dict] | None = None, coord_root: str | None = None,
-                 addresses: bool = False):
+                 addresses: bool = False, harness_session_timeout_ms: int = HARNESS_SESSION_MS):
         """addresses: give every node its own loopback address (coordination server 127.0.0.2,
         broker N 127.0.0.(11+N)), listening and connecting from it, so that a partition
         is an nftables rule on addresses (impl/netfault.py). Only inside a private network
         namespace, where all of 127.0.0.0/8 is this cluster's; needs the embedded coordinator.
+
+        harness_session_timeout_ms: the session of this object's own reads of the store (status,
+        registered, partition_state); it ends like any other in a stall longer than it, and is
+        then opened anew (see _store).
 
         coord_root: prefix of every coordination path. None = a fresh random namespace on
         ZooKeeper (tests: runs never see each other; deleted at stop) and "" on the embedded
@@ -93,6 +99,8 @@ class Cluster:
         self.coord_root = coord_root or ""
         self._own_root = False
         self._coord = None
+        self._coord_ended = None
+        self.harness_session_timeout_ms = harness_session_timeout_ms
         self.paused: set[int] = set()
 
     # --- coordination ---------------------------------------------------------------------------
@@ -116,8 +124,31 @@ class Cluster:
         else:
             raise ValueError(f"coordinator must be 'embedded', embedded://HOST:PORT or zk://HOST:PORT, "
                              f"got {self.coordinator!r}")
+        self._coord = self._connect_store()
+
+    def _connect_store(self):
         from impl.coord import connect
-        self._coord = connect(self.coord_url, session_timeout_ms=10000)
+        coord = connect(self.coord_url, session_timeout_ms=self.harness_session_timeout_ms)
+        self._coord_ended = threading.Event()
+        coord.on_session_expired(self._coord_ended.set)
+        return coord
+
+    def _store(self):
+        """The harness's own coordination session, opened anew if the old one ended. A stall of
+        the whole machine (every process and the coordination server stopped past the session
+        timeout) ends this session too: its client hears nothing for a timeout and gives up.
+        It owns no ephemeral node and no watch, so a fresh session loses nothing; without one
+        every later read fails and a recovered cluster looks empty for ever. One connect attempt
+        per call (bounded by the connect timeout); if it fails, the read fails as before."""
+        if self._coord is None:
+            raise ClusterError("the cluster is not started")
+        if self._coord_ended.is_set():
+            try:
+                self._coord.close()
+            except Exception:
+                pass
+            self._coord = self._connect_store()
+        return self._coord
 
     @staticmethod
     def _read_line(proc: subprocess.Popen, prefix: str, timeout_s: float) -> str:
@@ -141,11 +172,25 @@ class Cluster:
         return self.coord_root + p
 
     # --- lifecycle ------------------------------------------------------------------------------
-    def start(self, timeout_s: float = 60) -> "Cluster":
+    def start(self, timeout_s: float = 60, controller: int | None = None) -> "Cluster":
+        """controller: arrange which broker is the controller -- it starts alone and the others
+        only once it holds /controller (a test that needs a particular controller arranges it
+        instead of hoping for it)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._start_coordination()
+        if controller is not None:
+            if not 0 <= controller < self.n:
+                raise ValueError(f"controller must be a broker id in 0..{self.n - 1}, got {controller}")
+            self.start_broker(controller, timeout_s=timeout_s)
+            deadline = time.monotonic() + timeout_s
+            while self.controller() != controller:
+                self._check_alive()
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"broker {controller} did not become the controller within {timeout_s}s")
+                time.sleep(0.05)
         for i in range(self.n):
-            self.start_broker(i, wait=False)
+            if i != controller:
+                self.start_broker(i, wait=False)
         self.wait_ready(timeout_s)
         return self
 
@@ -168,20 +213,20 @@ class Cluster:
 
     def registered(self) -> set[int]:
         try:
-            return {int(x) for x in self._coord.get_children(self.path("/brokers/ids"))}
+            return {int(x) for x in self._store().get_children(self.path("/brokers/ids"))}
         except Exception:
             return set()
 
     def controller(self) -> int | None:
         try:
-            data, _ = self._coord.get(self.path("/controller"))
+            data, _ = self._store().get(self.path("/controller"))
             return json.loads(data)["brokerid"]
         except Exception:
             return None
 
     def controller_epoch(self) -> int:
         try:
-            return int(self._coord.get(self.path("/controller_epoch"))[0])
+            return int(self._store().get(self.path("/controller_epoch"))[0])
         except Exception:
             return 0
 
@@ -284,12 +329,12 @@ class Cluster:
                             "exit_code": None if p is None else p.returncode})
         parts = []
         try:
-            topics = sorted(self._coord.get_children(self.path("/brokers/topics")))
+            topics = sorted(self._store().get_children(self.path("/brokers/topics")))
         except Exception:
             topics = []
         for t in topics:
             try:
-                a = json.loads(self._coord.get(self.path(f"/brokers/topics/{t}"))[0])
+                a = json.loads(self._store().get(self.path(f"/brokers/topics/{t}"))[0])
             except Exception:
                 continue
             for pi, replicas in sorted(a["partitions"].items(), key=lambda kv: int(kv[0])):
@@ -365,9 +410,9 @@ class Cluster:
         if depth > 10:
             return
         try:
-            for c in self._coord.get_children(path):
+            for c in self._store().get_children(path):
                 self._delete_tree(f"{path}/{c}", depth + 1)
-            self._coord.delete(path)
+            self._store().delete(path)
         except Exception:
             pass
 
@@ -422,7 +467,7 @@ class Cluster:
 
     def partition_state(self, topic: str, partition: int) -> dict | None:
         try:
-            data, ver = self._coord.get(self.path(f"/brokers/topics/{topic}/partitions/{partition}/state"))
+            data, ver = self._store().get(self.path(f"/brokers/topics/{topic}/partitions/{partition}/state"))
         except Exception:
             return None
         st = json.loads(data)
@@ -442,7 +487,7 @@ class Cluster:
         last = None
         while time.monotonic() < deadline:
             try:
-                a = json.loads(self._coord.get(self.path(f"/brokers/topics/{topic}"))[0])
+                a = json.loads(self._store().get(self.path(f"/brokers/topics/{topic}"))[0])
                 out = {}
                 for pi in sorted(a["partitions"], key=int):
                     st = self.partition_state(topic, int(pi))

@@ -10,6 +10,17 @@ compare-and-set on the node version, and pushes LeaderAndIsr (private control AP
 its controller epoch) to the replicas. Leaders change the ISR themselves (CAS on the same node);
 the controller re-reads the node before deciding anything.
 
+A broker that restarts before its old session expired comes back under the same id, and the
+watch may show the id's node go and come back in one event, or not at all (ZooKeeper folds
+changes). So every registration carries a broker epoch (KIP-380) and the controller compares it
+with the one it handled (Kafka's KafkaController.processBrokerChange): a newer one is a bounce,
+handled as a failure then a start -- the broker's leaderships move, it leaves every ISR and
+rejoins once caught up, whatever its restart lost. The partition state keeps the leader's broker
+epoch, so that a controller elected after the bounce, which never saw the old registration,
+still tells the bounced leader apart (the model's rule: the controller detects a bounced leader
+from the leader's session stored with the partition state). LeaderAndIsr names the addressee's
+broker epoch, and a broker refuses one meant for an earlier registration (impl/rules.py).
+
 Events are handled one at a time; watch events coalesce (each carries the full list), so the
 queue is bounded by construction. LeaderAndIsr sends run as separate tasks so a dead or paused
 broker never stalls the handling of the next event (its own death, typically).
@@ -28,6 +39,44 @@ log = logging.getLogger("impl.controller")
 MAX_EVENTS = 2       # one pending "ids" and one pending "topics" marker (see _post)
 SEND_ATTEMPTS = 50
 RECONCILE_S = 2.0
+
+
+def bounced(handled: dict[int, int], registered: dict[int, int]) -> set[int]:
+    """Brokers registered again under a newer broker epoch than the one this controller handled:
+    each restarted (or renewed an expired session) since -- Kafka's bouncedBrokerIds."""
+    return {b for b, e in registered.items() if b in handled and e > handled[b]}
+
+
+def leader_bounced(state: dict, registered: dict[int, int]) -> bool:
+    """The partition's leader is registered under a newer broker epoch than the one it was
+    elected with (kept in the partition state as `leader_broker_epoch`; absent or -1: unknown)."""
+    elected_with = state.get("leader_broker_epoch", -1)
+    leader = state["leader"]
+    return elected_with >= 0 and leader in registered and registered[leader] > elected_with
+
+
+def partition_change(state: dict, assigned: list[int], registered: dict[int, int], gone: set[int],
+                     unclean: bool) -> tuple[int, list[int]] | None:
+    """Leader and ISR after brokers died (not in `registered`) or bounced (in `gone`), or None if
+    nothing changes. A bounce is a failure then a start (Kafka's onBrokerFailure +
+    onBrokerStartup): the bounced broker leaves the ISR and loses its leadership, a new leader
+    comes from the rest of the ISR; the ISR never empties -- if the leader was its last member it
+    stays, and, being registered again, is elected anew (a new leader epoch either way). An
+    offline partition (leader -1) keeps its ISR for a clean return."""
+    leader, isr = state["leader"], list(state["isr"])
+    if leader_bounced(state, registered):
+        gone = gone | {leader}
+    usable = set(registered) - gone
+    if leader in usable and all(r in usable for r in isr):
+        return None
+    remaining = [r for r in isr if r in usable]
+    if leader in usable:
+        return leader, remaining
+    keep = remaining or ([leader] if leader in isr else isr)
+    choice = elect_leader(assigned, keep, set(registered), unclean)
+    if choice is None:
+        return None if leader == -1 and keep == isr else (-1, keep)
+    return choice
 
 
 def elect_leader(assigned: list[int], isr: list[int], live: set[int], unclean: bool) -> tuple[int, list[int]] | None:
@@ -50,6 +99,7 @@ class Controller:
         self.coord = broker.coord
         self.epoch = -1
         self.live: set[int] = set()
+        self.epochs: dict[int, int] = {}      # broker -> the broker epoch of it we handled
         self.topics: dict[str, dict] = {}
         self.events: asyncio.Queue = asyncio.Queue(MAX_EVENTS)
         self.conns: dict[int, AsyncConn] = {}
@@ -136,10 +186,32 @@ class Controller:
                 log.warning("controller %d: brokers %s differ from the watch's %s; reconciling",
                             self.b.id, ids, sorted(self.registered))
                 self._post(("ids", ids))
+            else:
+                # a bounce leaves the list as it was: ZooKeeper's watch may not fire at all
+                try:
+                    regs = await self._registrations(ids)
+                except Exception as e:
+                    log.info("controller %d: reading registrations failed: %s", self.b.id, e)
+                    continue
+                if bounced(self.epochs, regs):
+                    self._post(("ids", ids))
             if sorted(topics) != sorted(self.latest_topics) or any(t not in self.topics for t in topics):
                 self._post(("topics", topics))
 
     # --- state node I/O -------------------------------------------------------------------------
+    async def _registrations(self, ids) -> dict[int, int]:
+        """{broker: broker epoch} of the registrations now present among `ids` (-1: none named)."""
+        out = {}
+        for i in sorted({int(x) for x in ids}):
+            try:
+                data, _ = await self._c("get", self.b.path(f"/brokers/ids/{i}"))
+            except Exception as e:
+                if e.__class__.__name__ == "NoNode":
+                    continue          # gone since the listing: the next event says so
+                raise
+            out[i] = int(json.loads(data).get("broker_epoch", -1))
+        return out
+
     def _state_path(self, t: str, p: int) -> str:
         return self.b.path(f"/brokers/topics/{t}/partitions/{p}/state")
 
@@ -198,7 +270,8 @@ class Controller:
                     live_replicas = [r for r in replicas if r in self.live]
                     leader = live_replicas[0] if live_replicas else -1
                     st = {"controller_epoch": self.epoch, "leader": leader, "leader_epoch": 0,
-                          "isr": live_replicas, "version": 1}
+                          "isr": live_replicas, "version": 1,
+                          "leader_broker_epoch": self.epochs.get(leader, -1)}
                     try:
                         await self._c("create", self._state_path(t, int(pi)),
                                         json.dumps(st).encode(), makepath=True)
@@ -212,10 +285,13 @@ class Controller:
                     changed.append((t, int(pi), st, ver))
             await self._send(changed)
 
-    async def _on_brokers(self, live: set[int]) -> None:
+    async def _on_brokers(self, ids: set[int]) -> None:
+        regs = await self._registrations(ids)
+        live = set(regs)
         dead = self.live - live
-        new = live - self.live
-        self.live = live
+        bounce = bounced(self.epochs, regs)
+        new = (live - self.live) | bounce
+        self.live, self.epochs = live, regs
         if not live:
             return      # e.g. right after a coordination stall: wait for registrations
         first = not self.initialized
@@ -225,12 +301,16 @@ class Controller:
             # state nodes: create whatever is missing (the loop below sends the rest).
             names = await self._c("get_children", self.b.path("/brokers/topics"))
             await self._on_topics(names, send_existing=False)
+        if bounce:
+            log.warning("controller %d: brokers %s bounced (registered anew, broker epochs %s): "
+                        "handled as a failure then a start", self.b.id, sorted(bounce),
+                        {b: regs[b] for b in sorted(bounce)})
         changed = []
         for t, a in sorted(self.topics.items()):
             unclean = bool(a.get("config", {}).get("unclean.leader.election.enable", False))
             for pi, replicas in sorted(a["partitions"].items(), key=lambda kv: int(kv[0])):
                 p = int(pi)
-                upd = await self._elect_if_needed(t, p, replicas, unclean)
+                upd = await self._elect_if_needed(t, p, replicas, unclean, bounce)
                 if upd is not None:
                     changed.append(upd)
                 elif first or set(replicas) & new:
@@ -241,29 +321,27 @@ class Controller:
             log.info("controller %d: brokers %s gone", self.b.id, sorted(dead))
         await self._send(changed)
 
-    async def _elect_if_needed(self, t: str, p: int, replicas: list[int], unclean: bool):
-        """Leader dead -> elect (bump epoch). Follower dead in ISR -> drop it (bump epoch, as the
-        ZooKeeper-era controller did; KAFKA-7164 is about followers missing such bumps).
-        Offline partition whose replica returned -> elect. CAS-retried against leader writes."""
+    async def _elect_if_needed(self, t: str, p: int, replicas: list[int], unclean: bool,
+                               bounce: set[int] = frozenset()):
+        """Leader dead or bounced -> elect (bump epoch). Follower dead or bounced in ISR -> drop
+        it (bump epoch, as the ZooKeeper-era controller did; KAFKA-7164 is about followers
+        missing such bumps). Offline partition whose replica returned -> elect. The decision is
+        partition_change's; CAS-retried against leader writes."""
         for _ in range(20):
             st, ver = await self._read_state(t, p)
             if st is None:
                 return None
-            leader, isr = st["leader"], st["isr"]
-            if leader in self.live and all(r in self.live for r in isr):
+            choice = partition_change(st, replicas, self.epochs, set(bounce), unclean)
+            if choice is None:
                 return None
-            if leader in self.live:
-                new_leader, new_isr = leader, [r for r in isr if r in self.live]
-            else:
-                choice = elect_leader(replicas, isr, self.live, unclean)
-                if choice is None:
-                    if leader == -1:
-                        return None
-                    new_leader, new_isr = -1, isr    # offline: keep the ISR for a clean return
-                else:
-                    new_leader, new_isr = choice
+            new_leader, new_isr = choice
+            if leader_bounced(st, self.epochs):
+                log.warning("controller %d: %s-%d: leader %d bounced (elected with broker epoch %d, "
+                            "now %d)", self.b.id, t, p, st["leader"], st["leader_broker_epoch"],
+                            self.epochs[st["leader"]])
             new = {"controller_epoch": self.epoch, "leader": new_leader,
-                   "leader_epoch": st["leader_epoch"] + 1, "isr": new_isr, "version": 1}
+                   "leader_epoch": st["leader_epoch"] + 1, "isr": new_isr, "version": 1,
+                   "leader_broker_epoch": self.epochs.get(new_leader, -1)}
             try:
                 ver = await self._c("set", self._state_path(t, p), json.dumps(new).encode(), ver)
                 return (t, p, new, ver)
@@ -282,6 +360,7 @@ class Controller:
             replicas = a.get("partitions", {}).get(str(p), [])
             entry = {"topic": t, "partition": p, "leader": st["leader"], "leader_epoch": st["leader_epoch"],
                      "isr": st["isr"], "replicas": replicas, "zk_version": ver,
+                     "leader_broker_epoch": st.get("leader_broker_epoch", -1),
                      "min_insync": int(a.get("config", {}).get("min.insync.replicas", 1))}
             for r in replicas:
                 if r in self.live:
@@ -292,6 +371,7 @@ class Controller:
         # leader epoch is not above the one they have.
         for bid, entries in sorted(by_broker.items()):
             body = {"controller_epoch": self.epoch, "controller_id": self.b.id,
+                    "broker_epoch": self.epochs.get(bid, -1),
                     "partitions": entries, "brokers": brokers}
             if bid == self.b.id:
                 self.b.handle_leader_and_isr(body)

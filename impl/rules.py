@@ -137,6 +137,18 @@ def check_controller_epoch(request_epoch: int, newest_seen: int, fixes: frozense
     return request_epoch >= newest_seen
 
 
+def check_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
+    """KIP-380 (Kafka 2.2): a controller request carries the broker epoch of the registration it
+    is addressed to; a broker refuses one meant for an earlier registration of its id
+    (STALE_BROKER_EPOCH) -- after a quick restart the controller may not yet have handled the
+    bounce, and the standing state it sends would make the new incarnation, with whatever log it
+    recovered, lead or follow as if it had never gone. Before its own registration a broker
+    knows no epoch and refuses every addressed request. -1 = the sender names none: not checked."""
+    if request_epoch < 0:
+        return True
+    return own_epoch is not None and request_epoch >= own_epoch
+
+
 def accept_partition_state(current_epoch: int, new_epoch: int) -> bool:
     """A LeaderAndIsr entry applies only with a leader epoch above the current one."""
     return new_epoch > current_epoch

@@ -1,7 +1,8 @@
 """Fixtures and helpers for broker tests: real broker processes via impl.cluster.Cluster.
 
-    make_cluster(n, coordinator=url_or_"embedded", generation=..., **kw) -> started Cluster,
-        stopped at teardown; on failure the tail of every broker log is printed.
+    make_cluster(n, coordinator=url_or_"embedded", generation=..., controller=None, **kw) -> started
+        Cluster (controller=N: broker N arranged to be the controller), stopped at teardown; on
+        failure the tail of every broker log is printed.
 
 Import with `from tests.broker_fixtures import *  # noqa` in a test module (conftest.py belongs
 to the coordination layer). Clients: kafka-python, idempotence off, assigned partitions only.
@@ -32,12 +33,13 @@ def require(condition: bool, reason: str) -> None:
 def make_cluster(tmp_path, request):
     clusters: list[Cluster] = []
 
-    def make(n: int, coordinator: str = "embedded", generation: str = "current", **kw) -> Cluster:
+    def make(n: int, coordinator: str = "embedded", generation: str = "current",
+             controller: int | None = None, **kw) -> Cluster:
         kw.setdefault("session_timeout_ms", SESSION_TIMEOUT_MS)
         c = Cluster(n, tmp_path / f"cluster{len(clusters)}", generation=generation,
                     coordinator=coordinator, **kw)
         clusters.append(c)
-        c.start()
+        c.start(controller=controller)
         return c
 
     yield make
