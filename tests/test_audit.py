@@ -143,3 +143,33 @@ def test_an_offset_reused_after_a_lost_record_is_loss_not_reordering():
     _loss_not_reorder(fs)
     assert [f.question for f in fs] == ["loss", "loss", "reorder"]
     assert "counted as loss" in fs[1].explanation
+
+
+def test_a_traced_disagreement_carries_its_explanation_and_others_do_not():
+    """The broker showing what the model rules out stays a disagreement; where the cause was traced
+    (librdkafka sends again after NOT_LEADER_FOR_PARTITION even with retries=0) the sentence says
+    so, and the same finding from another client stays unexplained."""
+    from kafkaverify.audit.broker import BrokerRun, Finding
+    from kafkaverify.audit.matrix import Audit, Cell
+    from kafkaverify.audit.model import ModelVerdict
+    from kafkaverify.audit.settings import Setting
+    from traces.schedule import Schedule
+    s = Setting("all", 0, 5, False)
+    dup = Finding("duplicate", "duplicate", False, "value 'p0-29' appears at offset 34 and 29", [], (30, 81))
+    audit = Audit("current", 0, ("confluent", "kafka-python"), [s], [()],
+                  model={s: {"duplicate": ModelVerdict("duplicate", "none")}})
+    for client in audit.clients:
+        run = BrokerRun(1, "invalid", Path("run"), Schedule("current", 3, (), {}, seed=1), 1.0, findings=[dup])
+        audit.cells.append(Cell(client, s, None, 1, [run]))
+    kind, text = audit.agreement(audit.cell("confluent", s), "duplicate")
+    assert kind == "disagree" and "explained: librdkafka" in text
+    kind, text = audit.agreement(audit.cell("kafka-python", s), "duplicate")
+    assert kind == "disagree" and "explained" not in text and "a bug in the broker or the model" in text
+    # idempotence on is not covered by the explanation: a duplicate there stays unexplained
+    s2 = Setting("all", 5, 5, True)
+    audit.settings.append(s2)
+    audit.model[s2] = {"duplicate": ModelVerdict("duplicate", "none")}
+    audit.cells.append(Cell("confluent", s2, None, 1, [BrokerRun(1, "invalid", Path("run"),
+                                                                 Schedule("current", 3, (), {}, seed=1), 1.0,
+                                                                 findings=[dup])]))
+    assert "explained" not in audit.agreement(audit.cell("confluent", s2), "duplicate")[1]

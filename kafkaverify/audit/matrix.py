@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from kafkaverify.audit.broker import BrokerRun, draw_schedules, run_one
+from kafkaverify.audit.explained import explain
 from kafkaverify.audit.model import ModelVerdict
 from kafkaverify.audit.settings import QUESTIONS, Setting, client_refusal
 
@@ -86,8 +87,10 @@ class Audit:
         if m.status == "none" and not k:
             return "agree", f"neither shows it (model exhausted its bounds; broker 0/{n} runs)"
         if m.status == "none":
+            why = explain(c.client, q, c.setting)
             return "disagree", (f"the broker shows it in {k}/{n} runs, which the model rules out within its "
-                                "bounds: a bug in the broker or the model, or a fault beyond the model's bounds")
+                                "bounds: " + (f"explained: {why}" if why else
+                                              "a bug in the broker or the model, or a fault beyond the model's bounds"))
         return "coverage", f"the model finds it in {m.steps} steps; the broker did not show it in {n} runs"
 
     def broken(self) -> list[tuple[str, Setting, str, str]]:

@@ -1,0 +1,41 @@
+"""Disagreements the audit has traced to their cause: a real client doing what the model's
+producer does not. Each entry names the client, the question and the settings it covers, and
+says what the evidence was, so that a report can say why the broker showed what the model rules
+out. An entry never turns a disagreement into an agreement: the cell stays a disagreement, with
+its explanation, because the model's producer is what users read the promises from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from kafkaverify.audit.settings import Setting
+
+
+@dataclass(frozen=True)
+class Explanation:
+    client: str
+    question: str
+    applies: Callable[[Setting], bool]
+    text: str
+
+
+EXPLAINED: tuple[Explanation, ...] = (
+    Explanation(
+        "confluent", "duplicate", lambda s: not s.idempotence,
+        "librdkafka sends a batch again after NOT_LEADER_FOR_PARTITION whatever `retries` says: its "
+        "error table (rd_kafka_err_action) classes that error as 'message not persisted'. A leader "
+        "demoted while an acks=all write waits for its followers answers NOT_LEADER_OR_FOLLOWER (as "
+        "Kafka's DelayedProduce does), yet the records may already be on the follower that becomes "
+        "leader. Seen with retries=0: the old leader's trace appends the records from one Produce, "
+        "the new leader's from a second Produce of the same producer (seed 0 of the default matrix, "
+        "`acks=all retries=0 max.in.flight=5`). The model's producer never sends again with "
+        "retries=0, so it rules the duplicate out."),
+)
+
+
+def explain(client: str, question: str, setting: Setting) -> str | None:
+    for e in EXPLAINED:
+        if e.client == client and e.question == question and e.applies(setting):
+            return e.text
+    return None
