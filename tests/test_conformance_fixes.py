@@ -18,9 +18,13 @@ traces are judged by checkers/conformance.py against the model's rule functions.
 
 The stale Fetch is sent by the test on the wire as replica F with F's previous epoch: a
 follower that missed the epoch bump, as a KIP-320 follower sends it (followers of a broker
-without the fix send no epoch at all). `isr-broker-epoch` (KIP-903) is not implemented by the
-broker (the leader writes the ISR to the coordination store itself; there is no AlterPartition
-with broker epochs), so it has no scenario here.
+without the fix send no epoch at all). `isr-broker-epoch` (KIP-903) is checked by the writer of
+the ISR (the leader writes it to the coordination store itself; there is no AlterPartition):
+
+    empty-disk-rejoin     RF 3, min ISR 2; a follower returns, catches up and is  isr-broker-epoch
+                          proposed for the ISR; the write is held (test hook)
+                          while it loses power (empty log) and registers anew;
+                          then the write goes ahead and the leader dies
 """
 from __future__ import annotations
 
@@ -252,38 +256,39 @@ def consumed(c) -> list[bytes]:
 
 
 def empty_disk_rejoin(make_cluster, without):
-    """Leader a, followers f and the controller; f has left the ISR and the leader appends (acks=all
-    with min ISR 2). f catches up; the leader proposes it for the ISR, and the write is held
-    (test hook) while f loses power -- its whole log was unflushed -- and registers anew, not
-    fetching (replication paused). Then the write goes ahead. Returns (cluster, a, f, epochs:
-    the broker epoch f fetched with and its new one)."""
-    c = cluster(make_cluster, without, replica_lag_time_max_ms=1000)
+    """Leader a, followers f and the controller. f stops (the controller takes it out of the ISR)
+    and the leader appends (acks=all, min ISR 2). f starts again and catches up; the leader
+    proposes it for the ISR, and the write is held (test hook) while f loses power -- its log
+    since the restart was unflushed -- and registers anew, not fetching (replication paused).
+    Then the write goes ahead. The lag bound stays long (30 s): no shrink races the steps.
+    Returns (cluster, a, f, f's broker epoch at the proposal, its new one)."""
+    c = cluster(make_cluster, without)
     ctl = c.controller()
     a, f = others(c, ctl)
     # after a, f comes first in the assignment: a clean election after a's death picks f if in the ISR
     c.create_topic(T, assignment={0: [a, f, ctl]}, min_insync=2)
     arrange_leader(c, a, 3)
-    c.pause_replication(f)
+    c.stop_broker(f)
     wait_until(lambda: sorted(c.partition_state(T, 0)["isr"]) == sorted([a, ctl]), what=f"{f} out of the ISR")
     assert produce(c, a, RECORDS, acks=-1) == 0        # acknowledged: on a and the controller
-    old = registration_epoch(c, f)
     hold = c.broker_dir(a) / "HOLD_ISR_WRITES"
     hold.touch()
-    c.resume_replication(f)
+    c.start_broker(f)
     wait_until(lambda: [x for x in trace_events(c, a, "isr_proposed") if f in x["isr"]],
                what=f"{a} proposes {f} for the ISR (write held)")
+    old = registration_epoch(c, f)
     assert c.power_loss(f), f"{f} must lose its unflushed log"
     c.pause_replication(f)                             # the new incarnation fetches nothing yet
     c.start_broker(f, wait=False)
     wait_until(lambda: registration_epoch(c, f) > old, timeout_s=30, what=f"{f} registered anew")
     hold.unlink()
-    return c, a, f, (old, registration_epoch(c, f))
+    return c, a, f, old, registration_epoch(c, f)
 
 
 def test_empty_disk_rejoin_normal_broker_refuses_the_stale_epoch(make_cluster):
     """KIP-903: the held expansion names f's previous broker epoch and is refused; f rejoins only
     after fetching with its new epoch and catching up; a's death then loses nothing."""
-    c, a, f, (old, new) = empty_disk_rejoin(make_cluster, None)
+    c, a, f, old, new = empty_disk_rejoin(make_cluster, None)
     failed = wait_until(lambda: [x for x in trace_events(c, a, "isr_change_failed")
                                  if x.get("reason") == "ineligible_replica"], what="the expansion refused")
     assert failed[0]["ineligible"] == [f]
@@ -302,11 +307,15 @@ def test_empty_disk_rejoin_normal_broker_refuses_the_stale_epoch(make_cluster):
 def test_without_isr_broker_epoch_caught(make_cluster):
     """Without KIP-903 the held expansion commits f, empty, into the ISR; a's death elects it and
     the acknowledged records are gone. Conformance names the ineligible addition."""
-    c, a, f, (old, new) = empty_disk_rejoin(make_cluster, "isr-broker-epoch")
+    c, a, f, old, new = empty_disk_rejoin(make_cluster, "isr-broker-epoch")
     wait_until(lambda: f in c.partition_state(T, 0)["isr"], what=f"{f} committed into the ISR")
     c.kill(a)
     wait_until(lambda: c.leader_of(T, 0) == f, what=f"{f} elected")
     ds = divergences(c, 2)
     assert any(f"committed broker {f} into the ISR on a fetch made with broker epoch {old}" in d
                and f"registered with epoch {new}" in d for d in ds), ds
+    assert any(f"broker {f} became leader" in d and "(LeaderCompleteness)" in d for d in ds), ds
+    with SyncConn(*c.address(f)) as conn:
+        lead = [x for x in conn.control({"op": "describe"})["partitions"] if x["topic"] == T][0]
+    assert lead["role"] == "leader" and lead["log_end_offset"] < len(RECORDS), lead
     assert consumed(c) != RECORDS                    # acknowledged records lost
