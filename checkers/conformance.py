@@ -24,7 +24,10 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
                                                           (with min-isr-hw)
     hw_advanced (follower)        FetchResponse           HW <= own LEO
                                                           (the maximal ISR: committed + proposed)
-    isr_changed                   AlterIsrResponse        the leader's committed ISR (mapped state only)
+    isr_changed                   AlterIsrResponse        the leader's committed ISR; with isr-broker-epoch
+                                                          (KIP-903) each added member fetched with the
+                                                          broker epoch it is registered with at the
+                                                          commit (isr_addition_valid)
     isr_proposed                  FetchRequest (ISR step) each added member's position has reached the
                                                           HW and, with isr-expand-epoch-start (KAFKA-7128),
                                                           the start of the leader's epoch (may_join_isr)
@@ -204,6 +207,7 @@ def _step(p: _Partition, n: int, ev: dict, res: Result) -> bool:
         r.trunc = False
         return True
     if t == "isr_changed":
+        _isr_additions_eligible(p, n, ev, res)
         if r.role == LEADER and int(ev["leader_epoch"]) == r.le:
             r.isr, r.pending = frozenset(ev["isr"]), None
         return True
@@ -386,6 +390,23 @@ def _isr_proposed(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> 
                  [f"add b{b} only at a position >= max(HW {ld.hw}, epoch start {start}) "
                   "(spec.rules.may_join_isr; KAFKA-7128 isr-expand-epoch-start)"])
     return True
+
+
+def _isr_additions_eligible(p: _Partition, n: int, ev: dict, res: Result) -> None:
+    """KIP-903 (`isr-broker-epoch`): a committed ISR expansion (the model's compare-and-set of the
+    proposal, spec.model._commit_isr_proposal) admits each added member only if the broker epoch
+    it fetched with is its registration's at the commit (spec.rules.isr_addition_valid). The
+    broker traces both (`broker_epochs`, `current_broker_epochs`); older traces carry neither."""
+    fetched, current = ev.get("broker_epochs") or {}, ev.get("current_broker_epochs") or {}
+    for b in sorted(fetched, key=int):
+        got, now = int(fetched[b]), int(current.get(b, -1))
+        if not R.isr_addition_valid(got, now if now >= 0 else 0, p.fixes):
+            _div(res, p, ev, f"leader {n} committed broker {b} into the ISR on a fetch made with broker epoch "
+                             f"{got}, but broker {b} is registered with epoch {now} now: a replica that "
+                             "registered anew (e.g. with an empty disk) joined on its previous incarnation's "
+                             "fetch state",
+                 [f"refuse b{b} (INELIGIBLE_REPLICA) until it fetches with epoch {now} "
+                  "(spec.rules.isr_addition_valid; KIP-903 isr-broker-epoch)"])
 
 
 def _epoch_answered(p: _Partition, n: int, r: _Replica, ev: dict, res: Result) -> bool:

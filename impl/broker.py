@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from typing import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,7 @@ log = logging.getLogger("impl.broker")
 MAX_INFLIGHT_PER_CONN = 100       # pipelined requests per connection awaiting their turn
 MAX_FETCH_WAIT_MS = 30_000
 REPLICA_FETCH_MAX_BYTES = 4 << 20
+HOLD_ISR_WRITES_MAX_S = 30.0     # bound of the test-only ISR write hold (see _hold_isr_writes)
 RELIST_MS = 2000                  # periodic re-listing of brokers/topics (missed watch events)
 
 
@@ -99,6 +101,9 @@ class Partition:
         self.follower_leo: dict[int, int] = {}
         self.last_caught_up: dict[int, float] = {}
         self.last_fetch: dict[int, tuple[float, int]] = {}   # replica -> (time, leader LEO then)
+        # replica -> the broker epoch it fetched with (KIP-903): its registration as this leader
+        # knew it when the fetch arrived (our Fetch v12 has no ReplicaState.ReplicaEpoch field)
+        self.fetch_broker_epoch: dict[int, int] = {}
         self.delayed: list[tuple[int, asyncio.Future]] = []
         self.waiters: list[asyncio.Future] = []       # replica fetches: woken by appends
         self.hw_waiters: list[asyncio.Future] = []    # consumer fetches: woken by HW advances
@@ -132,6 +137,9 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch_seen = 0
         self.broker_epoch: int | None = None   # of our current registration (KIP-380); None before it
+        # every broker's newest registration epoch we have seen (its /brokers/ids node, or the
+        # controller's LeaderAndIsr): what a follower's fetch is recorded with (KIP-903)
+        self.broker_epochs: dict[int, int] = {}
         self.live_brokers: dict[int, tuple[str, int]] = {}
         self.topic_assignments: dict[str, dict] = {}
         self.partition_states: dict[tuple[str, int], dict] = {}
@@ -396,6 +404,7 @@ class Broker:
                 data, _ = await self.cc("get", self.path(f"/brokers/ids/{i}"))
                 d = json.loads(data)
                 live[int(i)] = (d["host"], d["port"])
+                self._saw_broker_epoch(int(i), int(d.get("broker_epoch", -1)))
             except Exception as e:
                 if e.__class__.__name__ != "NoNode":
                     # transient: ask again shortly, or fetchers would idle on a stale view
@@ -587,6 +596,8 @@ class Broker:
         self.controller_epoch_seen = max(self.controller_epoch_seen, ce)
         for bid, addr in (body.get("brokers") or {}).items():
             self.live_brokers.setdefault(int(bid), (addr[0], int(addr[1])))
+        for bid, epoch in (body.get("broker_epochs") or {}).items():
+            self._saw_broker_epoch(int(bid), int(epoch))
         out = []
         for e in body.get("partitions", []):
             p = self.get_partition(e["topic"], int(e["partition"]), create=True)
@@ -599,6 +610,11 @@ class Broker:
                 self._become_follower(p, e)
             out.append({"topic": p.topic, "partition": p.index, "error_code": 0})
         return {"error_code": 0, "partitions": out}
+
+    def _saw_broker_epoch(self, bid: int, epoch: int) -> None:
+        """Registrations only move forward: a slower source never takes a newer epoch back."""
+        if epoch > self.broker_epochs.get(bid, -1):
+            self.broker_epochs[bid] = epoch
 
     def _apply_state(self, p: Partition, e: dict) -> tuple[int | None, int]:
         old = (p.leader, p.leader_epoch)
@@ -623,6 +639,7 @@ class Broker:
         p.follower_leo = {r: -1 for r in p.replicas if r != self.id}
         p.last_caught_up = {r: t for r in p.replicas if r != self.id}
         p.last_fetch = {}
+        p.fetch_broker_epoch = {}
         self.event("became_leader", topic=p.topic, partition=p.index, leader_epoch=p.leader_epoch,
                    isr=sorted(p.isr), log_end_offset=p.log.leo, hw=p.hw)
         self._update_hw(p)
@@ -690,22 +707,70 @@ class Broker:
 
     def _propose_isr(self, p: Partition, new_isr: set[int]) -> None:
         p.isr_inflight = True
-        # the inputs of the expansion rule, so conformance can judge each addition
+        added = sorted(new_isr - p.isr)
+        # KIP-903: each added member's broker epoch, the one it fetched with (AlterPartition's
+        # BrokerState.BrokerEpoch); the write checks it against the member's registration
+        fetched = {r: p.fetch_broker_epoch.get(r, -1) for r in added}
+        # the inputs of the expansion rules, so conformance can judge each addition
         self.event("isr_proposed", topic=p.topic, partition=p.index, isr=sorted(new_isr),
                    leader_epoch=p.leader_epoch, hw=p.hw,
-                   positions={str(r): p.follower_leo.get(r, -1) for r in sorted(new_isr - p.isr)})
+                   positions={str(r): p.follower_leo.get(r, -1) for r in added},
+                   broker_epochs={str(r): e for r, e in fetched.items()},
+                   current_broker_epochs={str(r): self.broker_epochs.get(r, -1) for r in added})
         if "maximal-isr" in self.fixes:
             p.maximal_isr = p.isr | new_isr       # KIP-497: count both until the write commits
         else:
             p.isr = set(new_isr)                  # pre-KIP-497: act before the write commits
             p.maximal_isr = set(new_isr)
-        asyncio.ensure_future(self._write_isr(p, p.leader_epoch, set(new_isr)))
+        asyncio.ensure_future(self._write_isr(p, p.leader_epoch, set(new_isr), fetched))
 
-    async def _write_isr(self, p: Partition, epoch: int, new_isr: set[int]) -> None:
+    async def _hold_isr_writes(self) -> None:
+        """Test-only hook: ISR writes wait while `<data dir>/HOLD_ISR_WRITES` exists (bounded by
+        HOLD_ISR_WRITES_MAX_S; past it the write goes ahead), so a test can let a member re-register
+        between the proposal and its commit -- the window KIP-903 closes."""
+        hold = self.dir / "HOLD_ISR_WRITES"
+        deadline = time.monotonic() + HOLD_ISR_WRITES_MAX_S
+        while hold.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def _registration_epochs(self, members: Iterable[int]) -> dict[int, int]:
+        """Each member's current registration epoch, read from its `/brokers/ids/N` node (-1: not
+        registered). Read right before the compare-and-set: a re-registration after the read is
+        a bounce the controller handles -- if it acts before our write, its write of the
+        partition state makes ours fail (BadVersion); after, the member is in the ISR and the
+        controller removes it."""
+        out = {}
+        for r in members:
+            try:
+                data, _ = await self.cc("get", self.path(f"/brokers/ids/{r}"))
+                out[r] = int(json.loads(data).get("broker_epoch", -1))
+            except Exception as e:
+                if e.__class__.__name__ != "NoNode":
+                    raise
+                out[r] = -1
+            self._saw_broker_epoch(r, out[r])
+        return out
+
+    async def _write_isr(self, p: Partition, epoch: int, new_isr: set[int], fetched: dict[int, int]) -> None:
         path = self.path(f"/brokers/topics/{p.topic}/partitions/{p.index}/state")
         ok = False
+        current: dict[int, int] = {}
+        refused: list[int] = []
         try:
-            for _ in range(5):
+            if (self.dir / "HOLD_ISR_WRITES").exists():
+                await self._hold_isr_writes()
+            unread = False
+            if fetched:
+                try:
+                    current = await self._registration_epochs(sorted(fetched))
+                except Exception as e:
+                    log.warning("ISR write for %s-%d: reading registrations failed: %s", p.topic, p.index, e)
+                    unread = True
+                # the controller's check in Kafka (INELIGIBLE_REPLICA); here the leader writes the
+                # ISR itself, so it is made by the writer, against the store, before the write
+                refused = [r for r in sorted(current)
+                           if not rules.isr_member_eligible(fetched[r], current[r], self.fixes)]
+            for _ in range(0 if refused or unread else 5):
                 # the leader's broker epoch is the controller's record of whom it elected: kept
                 body = json.dumps({"controller_epoch": self.controller_epoch_seen, "leader": self.id,
                                    "leader_epoch": epoch, "isr": sorted(new_isr), "version": 1,
@@ -730,11 +795,12 @@ class Broker:
                     p.isr = set(new_isr)
                     p.maximal_isr = set(new_isr)
                     self.event("isr_changed", topic=p.topic, partition=p.index, isr=sorted(new_isr),
-                               leader_epoch=epoch)
+                               leader_epoch=epoch, **_epochs_fields(fetched, current))
                 else:
                     p.maximal_isr = set(p.isr)
+                    extra = {"reason": "ineligible_replica", "ineligible": refused} if refused else {}
                     self.event("isr_change_failed", topic=p.topic, partition=p.index, isr=sorted(p.isr),
-                               leader_epoch=epoch)
+                               leader_epoch=epoch, **extra, **_epochs_fields(fetched, current))
                 self._update_hw(p)
                 self._complete_delayed(p)
 
@@ -915,6 +981,15 @@ class Broker:
                 return True
             await asyncio.sleep(0.02)
         return False
+
+
+def _epochs_fields(fetched: dict[int, int], current: dict[int, int]) -> dict:
+    """Trace fields of an ISR write that added members: the broker epoch each fetched with and
+    its registration's at the write (KIP-903's inputs, judged by conformance)."""
+    if not fetched:
+        return {}
+    return {"broker_epochs": {str(r): e for r, e in sorted(fetched.items())},
+            "current_broker_epochs": {str(r): current.get(r, -1) for r in sorted(fetched)}}
 
 
 def _epoch_runs(entries: list, base: int, last: int) -> list[tuple[int, int, int]]:

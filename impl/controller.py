@@ -372,7 +372,9 @@ class Controller:
         for bid, entries in sorted(by_broker.items()):
             body = {"controller_epoch": self.epoch, "controller_id": self.b.id,
                     "broker_epoch": self.epochs.get(bid, -1),
-                    "partitions": entries, "brokers": brokers}
+                    "partitions": entries, "brokers": brokers,
+                    # every registration it handled (KIP-903: leaders record fetches with these)
+                    "broker_epochs": {str(i): e for i, e in sorted(self.epochs.items())}}
             if bid == self.b.id:
                 self.b.handle_leader_and_isr(body)
             else:

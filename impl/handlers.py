@@ -217,6 +217,7 @@ def _record_follower_fetch(b, p, replica: int, fetch_offset: int, leader_leo: in
     if replica not in p.replicas:
         return
     p.follower_leo[replica] = fetch_offset
+    p.fetch_broker_epoch[replica] = b.broker_epochs.get(replica, -1)
     if fetch_offset >= leader_leo:
         p.last_caught_up[replica] = t_now
     else:

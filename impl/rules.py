@@ -10,13 +10,13 @@ from typing import Iterable, Mapping
 
 ALL_FIXES = ("controller-epoch-fencing", "epoch-truncation", "epoch-end-offset",
              "truncate-on-epoch-change", "fetch-epoch-fencing", "isr-expand-epoch-start",
-             "maximal-isr", "min-isr-hw")
+             "maximal-isr", "min-isr-hw", "isr-broker-epoch")
 
 _V010 = frozenset({"controller-epoch-fencing"})
 _K101 = _V010 | {"epoch-truncation"}
 _K279 = _K101 | {"epoch-end-offset"}
 _K320 = _K279 | {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
-_CURRENT = _K320 | {"maximal-isr", "min-isr-hw"}
+_CURRENT = _K320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
 
 GENERATIONS: dict[str, frozenset[str]] = {
     "v0.10": _V010, "kip-101": _K101, "kip-279": _K279, "kip-320": _K320, "current": _CURRENT,
@@ -58,6 +58,17 @@ def may_join_isr(follower_leo: int, leader_hw: int, epoch_start_offset: int, fix
     if "isr-expand-epoch-start" in fixes and follower_leo < epoch_start_offset:
         return False
     return True
+
+
+def isr_member_eligible(fetched_epoch: int, current_epoch: int, fixes: frozenset[str]) -> bool:
+    """KIP-903 (`isr-broker-epoch`, KAFKA-14139): an ISR expansion carries the broker epoch each
+    added member fetched with; it is refused (INELIGIBLE_REPLICA) unless that is the member's
+    current registration. A replica that registered anew since -- e.g. restarted with an empty
+    disk -- must not join on the strength of its previous incarnation's fetch state. -1 (no
+    registration known, or none now) is never eligible."""
+    if "isr-broker-epoch" not in fixes:
+        return True
+    return current_epoch >= 0 and fetched_epoch == current_epoch
 
 
 def out_of_sync(now_ms: float, last_caught_up_ms: Mapping[int, float], isr: Iterable[int],

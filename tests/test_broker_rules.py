@@ -22,6 +22,18 @@ def test_generations_are_cumulative_and_named():
         rules.fixes_for("v9")
 
 
+def test_isr_member_eligible_by_broker_epoch():
+    """KIP-903: an added member must have fetched with its current registration's broker epoch;
+    no registration (-1) is never eligible; before the fix anything goes."""
+    assert G["current"] - G["kip-320"] == {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
+    assert rules.isr_member_eligible(5, 5, G["current"])
+    assert not rules.isr_member_eligible(4, 5, G["current"])
+    assert not rules.isr_member_eligible(-1, -1, G["current"])
+    assert not rules.isr_member_eligible(-1, 5, G["current"])
+    assert rules.isr_member_eligible(4, 5, G["kip-320"])
+    assert rules.isr_member_eligible(4, -1, G["current"] - {"isr-broker-epoch"})
+
+
 def test_high_watermark_maximal_isr_and_min_isr():
     leos = {1: 5, 2: 3}
     # ISR {0,1}; replica 2 is being added (maximal ISR {0,1,2}): KIP-497 counts it

@@ -174,3 +174,22 @@ def test_lockstep_truncate_step():
     cut = evs + [ev(0, "truncated", offset=3, reason="leader_epoch"),
                  ev(0, "truncation_done", log_end_offset=3, leader_epoch=1)]
     assert check_events(cut, "current").divergences == []
+
+
+def test_isr_addition_on_a_previous_registration_diverges_with_kip903():
+    """KIP-903: a committed expansion whose member fetched with an earlier broker epoch than it is
+    registered with at the commit diverges in generations with isr-broker-epoch, not before it
+    (kip-320) nor without it; one on the current registration passes."""
+    def expand(fetched, current):
+        return base() + [ev(0, "isr_changed", isr=[0], leader_epoch=0),     # 1 left; it comes back
+                         ev(0, "isr_proposed", isr=[0, 1], leader_epoch=0, hw=2, positions={"1": 3},
+                            broker_epochs={"1": fetched}, current_broker_epochs={"1": fetched}),
+                         ev(0, "isr_changed", isr=[0, 1], leader_epoch=0,
+                            broker_epochs={"1": fetched}, current_broker_epochs={"1": current})]
+    ds = check_events(expand(4, 5), "current").divergences
+    assert len(ds) == 1 and "on a fetch made with broker epoch 4" in ds[0].text, ds
+    assert "registered with epoch 5" in ds[0].text and "isr_addition_valid" in ds[0].allowed[0]
+    assert check_events(expand(4, -1), "current").divergences           # not registered at all
+    assert check_events(expand(5, 5), "current").divergences == []
+    assert check_events(expand(4, 5), "kip-320").divergences == []
+    assert check_events(expand(4, 5), "current", without=["isr-broker-epoch"]).divergences == []

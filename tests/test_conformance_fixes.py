@@ -18,12 +18,17 @@ traces are judged by checkers/conformance.py against the model's rule functions.
 
 The stale Fetch is sent by the test on the wire as replica F with F's previous epoch: a
 follower that missed the epoch bump, as a KIP-320 follower sends it (followers of a broker
-without the fix send no epoch at all). `isr-broker-epoch` (KIP-903) is not implemented by the
-broker (the leader writes the ISR to the coordination store itself; there is no AlterPartition
-with broker epochs), so it has no scenario here.
+without the fix send no epoch at all). `isr-broker-epoch` (KIP-903) is checked by the writer of
+the ISR (the leader writes it to the coordination store itself; there is no AlterPartition):
+
+    empty-disk-rejoin     RF 3, min ISR 2; a follower returns, catches up and is  isr-broker-epoch
+                          proposed for the ISR; the write is held (test hook)
+                          while it loses power (empty log) and registers anew;
+                          then the write goes ahead and the leader dies
 """
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -31,7 +36,7 @@ import pytest
 
 from checkers.conformance import check_traces
 from impl.netclient import SyncConn
-from tests.broker_fixtures import make_cluster, trace_events, wait_until  # noqa: F401
+from tests.broker_fixtures import consume_all, make_cluster, trace_events, wait_until  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -230,3 +235,87 @@ def test_pending_shrink_normal_broker_conforms(make_cluster):
 def test_without_maximal_isr_caught(make_cluster):
     ds = divergences(pending_shrink(make_cluster, "maximal-isr"), 1)
     assert ds and all(f"past ISR member" in d for d in ds), ds
+
+
+# --- empty-disk-rejoin: KIP-903 --------------------------------------------------------------------
+
+RECORDS = [b"r%d" % i for i in range(10)]
+
+
+def registration_epoch(c, i: int) -> int:
+    """Broker i's broker epoch as its `/brokers/ids/i` node holds it (-1: not registered)."""
+    try:
+        data, _ = c._store().get(c.path(f"/brokers/ids/{i}"))
+    except Exception:
+        return -1
+    return int(json.loads(data).get("broker_epoch", -1))
+
+
+def consumed(c) -> list[bytes]:
+    return [v for _, v in consume_all(c, T, 0, idle_ms=1000)]
+
+
+def empty_disk_rejoin(make_cluster, without):
+    """Leader a, followers f and the controller. f stops (the controller takes it out of the ISR)
+    and the leader appends (acks=all, min ISR 2). f starts again and catches up; the leader
+    proposes it for the ISR, and the write is held (test hook) while f loses power -- its log
+    since the restart was unflushed -- and registers anew, not fetching (replication paused).
+    Then the write goes ahead. The lag bound stays long (30 s): no shrink races the steps.
+    Returns (cluster, a, f, f's broker epoch at the proposal, its new one)."""
+    c = cluster(make_cluster, without)
+    ctl = c.controller()
+    a, f = others(c, ctl)
+    # after a, f comes first in the assignment: a clean election after a's death picks f if in the ISR
+    c.create_topic(T, assignment={0: [a, f, ctl]}, min_insync=2)
+    arrange_leader(c, a, 3)
+    c.stop_broker(f)
+    wait_until(lambda: sorted(c.partition_state(T, 0)["isr"]) == sorted([a, ctl]), what=f"{f} out of the ISR")
+    assert produce(c, a, RECORDS, acks=-1) == 0        # acknowledged: on a and the controller
+    hold = c.broker_dir(a) / "HOLD_ISR_WRITES"
+    hold.touch()
+    c.start_broker(f)
+    wait_until(lambda: [x for x in trace_events(c, a, "isr_proposed") if f in x["isr"]],
+               what=f"{a} proposes {f} for the ISR (write held)")
+    old = registration_epoch(c, f)
+    assert c.power_loss(f), f"{f} must lose its unflushed log"
+    c.pause_replication(f)                             # the new incarnation fetches nothing yet
+    c.start_broker(f, wait=False)
+    wait_until(lambda: registration_epoch(c, f) > old, timeout_s=30, what=f"{f} registered anew")
+    hold.unlink()
+    return c, a, f, old, registration_epoch(c, f)
+
+
+def test_empty_disk_rejoin_normal_broker_refuses_the_stale_epoch(make_cluster):
+    """KIP-903: the held expansion names f's previous broker epoch and is refused; f rejoins only
+    after fetching with its new epoch and catching up; a's death then loses nothing."""
+    c, a, f, old, new = empty_disk_rejoin(make_cluster, None)
+    failed = wait_until(lambda: [x for x in trace_events(c, a, "isr_change_failed")
+                                 if x.get("reason") == "ineligible_replica"], what="the expansion refused")
+    assert failed[0]["ineligible"] == [f]
+    assert failed[0]["broker_epochs"] == {str(f): old} and failed[0]["current_broker_epochs"] == {str(f): new}
+    assert f not in c.partition_state(T, 0)["isr"]
+    c.resume_replication(f)
+    wait_until(lambda: f in c.partition_state(T, 0)["isr"], timeout_s=30, what=f"{f} rejoins the ISR")
+    joined = [x for x in trace_events(c, a, "isr_changed") if f in x["isr"] and x.get("broker_epochs")]
+    assert joined[-1]["broker_epochs"] == {str(f): new} == joined[-1]["current_broker_epochs"]
+    assert divergences(c, 2) == []
+    c.kill(a)
+    wait_until(lambda: c.leader_of(T, 0) == f, what=f"{f} elected")
+    assert consumed(c) == RECORDS
+
+
+def test_without_isr_broker_epoch_caught(make_cluster):
+    """Without KIP-903 the held expansion commits f, empty, into the ISR; a's death elects it and
+    the acknowledged records are gone. Conformance names the ineligible addition."""
+    c, a, f, old, new = empty_disk_rejoin(make_cluster, "isr-broker-epoch")
+    wait_until(lambda: f in c.partition_state(T, 0)["isr"], what=f"{f} committed into the ISR")
+    c.kill(a)
+    wait_until(lambda: c.leader_of(T, 0) == f, what=f"{f} elected")
+    ds = divergences(c, 2)
+    assert any(f"committed broker {f} into the ISR on a fetch made with broker epoch {old}" in d
+               and f"registered with epoch {new}" in d for d in ds), ds
+    assert any(f"broker {f} became leader" in d and "(LeaderCompleteness)" in d for d in ds), ds
+    with SyncConn(*c.address(f)) as conn:
+        lead = [x for x in conn.control({"op": "describe"})["partitions"] if x["topic"] == T][0]
+    assert lead["role"] == "leader" and lead["log_end_offset"] < len(RECORDS), lead
+    assert consumed(c) != RECORDS                    # acknowledged records lost
