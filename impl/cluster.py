@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -37,7 +38,31 @@ class ClusterError(Exception):
     pass
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
+    """A port for a broker to listen on for the cluster's whole life, restarts included: chosen
+    below the kernel's ephemeral range, so that while the broker is down (killed, powered off)
+    no outgoing connection can take it as its source port and make the restart fail to bind
+    ("address already in use", seen in long nemesis runs). Random within the range, checked free."""
+    lo, _ = _ephemeral_range()
+    low, high = (10000, lo - 1) if lo > 12000 else (lo + 1024, 65000)
+    rng = random.SystemRandom()   # not a semantic choice: ports never change behaviour
+    for _ in range(200):
+        port = rng.randint(low, high)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
