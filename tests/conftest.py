@@ -278,3 +278,14 @@ def coord_connect():
     yield make
     for c in clients:  # bounded: one per call
         c.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The `slow` marker (pyproject.toml) keeps heavier runs out of the default test command:
+    without a `-m` expression they are deselected; `-m slow` runs them."""
+    if config.option.markexpr:
+        return
+    slow = [it for it in items if it.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [it for it in items if not it.get_closest_marker("slow")]

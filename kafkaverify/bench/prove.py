@@ -7,6 +7,12 @@ explorer's time on the same config, in the same run).
         LogMatching StrongIsr --baseline
     nice -n 15 python -m kafkaverify.bench.prove bmc --depth 8
     nice -n 15 python -m kafkaverify.bench.prove bmc3 --depth 30 --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
+    nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
+
+`fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
+each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
+and says where the encoding cannot express the bug (checkers/prove/encoding.supported).
 """
 from __future__ import annotations
 
@@ -17,7 +23,9 @@ from checkers.explore import explore
 from checkers.prove.bmc import bmc
 from checkers.prove.induction import prove
 from kafkaverify.cmd_prove import prove_config
+from checkers.prove.encoding import supported
 from spec import Model, make_config
+from spec.config import CLIENT_FIXES, GENERATIONS
 
 BMC_CASES = [  # (generation, without, bounds, invariant restriction)
     ("v0.10", (), {}, None),
@@ -35,20 +43,75 @@ BMC_THREE = [
     ("current", ("isr-expand-epoch-start",), {**THREE, "unflushed_loss": False, "losses": 0}, None),
 ]
 
+# Per fix: the smallest bounds where its removal shows, and the invariant it breaks there.
+SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}
+FIX_BOUNDS = {
+    "min-isr-hw": (SMALL, ("MinIsrDurability",)),
+    "maximal-isr": ({**SMALL, "min_isr": 1}, ("ReplicationQuorumSuperset",)),
+    "epoch-truncation": ({**SMALL, "min_isr": 1}, ("StrongIsr",)),
+    "truncate-on-epoch-change": (BMC_THREE[0][2], BMC_THREE[0][3]),
+    "epoch-end-offset": (BMC_THREE[1][2], BMC_THREE[1][3]),
+    "fetch-epoch-fencing": (BMC_THREE[2][2], BMC_THREE[2][3]),
+    "isr-expand-epoch-start": (BMC_THREE[3][2], BMC_THREE[3][3]),
+    # The bugs of these need what the encoding leaves out: a paused (zombie) controller, and a
+    # broker returning with an empty disk.
+    "controller-epoch-fencing": ({"pauses": 1}, None),
+    "isr-broker-epoch": ({"disk_loss": True}, None),
+}
+
+
+def fix_cases():
+    """(generation, without, bounds, invariants) for v0.10 and every replication fix of
+    `current` (the fix list is spec/config.py's; a fix without chosen bounds gets defaults)."""
+    yield "v0.10", (), SMALL, ("MinIsrDurability",)
+    for f in sorted(GENERATIONS["current"] - CLIENT_FIXES):
+        bounds, invs = FIX_BOUNDS.get(f, ({}, None))
+        yield "current", (f,), bounds, invs
+
+
+def run_fixes(depth: int, time_limit: float, only: list[str] | None = None) -> None:
+    print("| config | invariant | BMC | BMC s | explorer | explorer s | ratio BMC/explorer |\n"
+          "|---|---|---|---:|---|---:|---:|")
+    for gen, without, bounds, invs in fix_cases():
+        if only and not set(only) & (set(without) or {gen}):
+            continue
+        m = Model(make_config(gen, without, **bounds))
+        name = gen + "".join(f" --without {w}" for w in without) + "".join(
+            f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+        why = supported(m.config)
+        if why:
+            bm, bs = f"not encoded: {why}", float("nan")
+        else:
+            r = bmc(m, depth, invariants=invs, time_limit=time_limit)
+            bm = f"{r.invariant} at depth {r.depth}" if r.status == "violation" else f"{r.status} to depth {r.depth}"
+            if r.problem:
+                bm += f" (spec disagrees: {r.problem})"
+            bs = r.seconds
+        t0 = time.monotonic()
+        x = explore(m, time_limit=time_limit, invariants=invs)
+        xs = time.monotonic() - t0
+        ex = f"{x.invariant} at {len(x.path)}" if x.status == "violation" else x.status
+        ratio = f"{bs / max(xs, 1e-3):.0f}" if bs == bs and x.status == "violation" and "at depth" in bm else "-"
+        print(f"| {name} | {', '.join(invs or ('all',))} | {bm} | {bs:.1f} | {ex} | {xs:.1f} | {ratio} |",
+              flush=True)
+
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3"])
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes"])
     ap.add_argument("--brokers", type=int, nargs="*", default=[3, 5])
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--invariant", nargs="*", default=["HwBelowLeo", "MonotonicEpochs"])
-    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--depth", type=int, default=None, help="BMC depth (default 8; fixes: 30)")
     ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--fix", nargs="*", help="fixes: only these fixes (or v0.10)")
     ap.add_argument("--baseline", action="store_true",
                     help="also run each proof over every action instance (no symmetry reduction) "
                          "and print the ratio, same run")
     a = ap.parse_args(argv)
-    if a.what == "induction":
+    if a.what == "fixes":
+        run_fixes(a.depth or 30, a.time_limit, a.fix)
+    elif a.what == "induction":
         head = "| invariant | replicas | log length | verdict | seconds |"
         if a.baseline:
             head += " all instances s | ratio |"
@@ -68,7 +131,7 @@ def main(argv=None) -> None:
         print("| config | BMC | BMC s | explorer | explorer s |\n|---|---|---|---|---|")
         for gen, without, bounds, invs in (BMC_CASES if a.what == "bmc" else BMC_THREE):
             m = Model(make_config(gen, without, **bounds))
-            r = bmc(m, a.depth, invariants=invs, time_limit=a.time_limit)
+            r = bmc(m, a.depth or 8, invariants=invs, time_limit=a.time_limit)
             t0 = time.monotonic()
             x = explore(m, time_limit=a.time_limit, invariants=invs)
             ex = f"{x.invariant} at {len(x.path)}" if x.status == "violation" else x.status
