@@ -72,7 +72,12 @@ def partition_change(state: dict, assigned: list[int], registered: dict[int, int
     remaining = [r for r in isr if r in usable]
     if leader in usable:
         return leader, remaining
-    keep = remaining or ([leader] if leader in isr else isr)
+    # A bounced broker never outlives, as the ISR's last member, members that merely have not
+    # registered again yet: its log may have lost its unflushed tail (power loss) while theirs are
+    # whole on disk. The partition goes offline with them and the first to return leads (as
+    # Kafka's onBrokerFailure removes the failed replica from an ISR that has others).
+    not_bounced = [r for r in isr if r not in gone]
+    keep = remaining or (not_bounced if gone and not_bounced else ([leader] if leader in isr else isr))
     choice = elect_leader(assigned, keep, set(registered), unclean)
     if choice is None:
         return None if leader == -1 and keep == isr else (-1, keep)

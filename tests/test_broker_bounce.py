@@ -123,6 +123,11 @@ def test_bounce_rules():
     assert partition_change({**fresh, "isr": [0]}, [0, 1, 2], {1: 2}, set(), False) == (-1, [0])
     assert partition_change({**fresh, "leader": -1, "isr": [0]}, [0, 1, 2], {1: 2}, set(), False) is None
     assert partition_change({**fresh, "leader": -1, "isr": [0]}, [0, 1, 2], {0: 9, 1: 2}, set(), False) == (0, [0])
+    # the leader bounced while the other ISR members have not registered again yet (a machine
+    # stall): it does not stay as the ISR's last member -- it may have lost its unflushed tail --
+    # the partition goes offline with the others, and the first of them to return leads
+    assert partition_change(st, [0, 1, 2], {0: 7}, set(), False) == (-1, [1, 2])
+    assert partition_change({**st, "leader": -1, "isr": [1, 2]}, [0, 1, 2], {0: 7, 1: 5}, set(), False) == (1, [1])
     assert rules.check_broker_epoch(5, 5) and rules.check_broker_epoch(-1, 5) and rules.check_broker_epoch(-1, None)
     assert not rules.check_broker_epoch(4, 5) and not rules.check_broker_epoch(4, None)
 
@@ -207,4 +212,40 @@ def test_the_cluster_is_whole_again_after_the_machine_stalls(make_cluster):
         p.send_signal(signal.SIGCONT)
     wait_until(lambda: c.controller_epoch() > epoch, timeout_s=30, what="a controller of a newer epoch")
     wait_until(lambda: whole(c), timeout_s=40, what="every broker registered, full ISRs, replicas in role")
+    assert [v for _, v in consume_all(c, "b", 0, idle_ms=1000)] == RECORDS
+
+
+def test_a_bounced_leader_alone_after_a_stall_does_not_lead_with_its_emptied_log(make_cluster):
+    """The order the stall test can meet by chance, arranged: broker 0 is controller and leader
+    of b/0 with ISR {0, 1, 2}; brokers 1 and 2 stop (their sessions end), broker 0 loses power
+    and restarts, becomes controller again and sees only itself registered. Its log lost the
+    acknowledged records (no flush policy), so it must not be left as the ISR's last member and
+    elected: the partition goes offline with {1, 2}, and when they return one of them leads and
+    nothing acknowledged is lost."""
+    # broker 0's old session outlives 1's and 2's: its new incarnation registers (and becomes
+    # controller) only after theirs have ended, and the old controller dies before it could
+    # handle their ends -- the order a machine stall produces
+    c = make_cluster(3, controller=0, harness_session_timeout_ms=3000,
+                     broker_configs={0: {"session_timeout_ms": 6000}, 1: {"session_timeout_ms": SHORT_SESSION_MS},
+                                     2: {"session_timeout_ms": SHORT_SESSION_MS}})
+    c.create_topic("b", assignment={0: [0, 1, 2]}, min_insync=2)
+    c.wait_for_leaders("b", isr_size=3)
+    assert c.leader_of("b", 0) == 0
+    produce_acked(c, "b")
+    epoch = c.controller_epoch()
+    for i in (1, 2):
+        c.pause(i)
+    assert c.power_loss(0)
+    c.start_broker(0, wait=False)
+    wait_until(lambda: c.controller() == 0 and c.controller_epoch() > epoch, timeout_s=30,
+               what="broker 0 controller again")
+    wait_until(lambda: (c.partition_state("b", 0) or {}).get("leader_epoch", 0) > 0
+               or (c.partition_state("b", 0) or {}).get("leader") == -1,
+               timeout_s=30, what="the new controller to handle b/0")
+    st = c.partition_state("b", 0)
+    assert st["leader"] == -1 and sorted(st["isr"]) == [1, 2], st
+    for i in (1, 2):
+        c.resume(i)
+    wait_until(lambda: whole(c), timeout_s=40, what="every broker registered, full ISRs, replicas in role")
+    assert c.leader_of("b", 0) in (1, 2)
     assert [v for _, v in consume_all(c, "b", 0, idle_ms=1000)] == RECORDS
