@@ -342,6 +342,35 @@ class Cluster:
         from impl.control import apply_fault
         return apply_fault(self, fault)
 
+    def is_whole(self) -> bool:
+        """Every broker registered, every partition led with its full ISR, and every replica,
+        asked itself, at the stored leader epoch in its role (the leader as leader, the others
+        as followers) with a log end at least the leader's high watermark."""
+        if self.registered() != set(range(self.n)):
+            return False
+        parts = self.status()["partitions"]
+        if not parts or not all(p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts):
+            return False
+        views: dict[int, dict] = {}
+        try:
+            for i in range(self.n):
+                with SyncConn(*self.address(i)) as conn:
+                    d = conn.control({"op": "describe"})
+                views[i] = {(x["topic"], x["partition"]): x for x in d["partitions"]}
+        except OSError:
+            return False
+        for p in parts:
+            key = (p["topic"], p["partition"])
+            lead = views[p["leader"]].get(key)
+            if lead is None or lead["role"] != "leader" or lead["leader_epoch"] != p["leader_epoch"]:
+                return False
+            for r in p["replicas"]:
+                v = views[r].get(key)
+                if (v is None or v["leader_epoch"] != p["leader_epoch"] or v["log_end_offset"] < lead["hw"]
+                        or (r != p["leader"] and v["role"] != "follower")):
+                    return False
+        return True
+
     def status(self) -> dict:
         """Brokers (running / paused / dead / registered) and every partition's leader and ISR,
         read from the coordination service."""

@@ -166,34 +166,10 @@ class _Run:
         serves the partition in its current role with a log reaching the leader's HW. (The
         store alone can be stale: a killed broker stays registered and in the ISR until its
         session expires, and a restarted one may not have caught up.)"""
-        from impl.netclient import SyncConn
         c = self.cluster
         if self.undo or c.paused or len(c.alive()) != c.n or (self.cuts is not None and self.cuts.active()):
             return False
-        if c.registered() != set(range(c.n)):
-            return False
-        parts = c.status()["partitions"]
-        if not parts or not all(p["leader"] >= 0 and sorted(p["isr"]) == sorted(p["replicas"]) for p in parts):
-            return False
-        views: dict[int, dict] = {}
-        try:
-            for i in range(c.n):
-                with SyncConn(*c.address(i)) as conn:
-                    d = conn.control({"op": "describe"})
-                views[i] = {(x["topic"], x["partition"]): x for x in d["partitions"]}
-        except OSError:
-            return False
-        for p in parts:
-            key = (p["topic"], p["partition"])
-            lead = views[p["leader"]].get(key)
-            if lead is None or lead["role"] != "leader" or lead["leader_epoch"] != p["leader_epoch"]:
-                return False
-            for r in p["replicas"]:
-                v = views[r].get(key)
-                if (v is None or v["leader_epoch"] != p["leader_epoch"] or v["log_end_offset"] < lead["hw"]
-                        or (r != p["leader"] and v["role"] != "follower")):
-                    return False
-        return True
+        return c.is_whole()
 
     def wait_whole(self, bound_s: float) -> bool:
         """Lets every standing fault run its course, then waits for whole() (bounded)."""
