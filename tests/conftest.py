@@ -62,6 +62,14 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+def run_kafkaverify(*args, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m kafkaverify ARGS` as a user runs it; a traceback on stderr fails the test."""
+    p = subprocess.run([sys.executable, "-m", "kafkaverify", *map(str, args)], capture_output=True,
+                       text=True, env=subprocess_env(), timeout=timeout)
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

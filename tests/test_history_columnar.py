@@ -3,9 +3,6 @@ the fixes of issue 12's list of what check-history got wrong: a final read short
 was already read, --time-limit covering reading, no check superlinear in anomalies or
 commits, the printed time being the whole time, negative offsets rejected."""
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +14,7 @@ from checkers.history.generate import Params, generate
 from checkers.history.result import counts
 from checkers.history.run import check_history
 from checkers.history.seeding import SEEDABLE
+from tests.conftest import run_kafkaverify
 from tests.history_util import B
 from traces.history import history_events, load, write
 
@@ -103,12 +101,7 @@ def test_lost_read_kip101_client_face(tmp_path):
     assert p.returncode == 1 and "lost-read" in p.stdout
 
 
-def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "kafkaverify", *map(str, args)], capture_output=True,
-                       text=True, env=env, timeout=300)
-    assert "Traceback" not in p.stderr, p.stderr
-    return p
+_cli = run_kafkaverify
 
 
 @pytest.fixture(scope="module")

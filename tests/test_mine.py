@@ -2,13 +2,12 @@
 generator plants exactly what the runs table says, `mine` agrees run by run with
 check-history's path on the same runs, corrupt rows are reported with file and row, exit
 codes 0/1/2/3, and the summary pages. Spark itself: tests/test_mine_spark.py."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+
+from tests.conftest import run_kafkaverify
 
 from checkers.history.columnar_file import check_file
 from checkers.history.gen_runs import generate_dataset
@@ -19,12 +18,7 @@ from traces.runs import extract_run
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "kafkaverify", *map(str, args)], capture_output=True,
-                       text=True, env=env, timeout=300)
-    assert "Traceback" not in p.stderr, p.stderr
-    return p
+cli = run_kafkaverify
 
 
 @pytest.fixture(scope="module")
