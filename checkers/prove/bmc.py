@@ -34,7 +34,8 @@ class BmcResult:
     problem: str | None = None     # set when spec does not reproduce the path
 
 
-def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False) -> list:
+def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False,
+               keep_oob: bool = False) -> list:
     """Constraints: t is the successor of s under the instance numbered `choice` (with
     `stutter`, choice -1 keeps s). A field that no instance can change at this step (every
     guard that names it folds to false) is not constrained here: `unrolled` reuses s's value
@@ -59,7 +60,8 @@ def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False
         for idx, sv in merged[k]:
             v = z3.If(choice == idx, sv, v)
         cons.append(tv == v)
-    cons.append(NOT(t[("g", "oob")]))
+    if not keep_oob:
+        cons.append(NOT(t[("g", "oob")]))
     return [c if z3.is_expr(c) else z3.BoolVal(bool(c)) for c in cons]
 
 
@@ -80,45 +82,55 @@ def bad(enc: Encoding, names: list[str], prev, s):
 
 def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
-        exhaustive: bool = False) -> BmcResult:
+        exhaustive: bool = False, writes: int | None = None) -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
-    no path of at most `depth` steps reaches one."""
+    no path of at most `depth` steps reaches one. There a step past the encoding's bounds is
+    not excluded but sought as well (found: "unknown", the bounds were too small), so the
+    encoding's slots may be chosen small (`writes`: producer writes and log slots) without
+    losing soundness."""
     cfg = model.config
-    enc = Encoding(cfg)
+    enc = Encoding(cfg, writes=writes)
     names = names_for(cfg, invariants)
     t0 = time.monotonic()
     s0 = enc.from_state(model.initial())
     states = [s0]
     choices = []
     cons: list = []
-    viol = []
+    viol, oob = [], []
     for k in range(1, depth + 1):
         left = time_limit - (time.monotonic() - t0)
         if left <= 0:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
         ch = z3.Int(f"a{k}")
-        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive)
+        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive, keep_oob=exhaustive)
         if exhaustive and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
         states.append(nxt)
         choices.append(ch)
         b = bad(enc, names, states[-2], nxt)
         viol.append(b)
+        if exhaustive:
+            oob.append(nxt[("g", "oob")])
         if exhaustive and k < depth:
             continue
         # One query per depth through a simplifying tactic pipeline: measured faster than an
         # incremental solver (reference/spark.md).
         sol = _solver()
         sol.add(cons)
-        b = OR(*viol) if exhaustive else b
+        b = OR(*viol, *oob) if exhaustive else b
         sol.add(b if z3.is_expr(b) else z3.BoolVal(bool(b)))
         sol.set("timeout", max(1, int(left * 1000)))
         r = sol.check()
         if progress:
             progress(k, time.monotonic() - t0)
+        if r == z3.sat and exhaustive and any(
+                z3.is_true(sol.model().eval(_zb(o), model_completion=True)) for o in oob):
+            return BmcResult("unknown", depth, time.monotonic() - t0,
+                             message="a path leaves the encoding's bounds (more writes or "
+                                     "requests than its slots): no verdict")
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
                            viol if exhaustive else None)

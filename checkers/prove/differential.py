@@ -161,3 +161,27 @@ def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
                                     f"vs concrete {ct[k]}")
                     break
     return problems
+
+
+def diameter(model: Model, limit: int = 200_000) -> int | None:
+    """The diameter of the reachable state space: the largest breadth-first distance from the
+    initial state (spec's own states, no symmetry reduction). Every reachable state is then
+    reachable in at most that many steps, so BMC clean to that depth covers all of them.
+    None when more than `limit` states are reachable (the bound on this search)."""
+    seen = {model.initial()}
+    frontier = [model.initial()]
+    depth = 0
+    while True:
+        nxt = []
+        for s in frontier:
+            for a in model.enabled(s):
+                t = model.step(s, a)
+                if t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+                    if len(seen) > limit:
+                        return None
+        if not nxt:
+            return depth
+        frontier = nxt
+        depth += 1

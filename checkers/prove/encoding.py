@@ -72,7 +72,8 @@ class Inst:
 
 
 class Encoding:
-    def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None):
+    def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None,
+                 writes: int | None = None):
         why = supported(cfg)
         if why:
             raise Unsupported(why)
@@ -84,7 +85,7 @@ class Encoding:
         if cfg.producers:
             # records in logs are write ids (checkers/prove/producers.py owns the clients' part)
             from checkers.prove.producers import Producers, write_slots
-            self.R = self.L = write_slots(cfg)
+            self.R = self.L = writes or write_slots(cfg)
         self.C = self.L + 1
         self.K = slots
         self.E = epochs if epochs is not None else 2 * cfg.crashes + cfg.elections + 4
