@@ -29,6 +29,9 @@ BATCH = ("bk", "bs", "bt")
 REQ = ("qk", "qs", "qpe", "qb", "qle", "qw", "qo")
 RESP = ("rk", "rc", "ro")
 WRITE = ("wp", "wk", "wpe", "wseq")
+# ProducerStateEntry.NUM_BATCHES_TO_RETAIN, read from spec/rules.py (a name of its own here so a
+# test can change the encoding's copy alone and see the differential test fail)
+RETAINED = rules.BATCHES_RETAINED
 KINDS = ("BumpEpoch", "CompleteProduce", "Disconnect", "HandleProduce", "InitProducerId",
          "Receive", "Send")
 
@@ -224,7 +227,7 @@ class Producers:
         other_after, later = False, 0
         for k in range(L - 1, -1, -1):
             retained[k] = AND(isp[k], EQ(pe[k], epoch), NOT(other_after),
-                              later < rules.BATCHES_RETAINED)
+                              later < RETAINED)
             other_after = OR(other_after, AND(isp[k], NE(pe[k], epoch)))
             later = later + ite(isp[k], 1, 0)
         del e
