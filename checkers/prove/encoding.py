@@ -18,6 +18,10 @@ the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a
 most `records` entries (each record is appended once), K in-flight requests per broker and E
 leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
 
+With `producers`, the producers of spec/producer.py join (checkers/prove/producers.py: their
+actions, state and rules); the implicit client's Produce is then off, and records in logs are
+write ids, at most producers x records x (retries + 1) of them (or fewer if asked: `writes`).
+
 Partition-state versions are kept as plain growing integers (spec renumbers them densely; only
 equality and order matter, so the two agree up to an order-preserving renaming, which
 `canon_versions` applies). Broker session numbers are kept normalised as spec keeps them.
