@@ -15,7 +15,6 @@ from checkers.prove.differential import (DiffReport, bfs_states, compare_state, 
                                          draw_states, z3_agrees)
 from checkers.prove.encoding import Encoding
 from spec import Model, make_config
-from spec.invariants import selected, violated
 from tests.conftest import run_kafkaverify
 
 # the connection-drop bounds of the explorer's producer results (BENCHMARKS.md, issue 9)

@@ -204,7 +204,7 @@ class Producers:
     def producer_state(self, s, bi, p):
         """rules.producer_state over broker bi's log: (epoch, last sequence, per log slot
         whether the entry is among the retained batches of that epoch, per slot its sequence)."""
-        e, L, W = self.enc, self.enc.L, self.W
+        L, W = self.enc.L, self.W
         leo = s[("b", bi, "leo")]
         produced = s[("g", "produced")]
         wp = [s[("w", "wp", w)] for w in range(W)]
@@ -230,7 +230,6 @@ class Producers:
                               later < RETAINED)
             other_after = OR(other_after, AND(isp[k], NE(pe[k], epoch)))
             later = later + ite(isp[k], 1, 0)
-        del e
         return epoch, last, retained, sq
 
     def check_sequence(self, s, bi, p, pe, seq):
