@@ -80,6 +80,12 @@ def test_a_wrong_producer_rule_is_caught(monkeypatch):
 
 
 def test_idempotent_producer_proved_at_the_diameter():
+    """At the bounds of the proofs (1 and 2 in flight) the encoding agrees with spec on every
+    reachable state, so exhaustive BMC to the diameter speaks of spec's own state space."""
+    for k in (1, 2):
+        cfg = make_config("current", **{**DROPS, "records": k, "max_in_flight": k})
+        rep, _ = _compare_states(Model(cfg), Encoding(cfg, writes=k), bfs_states(Model(cfg), 100_000))
+        assert not rep.problems and rep.oob == 0 and rep.states == {1: 16, 2: 78}[k]
     model = Model(make_config("current", **{**DROPS, "records": 1, "max_in_flight": 1}))
     assert diameter(model) == 7
     r = bmc(model, 7, invariants=("ProducerSendOrder", "ProducerExactlyOnce"), exhaustive=True,
