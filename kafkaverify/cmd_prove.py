@@ -17,6 +17,9 @@ from kafkaverify.exitcodes import InputError
 
 
 MAX_PROVE_BROKERS = 7
+# Exhaustive BMC bit-blasts: integer fields as 16-bit signed bit-vectors (checkers/prove/sym.py
+# says why that width cannot overflow at any depth this command reaches).
+EXHAUSTIVE_BITS = 16
 
 
 def prove_config(generation, without, brokers, log_length, **bounds):
@@ -79,7 +82,7 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     left = lambda: max(1.0, time_limit - (time.monotonic() - t0))   # noqa: E731
     if depth > 0:
         r = bmc(model, depth, invariants=invariants, time_limit=left(), exhaustive=exhaustive,
-                writes=write_slots,
+                writes=write_slots, bits=EXHAUSTIVE_BITS if exhaustive else 0,
                 progress=(lambda k, s: progress(f"BMC depth {k} done, {s:.1f}s")) if progress else None)
         if r.status == "violation" and r.problem is None:
             refuted.add(r.invariant)

@@ -16,7 +16,7 @@ import z3
 
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import STATE_PROPS, names_for, step_holds
-from checkers.prove.sym import AND, NOT, OR
+from checkers.prove.sym import AND, IF, NOT, OR, bitvectors, int_var, value
 from checkers.prove.symstate import concretize, variables
 from spec import Action, Model, State
 from spec.invariants import selected, violated
@@ -58,7 +58,7 @@ def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False
             continue
         v = s[k]
         for idx, sv in merged[k]:
-            v = z3.If(choice == idx, sv, v)
+            v = IF(choice == idx, sv, v)
         cons.append(tv == v)
     if not keep_oob:
         cons.append(NOT(t[("g", "oob")]))
@@ -67,6 +67,11 @@ def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False
 
 def _zb(x):
     return x if z3.is_expr(x) else z3.BoolVal(bool(x))
+
+
+def _bit_solver():
+    """For bit-vector unrollings: bit-blast to SAT."""
+    return z3.Then("simplify", "propagate-values", "solve-eqs", "bit-blast", "sat").solver()
 
 
 def _solver():
@@ -82,14 +87,20 @@ def bad(enc: Encoding, names: list[str], prev, s):
 
 def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
-        exhaustive: bool = False, writes: int | None = None) -> BmcResult:
+        exhaustive: bool = False, writes: int | None = None, bits: int = 0) -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
     no path of at most `depth` steps reaches one. There a step past the encoding's bounds is
     not excluded but sought as well (found: "unknown", the bounds were too small), so the
     encoding's slots may be chosen small (`writes`: producer writes and log slots) without
-    losing soundness."""
+    losing soundness. `bits`: integer fields as signed bit-vectors of that width, solved by
+    bit-blasting to SAT (sym.bitvectors)."""
+    with bitvectors(bits):
+        return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits)
+
+
+def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits) -> BmcResult:
     cfg = model.config
     enc = Encoding(cfg, writes=writes)
     names = names_for(cfg, invariants)
@@ -104,7 +115,7 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         if left <= 0:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
-        ch = z3.Int(f"a{k}")
+        ch = int_var(f"a{k}")
         cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive, keep_oob=exhaustive)
         if exhaustive and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
@@ -118,7 +129,7 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
             continue
         # One query per depth through a simplifying tactic pipeline: measured faster than an
         # incremental solver (reference/spark.md).
-        sol = _solver()
+        sol = _bit_solver() if bits else _solver()
         sol.add(cons)
         b = OR(*viol, *oob) if exhaustive else b
         sol.add(b if z3.is_expr(b) else z3.BoolVal(bool(b)))
@@ -147,7 +158,7 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
     invs = selected(model.config, only)      # a client invariant asked by name counts too
     s = model.initial()
     actions, out = [], []
-    picked = [m.eval(ch, model_completion=True).as_long() for ch in choices]
+    picked = [value(m.eval(ch, model_completion=True)) for ch in choices]
     real = [k for k, c in enumerate(picked) if c >= 0]          # stutter steps (-1) dropped
     choices = [choices[k] for k in real]
     for depth, k in enumerate(real, 1):

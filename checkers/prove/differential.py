@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import z3
 
 from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported
+from checkers.prove.sym import value
 from spec import Action, Model, State
 from spec.model import _normalize_versions as canon_versions
 
@@ -127,8 +128,7 @@ def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
     def val(m, v):
         if not z3.is_expr(v):
             return v
-        x = m.eval(v, model_completion=True)
-        return z3.is_true(x) if z3.is_bool(x) else x.as_long()
+        return value(m.eval(v, model_completion=True))
 
     problems = []
     for s in states:
@@ -137,7 +137,8 @@ def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
         except Unsupported:
             continue
         sol = z3.Solver()
-        sol.add([xs[k] == v for k, v in d.items()])
+        sol.add([xs[k] == (z3.BitVecVal(v, xs[k].size()) if z3.is_bv(xs[k]) else v)
+                 for k, v in d.items()])
         if sol.check() != z3.sat:
             problems.append("state constraints unsatisfiable")
             continue

@@ -116,7 +116,7 @@ def producer_cases(upto: int):
                25, 12, "refuted")
 
 
-def run_producers(time_limit: float, upto: int) -> None:
+def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
     import os
 
     from checkers.prove.differential import diameter
@@ -130,7 +130,8 @@ def run_producers(time_limit: float, upto: int) -> None:
         dia = diameter(m) if depth is None else None     # explicit BFS of spec
         ds = time.monotonic() - t0
         d = depth if depth is not None else dia
-        r = bmc(m, d, invariants=invs, time_limit=time_limit, exhaustive=True, writes=writes)
+        r = bmc(m, d, invariants=invs, time_limit=time_limit, exhaustive=True, writes=writes,
+                bits=bits)
         zs = r.seconds
         if r.status == "violation":
             verdict = f"refuted: {r.invariant} in {r.depth} steps" + (f" ({r.problem})" if r.problem else
@@ -140,7 +141,7 @@ def run_producers(time_limit: float, upto: int) -> None:
         else:
             verdict = r.status + (f" ({r.message})" if r.message else " (time limit)")
         method = f"exhaustive BMC, depth {d}" + (" = diameter" if dia is not None else "") + (
-            f", {writes} write slots" if writes else "")
+            f", {writes} write slots" if writes else "") + (f", {bits}-bit" if bits else ", integers")
         t1 = time.monotonic()
         x = explore(m, time_limit=time_limit, invariants=invs)
         xs = time.monotonic() - t1
@@ -153,6 +154,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "producers"])
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
+    ap.add_argument("--bits", type=int, default=16,
+                    help="producers: bit-vector width of the unrolling (0: z3 integers, the baseline)")
     ap.add_argument("--brokers", type=int, nargs="*", default=[3, 5])
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--invariant", nargs="*", default=["HwBelowLeo", "MonotonicEpochs"])
@@ -164,7 +167,7 @@ def main(argv=None) -> None:
                          "and print the ratio, same run")
     a = ap.parse_args(argv)
     if a.what == "producers":
-        run_producers(a.time_limit, a.upto)
+        run_producers(a.time_limit, a.upto, a.bits)
     elif a.what == "fixes":
         run_fixes(a.depth or 30, a.time_limit, a.fix)
     elif a.what == "induction":
