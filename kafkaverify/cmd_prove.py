@@ -17,26 +17,41 @@ from kafkaverify.exitcodes import InputError
 
 
 MAX_PROVE_BROKERS = 7
+# Exhaustive BMC bit-blasts: integer fields as 16-bit signed bit-vectors (checkers/prove/sym.py
+# says why that width cannot overflow at any depth this command reaches).
+EXHAUSTIVE_BITS = 16
 
 
-def prove_config(generation, without, brokers, log_length):
+def prove_config(generation, without, brokers, log_length, **bounds):
     """The model config for the z3 engine. spec's make_config caps brokers at 5 (for the
     explorer); induction is not enumeration, so up to 7 replicas are allowed here, validated
-    by make_config at 5 and widened. Raises ConfigError."""
+    by make_config at 5 and widened. `bounds`: further make_config bounds (faults, producers).
+    Raises ConfigError."""
     from dataclasses import replace
 
     from spec import ConfigError, make_config
     if not 1 <= brokers <= MAX_PROVE_BROKERS:
         raise ConfigError(f"brokers must be between 1 and {MAX_PROVE_BROKERS}")
-    cfg = make_config(generation, tuple(without), brokers=min(brokers, 5), records=log_length)
+    cfg = make_config(generation, tuple(without), brokers=min(brokers, 5), records=log_length,
+                      **bounds)
     return replace(cfg, brokers=brokers)
 
 
-def _config(generation, without, brokers, log_length):
+def _config(generation, without, brokers, log_length, idempotence=None, **bounds):
     from checkers.prove.encoding import supported
-    from spec import ConfigError
+    from spec import GENERATIONS, ConfigError
+    bounds = {k: v for k, v in bounds.items() if v is not None}
+    if idempotence is not None:     # as `kafkaverify explore --idempotence`
+        if not bounds.get("producers"):
+            raise InputError("--idempotence needs --producers")
+        has = "idempotent-producer" in GENERATIONS.get(generation, ())
+        if idempotence == "on" and not has:
+            raise InputError(f"generation {generation} has no idempotent producer "
+                             "(KIP-98 came with kip-101)")
+        if idempotence == "off" and has and "idempotent-producer" not in without:
+            without = tuple(without) + ("idempotent-producer",)
     try:
-        cfg = prove_config(generation, without, brokers, log_length)
+        cfg = prove_config(generation, without, brokers, log_length, **bounds)
     except ConfigError as e:
         raise InputError(str(e)) from None
     why = supported(cfg)
@@ -46,20 +61,28 @@ def _config(generation, without, brokers, log_length):
 
 
 def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
-              out: Path | None, echo=click.echo, progress=None) -> tuple[int, list[tuple]]:
+              out: Path | None, echo=click.echo, progress=None, exhaustive: bool = False,
+              write_slots: int | None = None) -> tuple[int, list[tuple]]:
     """BMC to `depth` over the chosen invariants, then induction for each not refuted.
+    With `exhaustive`, BMC is one query over every path of at most `depth` steps; when it is
+    clean and `depth` reaches the diameter of the reachable state space (an explicit
+    breadth-first search of spec measures it), the invariants are proved at these bounds.
+    The producer invariants have no inductive strengthening: only that proof applies to them.
     Returns (exit code, rows of (invariant, method, verdict, seconds, note))."""
     from checkers.model_trace import config_args, write_trace
     from checkers.prove.bmc import bmc
     from checkers.prove.induction import prove
+    from checkers.prove.props import CLIENT_PROPS
     from spec import Model
     t0 = time.monotonic()
     model = Model(cfg)
     rows: list[tuple] = []
     refuted: set[str] = set()
+    settled: set[str] = set()
     left = lambda: max(1.0, time_limit - (time.monotonic() - t0))   # noqa: E731
     if depth > 0:
-        r = bmc(model, depth, invariants=invariants, time_limit=left(),
+        r = bmc(model, depth, invariants=invariants, time_limit=left(), exhaustive=exhaustive,
+                writes=write_slots, bits=EXHAUSTIVE_BITS if exhaustive else 0,
                 progress=(lambda k, s: progress(f"BMC depth {k} done, {s:.1f}s")) if progress else None)
         if r.status == "violation" and r.problem is None:
             refuted.add(r.invariant)
@@ -72,16 +95,39 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
                             invariants=tuple(i for i in invariants if i != "MonotonicEpochs") or None)
                 note += f"; trace {path} (kafkaverify replay {path})"
             rows.append((r.invariant, f"BMC depth {r.depth}", "refuted", r.seconds, note))
+            settled.add(r.invariant)
             from kafkaverify.cmd_model import print_story
             print_story(r.actions, r.states, r.invariant, r.message)
         elif r.status == "violation":
             rows.append(("(all)", f"BMC depth {r.depth}", "unknown", r.seconds,
                          f"the engines disagree: {r.problem}"))
+        elif exhaustive and r.status == "clean":
+            from checkers.prove.differential import diameter
+            t1 = time.monotonic()
+            dia = diameter(model)
+            how = f"BMC exhaustive depth {depth}"
+            if dia is not None and dia <= depth:
+                for name in invariants:
+                    rows.append((name, how, "proved", r.seconds + time.monotonic() - t1,
+                                 f"no path of <= {depth} steps violates it; the reachable states "
+                                 f"lie within {dia} steps (explicit BFS of spec)"))
+                    settled.add(name)
+            else:
+                rows.append(("(all)", how, "clean", r.seconds,
+                             "no violation within the depth; " + (
+                                 f"below the diameter {dia}" if dia is not None else
+                                 "the state space is too large to measure its diameter")))
         else:
             rows.append(("(all)", f"BMC depth {r.depth}", "unknown" if r.status == "unknown" else "clean",
-                         r.seconds, "no violation within the depth" if r.status == "clean" else "time limit"))
+                         r.seconds, "no violation within the depth" if r.status == "clean" else
+                         r.message or "time limit"))
     for name in invariants:
-        if name in refuted:
+        if name in refuted or name in settled:
+            continue
+        if name in CLIENT_PROPS:
+            rows.append((name, "induction", "unknown", 0.0,
+                         "no inductive strengthening for the producer invariants: use "
+                         "--exhaustive with --depth at least the diameter"))
             continue
         if progress:
             progress(f"induction: {name}")
@@ -104,27 +150,54 @@ def register(group: click.Group) -> None:
                   help="protocol generation (spec/config.py)")
     @click.option("--without", multiple=True, metavar="FIX", help="remove one fix (repeatable)")
     @click.option("--brokers", type=int, default=3, show_default=True, help="replicas")
-    @click.option("--log-length", type=int, default=2, show_default=True,
-                  help="records in all (the log bound)")
+    @click.option("--log-length", "--records", "log_length", type=int, default=2, show_default=True,
+                  help="records in all (the log bound); with --producers, records per producer")
     @click.option("--depth", type=int, default=0, show_default=True,
                   help="BMC depth before the inductive proofs (0: induction only)")
     @click.option("--invariant", "invariants", multiple=True, metavar="NAME",
                   help="invariants (repeatable; default: the core ones)")
     @click.option("--time-limit", type=float, default=300.0, show_default=True, help="seconds in all")
     @click.option("--out", type=click.Path(file_okay=False), help="directory for refutation traces")
-    def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out):
+    @click.option("--crashes", type=int, default=None, help="crashes in all [2]")
+    @click.option("--elections", type=int, default=None, help="leader elections in all [2]")
+    @click.option("--losses", type=int, default=None,
+                  help="lost control messages, and with producers dropped connections [1]")
+    @click.option("--min-isr", type=int, default=None, help="min.insync.replicas [2]")
+    @click.option("--unflushed-loss", is_flag=True, default=None, help="crashes may lose unflushed writes")
+    @click.option("--producers", type=int, default=None,
+                  help="producers (spec/producer.py; --records is then per producer) [0]")
+    @click.option("--max-in-flight", type=int, default=None, help="max.in.flight.requests.per.connection [1]")
+    @click.option("--retries", type=int, default=None, help="retry budget per batch [0]")
+    @click.option("--idempotence", type=click.Choice(["on", "off"]), default=None,
+                  help="idempotent producer (the fix idempotent-producer) [on from kip-101]")
+    @click.option("--exhaustive", is_flag=True,
+                  help="BMC as one query over every path of at most --depth steps; proves the "
+                       "invariants when --depth reaches the reachable states' diameter")
+    @click.option("--write-slots", type=int, default=None,
+                  help="with --exhaustive: producer writes (and log entries) the encoding holds "
+                       "[producers x records x (retries + 1)]; a path needing more is unknown")
+    def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
+              crashes, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
+              retries, idempotence, exhaustive, write_slots):
         """Prove invariants with z3: bounded model checking and induction."""
         from checkers.prove.induction import CORE
-        from checkers.prove.props import names_for
+        from checkers.prove.props import CLIENT_PROPS, names_for
         from rich.console import Console
         from rich.table import Table
-        cfg = _config(generation, without, brokers, log_length)
-        known = names_for(cfg)
+        cfg = _config(generation, without, brokers, log_length, idempotence, crashes=crashes,
+                      elections=elections, losses=losses, min_isr=min_isr,
+                      unflushed_loss=unflushed_loss, producers=producers,
+                      max_in_flight=max_in_flight, retries=retries)
+        known = names_for(cfg, CLIENT_PROPS + tuple(names_for(cfg)))
         for n in invariants:
             if n not in known:
                 raise InputError(f"unknown invariant {n!r} (one of {', '.join(known)})")
         if depth < 0 or time_limit <= 0:
             raise InputError("--depth must be >= 0 and --time-limit positive")
+        if exhaustive and not depth:
+            raise InputError("--exhaustive needs --depth")
+        if write_slots is not None and (not exhaustive or write_slots < 1):
+            raise InputError("--write-slots needs --exhaustive and is at least 1")
         if depth and brokers > 5:
             raise InputError("BMC traces replay on spec, which takes at most 5 brokers: "
                              "use --depth 0 (induction only) above 5")
@@ -135,15 +208,30 @@ def register(group: click.Group) -> None:
                 outdir.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise InputError(f"cannot create {out}: {e.strerror}") from None
-        chosen = tuple(invariants) or tuple(n for n in CORE if n in known)
+        if invariants:
+            chosen = tuple(invariants)
+        elif cfg.producers:
+            chosen = tuple(n for n in CLIENT_PROPS if n in names_for(cfg))
+            if not chosen:
+                raise InputError("these producer settings promise neither ProducerSendOrder nor "
+                                 "ProducerExactlyOnce: name one with --invariant to ask anyway")
+        else:
+            chosen = tuple(n for n in CORE if n in known)
         click.echo(f"generation={cfg.generation} fixes={','.join(sorted(cfg.fixes)) or '-'} "
-                   f"brokers={cfg.brokers} log-length={cfg.records} depth={depth}")
+                   f"brokers={cfg.brokers} log-length={cfg.records} depth={depth}"
+                   + (" exhaustive" if exhaustive else ""))
+        if cfg.producers:
+            click.echo(f"producers={cfg.producers} records_each={cfg.records} "
+                       f"max_in_flight={cfg.max_in_flight} retries={cfg.retries} "
+                       f"idempotence={'on' if cfg.idempotence else 'off'} crashes={cfg.crashes} "
+                       f"elections={cfg.elections} losses={cfg.losses} min_isr={cfg.min_isr}")
         t0 = time.monotonic()
 
         def progress(msg):
             click.echo(f"  [{time.monotonic() - t0:6.1f}s] {msg}", err=True)
 
-        code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress)
+        code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress,
+                               exhaustive=exhaustive, write_slots=write_slots)
         table = Table(title="kafkaverify prove")
         for col in ("invariant", "method", "verdict", "seconds", "note"):
             table.add_column(col)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import z3
 
 from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported
+from checkers.prove.sym import value
 from spec import Action, Model, State
 from spec.model import _normalize_versions as canon_versions
 
@@ -127,8 +128,7 @@ def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
     def val(m, v):
         if not z3.is_expr(v):
             return v
-        x = m.eval(v, model_completion=True)
-        return z3.is_true(x) if z3.is_bool(x) else x.as_long()
+        return value(m.eval(v, model_completion=True))
 
     problems = []
     for s in states:
@@ -137,7 +137,8 @@ def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
         except Unsupported:
             continue
         sol = z3.Solver()
-        sol.add([xs[k] == v for k, v in d.items()])
+        sol.add([xs[k] == (z3.BitVecVal(v, xs[k].size()) if z3.is_bv(xs[k]) else v)
+                 for k, v in d.items()])
         if sol.check() != z3.sat:
             problems.append("state constraints unsatisfiable")
             continue
@@ -161,3 +162,27 @@ def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
                                     f"vs concrete {ct[k]}")
                     break
     return problems
+
+
+def diameter(model: Model, limit: int = 200_000) -> int | None:
+    """The diameter of the reachable state space: the largest breadth-first distance from the
+    initial state (spec's own states, no symmetry reduction). Every reachable state is then
+    reachable in at most that many steps, so BMC clean to that depth covers all of them.
+    None when more than `limit` states are reachable (the bound on this search)."""
+    seen = {model.initial()}
+    frontier = [model.initial()]
+    depth = 0
+    while True:
+        nxt = []
+        for s in frontier:
+            for a in model.enabled(s):
+                t = model.step(s, a)
+                if t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+                    if len(seen) > limit:
+                        return None
+        if not nxt:
+            return depth
+        frontier = nxt
+        depth += 1

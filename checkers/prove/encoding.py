@@ -18,6 +18,10 @@ the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a
 most `records` entries (each record is appended once), K in-flight requests per broker and E
 leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
 
+With `producers`, the producers of spec/producer.py join (checkers/prove/producers.py: their
+actions, state and rules); the implicit client's Produce is then off, and records in logs are
+write ids, at most producers x records x (retries + 1) of them (or fewer if asked: `writes`).
+
 Partition-state versions are kept as plain growing integers (spec renumbers them densely; only
 equality and order matter, so the two agree up to an order-preserving renaming, which
 `canon_versions` applies). Broker session numbers are kept normalised as spec keeps them.
@@ -44,12 +48,14 @@ def supported(cfg: Config) -> str | None:
         return "disk loss is not encoded"
     if "eligible-leader-replicas" in cfg.fixes:
         return "the eligible-leader-replicas fix (KIP-966 ELR) is not encoded"
-    return None
+    from checkers.prove.producers import why_unsupported
+    return why_unsupported(cfg)
 
 
-ENCODED_KINDS = ("AlterIsrResponse", "ControllerAlterIsr", "ControllerElect", "ControllerReact",
-                 "Crash", "Deliver", "FetchRequest", "FetchResponse", "Flush", "Lose", "Produce",
-                 "ProposeShrink", "Restart", "Truncate")
+ENCODED_KINDS = ("AlterIsrResponse", "BumpEpoch", "CompleteProduce", "ControllerAlterIsr",
+                 "ControllerElect", "ControllerReact", "Crash", "Deliver", "Disconnect",
+                 "FetchRequest", "FetchResponse", "Flush", "HandleProduce", "InitProducerId", "Lose",
+                 "Produce", "ProposeShrink", "Receive", "Restart", "Send", "Truncate")
 
 BROKER_INT = ("leo", "flushed", "hw", "clen", "le", "role", "leader", "ver", "f_src", "f_le",
               "f_off", "f_n", "f_hw", "ce", "ctl", "cc_l", "cc_le", "cc_ver", "pgen", "resp")
@@ -70,7 +76,8 @@ class Inst:
 
 
 class Encoding:
-    def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None):
+    def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None,
+                 writes: int | None = None):
         why = supported(cfg)
         if why:
             raise Unsupported(why)
@@ -78,10 +85,17 @@ class Encoding:
         self.n = cfg.brokers
         self.R = cfg.records
         self.L = max(1, cfg.records)
+        self.prods = None
+        if cfg.producers:
+            # records in logs are write ids (checkers/prove/producers.py owns the clients' part)
+            from checkers.prove.producers import Producers, write_slots
+            self.R = self.L = writes or write_slots(cfg)
         self.C = self.L + 1
         self.K = slots
         self.E = epochs if epochs is not None else 2 * cfg.crashes + cfg.elections + 4
         self.fx = cfg.fixes
+        if cfg.producers:
+            self.prods = Producers(self)
         self.insts = self._instances()
 
     # --- schema ----------------------------------------------------------------------------
@@ -118,6 +132,8 @@ class Encoding:
         out += [(("g", "damaged", j), "bool") for j in range(n)]
         for e in range(E):
             out += [(("g", "el", e, j), "bool") for j in range(n)]
+        if self.prods:
+            out += self.prods.schema()
         return out
 
     # --- concrete conversion ---------------------------------------------------------------
@@ -202,6 +218,10 @@ class Encoding:
             m = s.epoch_leaders[e] if e < len(s.epoch_leaders) else 0
             for j in range(n):
                 d[("g", "el", e, j)] = bool((m >> j) & 1)
+        if self.prods:
+            self.prods.from_state(s, d, Unsupported)
+        elif s.prods or s.grp:
+            raise Unsupported("clients")
         return d
 
     def to_state(self, d: dict) -> State:
@@ -252,6 +272,7 @@ class Encoding:
         el = [sum(1 << j for j in range(n) if g("g", "el", e, j)) for e in range(self.E)]
         while len(el) > 1 and el[-1] == 0:
             el.pop()
+        writes, prods = self.prods.to_state(d) if self.prods else ((), ())
         return State(
             brokers=tuple(brokers), zk=zk, msgs=tuple(sorted(set(msgs))),
             acked=sum(1 << r for r in range(self.R) if g("g", "acked", r)),
@@ -260,7 +281,7 @@ class Encoding:
             epoch_leaders=tuple(el), crashes=g("g", "crashes"), pauses=0,
             elections=g("g", "elections"), losses=g("g", "losses"), lossy=g("g", "lossy"),
             doomed=sum(1 << r for r in range(self.R) if g("g", "doomed", r)),
-            damaged=mask(("g", "damaged")))
+            damaged=mask(("g", "damaged")), writes=writes, prods=prods)
 
     def spec_action(self, inst: Inst, d: dict) -> Action:
         """The spec Action an instance stands for in concrete state d."""
@@ -269,7 +290,7 @@ class Encoding:
             m = tuple(d[("m", dst, k, f)] for f in ("ce", "le", "leader"))
             isr = sum(1 << j for j in range(self.n) if d[("m", dst, k, "isr", j)])
             return Action(inst.kind, dst, (m[0], m[1], m[2], isr, d[("m", dst, k, "ver")]))
-        if inst.kind in ("Crash", "ControllerReact", "ControllerAlterIsr", "ProposeShrink"):
+        if inst.kind in ("Crash", "ControllerReact", "ControllerAlterIsr", "ProposeShrink", "Send"):
             return Action(inst.kind, inst.b, inst.arg)
         return Action(inst.kind, inst.b)
 
@@ -532,7 +553,8 @@ class Encoding:
                 out.append(Inst("Crash", i, 1, self._g_crash, self._s_crash))
                 out.append(Inst("Flush", i, -1, self._g_flush, self._s_flush))
             out.append(Inst("AlterIsrResponse", i, -1, self._g_air, self._s_air))
-            out.append(Inst("Produce", i, -1, self._g_produce, self._s_produce))
+            if not self.prods:      # with producers the appends are theirs
+                out.append(Inst("Produce", i, -1, self._g_produce, self._s_produce))
             for f in range(n):
                 if f != i:
                     out.append(Inst("ProposeShrink", i, f, self._g_shrink, self._s_shrink))
@@ -550,6 +572,8 @@ class Encoding:
             for k in range(K):
                 out.append(Inst("Deliver", d, (d, k), self._g_deliver, self._s_deliver))
                 out.append(Inst("Lose", d, (d, k), self._g_lose, self._s_lose))
+        if self.prods:
+            out += self.prods.instances(Inst)
         return out
 
     def guard(self, inst: Inst, s: dict):

@@ -87,6 +87,9 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
     # over the instance's successor terms (no post-state variables, no choice among actions).
     s = variables(enc, "pre")
     hyp = [_z(f(enc, s)) for f in conj.values()]
+    # producer actions name a producer, not a broker: the broker renaming argument of
+    # `representatives` does not cover them, so with producers every instance is checked
+    symmetric = symmetric and not model.config.producers
     for idx, inst in enumerate(representatives(enc) if symmetric else enc.insts):
         left = time_limit - (time.monotonic() - t0)
         if left <= 0:

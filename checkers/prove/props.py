@@ -119,6 +119,14 @@ def no_committed_record_lost_globally(e, s):
                  for r in range(e.R)])
 
 
+def producer_send_order(e, s):
+    return e.prods.send_order(s) if e.prods else True
+
+
+def producer_exactly_once(e, s):
+    return e.prods.exactly_once(s) if e.prods else True
+
+
 STATE_PROPS = {
     "HwBelowLeo": hw_below_leo, "LogMatching": log_matching,
     "UniqueLeaderPerEpoch": unique_leader_per_epoch, "AckedDurable": acked_durable,
@@ -127,7 +135,10 @@ STATE_PROPS = {
     "LeaderCandidateCompleteness": leader_candidate_completeness,
     "ReplicationQuorumSuperset": replication_quorum_superset,
     "NoCommittedRecordLostGlobally": no_committed_record_lost_globally,
+    # the producers' promises (checkers/prove/producers.py holds their encoding)
+    "ProducerSendOrder": producer_send_order, "ProducerExactlyOnce": producer_exactly_once,
 }
+CLIENT_PROPS = ("ProducerSendOrder", "ProducerExactlyOnce")
 
 
 def step_holds(e, s, t):
@@ -138,6 +149,11 @@ def step_holds(e, s, t):
 
 
 def names_for(cfg, only=None) -> list[str]:
-    """The active invariants (spec's scoping) among `only` (None: all), MonotonicEpochs included."""
-    names = [n for n in STATE_PROPS if not (cfg.unclean and n in SCOPED)] + ["MonotonicEpochs"]
+    """The active invariants (spec's scoping) among `only` (None: all), MonotonicEpochs included.
+    A producer invariant needs producers; unasked, only where the settings promise it
+    (spec.invariants.selected: named, it is checked anyway)."""
+    from spec.invariants import selected
+    clients = {i.name for i in selected(cfg, None if only is None else tuple(only))}
+    names = [n for n in STATE_PROPS if not (cfg.unclean and n in SCOPED)
+             and (n not in CLIENT_PROPS or n in clients)] + ["MonotonicEpochs"]
     return names if only is None else [n for n in names if n in only]

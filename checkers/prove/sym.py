@@ -4,7 +4,51 @@ state is stepped by plain Python and a symbolic one builds a z3 formula, from on
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import z3
+
+# Integer fields are z3 Ints, or, inside `bitvectors(width)`, signed bit-vectors of that width:
+# bounded BMC then bit-blasts to SAT, measured many times faster on deep producer unrollings
+# (BENCHMARKS.md, issue 11). Sound while no value leaves the width's range: every field moves by
+# at most one per step or is set to a bounded value, so a width of 16 holds any depth below
+# thousands of steps.
+_WIDTH = [0]
+
+
+@contextmanager
+def bitvectors(width: int):
+    old = _WIDTH[0]
+    _WIDTH[0] = width
+    try:
+        yield
+    finally:
+        _WIDTH[0] = old
+
+
+def _lift(x, other=None):
+    """A Python constant as a z3 term of the sort it meets (bit-vector mode only)."""
+    if not _WIDTH[0] or sym(x):
+        return x
+    if isinstance(x, bool) or (other is not None and sym(other) and z3.is_bool(other)):
+        return z3.BoolVal(bool(x))
+    return z3.BitVecVal(x, _WIDTH[0])
+
+
+def IF(c, a, b):
+    """z3.If over fields (constants lifted to the fields' sort)."""
+    return z3.If(c, _lift(a, b), _lift(b, a))
+
+
+def int_var(name: str):
+    return z3.BitVec(name, _WIDTH[0]) if _WIDTH[0] else z3.Int(name)
+
+
+def value(x):
+    """A model's value of a field as a Python bool or int."""
+    if z3.is_bool(x):
+        return z3.is_true(x)
+    return x.as_signed_long() if z3.is_bv(x) else x.as_long()
 
 
 def sym(x) -> bool:
@@ -16,7 +60,7 @@ def ite(c, a, b):
         return a if c else b
     if a is b:
         return a
-    return z3.If(c, a, b)
+    return IF(c, a, b) if _WIDTH[0] else z3.If(c, a, b)
 
 
 def AND(*xs):
@@ -68,7 +112,7 @@ def SUM(xs):
     total = 0
     for x in xs:
         if sym(x):
-            total = total + (z3.If(x, 1, 0) if z3.is_bool(x) else x)
+            total = total + (IF(x, 1, 0) if z3.is_bool(x) else x)
         else:
             total = total + int(x)
     return total

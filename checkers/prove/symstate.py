@@ -4,13 +4,14 @@ from __future__ import annotations
 import z3
 
 from checkers.prove.encoding import Encoding
+from checkers.prove.sym import int_var, value
 
 
 def variables(enc: Encoding, prefix: str) -> dict:
     out = {}
     for key, sort in enc.schema():
         name = prefix + "." + ".".join(str(x) for x in key)
-        out[key] = z3.Bool(name) if sort == "bool" else z3.Int(name)
+        out[key] = z3.Bool(name) if sort == "bool" else int_var(name)
     return out
 
 
@@ -20,6 +21,5 @@ def concretize(m: z3.ModelRef, st: dict) -> dict:
         if not z3.is_expr(v):
             out[k] = v
             continue
-        x = m.eval(v, model_completion=True)
-        out[k] = z3.is_true(x) if z3.is_bool(x) else x.as_long()
+        out[k] = value(m.eval(v, model_completion=True))
     return out

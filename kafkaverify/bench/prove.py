@@ -9,6 +9,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove bmc3 --depth 30 --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
     nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
+    nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
 each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
@@ -96,9 +97,65 @@ def run_fixes(depth: int, time_limit: float, only: list[str] | None = None) -> N
               flush=True)
 
 
+# The producer results (issue 11): the explorer's connection-drop bounds (1 broker, K records,
+# K in flight, retries 2, one dropped connection) and the reordering on one broker.
+DROPS = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 0, "elections": 0, "min_isr": 1}
+REORDER = {"brokers": 1, "producers": 1, "records": 2, "max_in_flight": 2, "retries": 1,
+           "crashes": 1, "elections": 1, "losses": 0, "min_isr": 1}
+
+
+def producer_cases(upto: int):
+    """(name, without, bounds, depth or None for the diameter, write slots, expected)."""
+    yield ("reorder: no idempotence, 2 in flight, retries 1", ("idempotent-producer",), REORDER,
+           16, None, "refuted")
+    for k in range(1, min(upto, 5) + 1):
+        yield (f"idempotence, {k} in flight ({k} records)", (),
+               {**DROPS, "records": k, "max_in_flight": k}, None, k, "proved")
+    if upto >= 6:
+        yield ("idempotence, 6 in flight (6 records)", (), {**DROPS, "records": 6, "max_in_flight": 6},
+               25, 12, "refuted")
+
+
+def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
+    import os
+
+    from checkers.prove.differential import diameter
+    print("| case | invariants | method | z3 verdict | z3 s | diameter s | explorer | explorer s | "
+          "load (1 min) |\n|---|---|---|---|---:|---:|---|---:|---:|")
+    for name, without, bounds, depth, writes, _ in producer_cases(upto):
+        m = Model(make_config("current", without, **bounds))
+        invs = ("ProducerSendOrder",) if without else ("ProducerSendOrder", "ProducerExactlyOnce")
+        load = os.getloadavg()[0]
+        t0 = time.monotonic()
+        dia = diameter(m) if depth is None else None     # explicit BFS of spec
+        ds = time.monotonic() - t0
+        d = depth if depth is not None else dia
+        r = bmc(m, d, invariants=invs, time_limit=time_limit, exhaustive=True, writes=writes,
+                bits=bits)
+        zs = r.seconds
+        if r.status == "violation":
+            verdict = f"refuted: {r.invariant} in {r.depth} steps" + (f" ({r.problem})" if r.problem else
+                                                                     ", replayed on spec")
+        elif r.status == "clean" and dia is not None:
+            verdict = "proved (clean to the diameter)"
+        else:
+            verdict = r.status + (f" ({r.message})" if r.message else " (time limit)")
+        method = f"exhaustive BMC, depth {d}" + (" = diameter" if dia is not None else "") + (
+            f", {writes} write slots" if writes else "") + (f", {bits}-bit" if bits else ", integers")
+        t1 = time.monotonic()
+        x = explore(m, time_limit=time_limit, invariants=invs)
+        xs = time.monotonic() - t1
+        ex = f"{x.invariant} at {len(x.path)}" if x.status == "violation" else f"{x.status} (depth {x.depth})"
+        print(f"| {name} | {', '.join(invs)} | {method} | {verdict} | {zs:.1f} | {ds:.1f} | {ex} | {xs:.1f} | "
+              f"{load:.1f} |", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes"])
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "producers"])
+    ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
+    ap.add_argument("--bits", type=int, default=16,
+                    help="producers: bit-vector width of the unrolling (0: z3 integers, the baseline)")
     ap.add_argument("--brokers", type=int, nargs="*", default=[3, 5])
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--invariant", nargs="*", default=["HwBelowLeo", "MonotonicEpochs"])
@@ -109,7 +166,9 @@ def main(argv=None) -> None:
                     help="also run each proof over every action instance (no symmetry reduction) "
                          "and print the ratio, same run")
     a = ap.parse_args(argv)
-    if a.what == "fixes":
+    if a.what == "producers":
+        run_producers(a.time_limit, a.upto, a.bits)
+    elif a.what == "fixes":
         run_fixes(a.depth or 30, a.time_limit, a.fix)
     elif a.what == "induction":
         head = "| invariant | replicas | log length | verdict | seconds |"

@@ -1,0 +1,157 @@
+"""The producers in the z3 engine (checkers/prove/producers.py): the symbolic producer
+transitions agree with spec's `step` on reachable states with producers (enabled actions and
+successors, every producer action exercised); BMC (through the CLI) finds the reordering of a non-idempotent
+producer with two batches in flight and the path replays on the explicit model to the same
+violation; exhaustive BMC to the diameter proves an idempotent producer neither reorders nor
+duplicates (1 in flight here; 2 through the CLI; the rest: python -m kafkaverify.bench.prove
+producers); `kafkaverify prove` asks all of it with explore's option names."""
+from __future__ import annotations
+
+from collections import Counter
+
+from checkers.prove import producers as pm
+from checkers.prove.bmc import bmc
+from checkers.prove.differential import (DiffReport, bfs_states, compare_state, diameter,
+                                         draw_states, z3_agrees)
+from checkers.prove.encoding import Encoding
+from spec import Model, make_config
+from tests.conftest import run_kafkaverify
+
+# the connection-drop bounds of the explorer's producer results (BENCHMARKS.md, issue 9)
+DROPS = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 0, "elections": 0, "min_isr": 1}
+# the reordering, on one broker: a crash and an election move nothing but the leader's epoch
+REORDER = {"brokers": 1, "producers": 1, "records": 2, "max_in_flight": 2, "retries": 1,
+           "crashes": 1, "elections": 1, "losses": 0, "min_isr": 1}
+NO_IDEM = ("idempotent-producer",)
+
+CONFIGS = [  # (without, bounds, sampled states or None for every third of the space, seed)
+    ((), {**DROPS, "records": 6, "max_in_flight": 6}, None, 0),       # epoch bumps, 5-batch cache
+    (NO_IDEM, {**REORDER, "brokers": 2}, 900, 1),                      # leader moves
+    ((), {"producers": 1, "records": 2, "max_in_flight": 2, "retries": 2, "crashes": 1,
+          "elections": 1, "min_isr": 1}, 900, 2),
+    ((), {"producers": 2, "records": 1, "retries": 1, "crashes": 1, "elections": 1}, 600, 3),
+]
+
+
+def _compare(without, bounds, count, seed):
+    cfg = make_config("current", without, **bounds)
+    model, enc = Model(cfg), Encoding(cfg)
+    states = (bfs_states(model, 100_000)[::3] if count is None else
+              bfs_states(model, count // 3) + draw_states(model, seed, count - count // 3))
+    return _compare_states(model, enc, states)
+
+
+def _compare_states(model, enc, states):
+    rep = DiffReport()
+    for s in states:
+        compare_state(enc, model, s, rep)
+    kinds = Counter(a.kind for s in states for a in model.enabled(s))
+    return rep, kinds
+
+
+def test_producer_encoding_agrees_with_spec():
+    total, kinds = 0, Counter()
+    for without, bounds, count, seed in CONFIGS:
+        rep, k = _compare(without, bounds, count, seed)
+        assert not rep.problems, (bounds, [(a, p) for _, a, p in rep.problems[:3]])
+        assert rep.skipped == 0 and rep.oob == 0
+        total += rep.states
+        kinds += k
+    assert total >= 3500
+    assert set(pm.KINDS) <= set(kinds), set(pm.KINDS) - set(kinds)
+
+
+def test_producer_z3_formulas_agree_with_concrete_evaluation():
+    cfg = make_config("current", NO_IDEM, **{**REORDER, "brokers": 2})
+    assert z3_agrees(Encoding(cfg), draw_states(Model(cfg), 7, 30, walk_length=30)) == []
+    cfg = make_config("current", **{**DROPS, "records": 2, "max_in_flight": 2})
+    assert z3_agrees(Encoding(cfg), bfs_states(Model(cfg), 40)) == []
+
+
+def test_bit_vector_formulas_agree_with_concrete_evaluation():
+    """Exhaustive BMC bit-blasts (fields as 16-bit signed bit-vectors): the same formulas,
+    evaluated by z3 in that sort, mean what the concrete evaluation computes."""
+    from checkers.prove.sym import bitvectors
+    for without, bounds in ((NO_IDEM, {**REORDER, "brokers": 2}),
+                            ((), {**DROPS, "records": 6, "max_in_flight": 6})):
+        cfg = make_config("current", without, **bounds)
+        states = bfs_states(Model(cfg), 3000)[::300]
+        with bitvectors(16):
+            assert z3_agrees(Encoding(cfg, writes=12 if not without else None), states) == []
+
+
+def test_a_wrong_producer_rule_is_caught(monkeypatch):
+    """The comparison can fail: a leader that remembers six batches instead of five answers the
+    sixth-oldest retry as a duplicate where spec bumps the epoch."""
+    cfg = make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6})
+    model = Model(cfg)
+    six = [s for s in bfs_states(model, 100_000) if s.brokers[0].leo >= 6 and s.prods[0].reqs]
+    monkeypatch.setattr(pm, "RETAINED", 6)
+    rep, _ = _compare_states(model, Encoding(cfg), six)
+    assert any(a is not None and a.kind == "HandleProduce" for _, a, _ in rep.problems)
+
+
+def test_idempotent_producer_proved_at_the_diameter():
+    """At the bounds of the proofs (1 and 2 in flight) the encoding agrees with spec on every
+    reachable state, so exhaustive BMC to the diameter speaks of spec's own state space."""
+    for k in (1, 2):
+        cfg = make_config("current", **{**DROPS, "records": k, "max_in_flight": k})
+        rep, _ = _compare_states(Model(cfg), Encoding(cfg, writes=k), bfs_states(Model(cfg), 100_000))
+        assert not rep.problems and rep.oob == 0 and rep.states == {1: 16, 2: 78}[k]
+    model = Model(make_config("current", **{**DROPS, "records": 1, "max_in_flight": 1}))
+    assert diameter(model) == 7
+    for bits in (0, 16):        # z3 integers, and the bit-blasted unrolling
+        r = bmc(model, 7, invariants=("ProducerSendOrder", "ProducerExactlyOnce"), exhaustive=True,
+                writes=1, time_limit=60, bits=bits)
+        assert r.status == "clean"
+    # one write slot too few: a path needs it, and the answer is unknown, not clean
+    model2 = Model(make_config("current", **{**DROPS, "records": 2, "max_in_flight": 2}))
+    r2 = bmc(model2, 13, invariants=("ProducerExactlyOnce",), exhaustive=True, writes=1,
+             time_limit=60, bits=16)
+    assert r2.status == "unknown" and "bounds" in r2.message
+
+
+def test_prove_cli_refutes_reordering_and_replay_reproduces(tmp_path):
+    """BMC finds the reordering (one exhaustive query over paths of at most 16 steps); the
+    z3 path, checked on spec by bmc, is written as a trace that `kafkaverify replay` runs on
+    the explicit model to the same violation."""
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "2",
+                        "--max-in-flight", "2", "--retries", "1", "--idempotence", "off",
+                        "--crashes", "1", "--elections", "1", "--losses", "0", "--min-isr", "1",
+                        "--depth", "16", "--exhaustive", "--invariant", "ProducerSendOrder",
+                        "--out", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refuted" in r.stdout and "ProducerSendOrder" in r.stdout
+    assert "counterexample (16 steps)" in r.stdout          # the explorer's shortest is 16 too
+    traces = list(tmp_path.glob("*.jsonl"))
+    assert len(traces) == 1
+    rep = run_kafkaverify("replay", str(traces[0]))
+    assert rep.returncode == 1, rep.stdout + rep.stderr
+    assert "VIOLATION of ProducerSendOrder" in rep.stdout
+
+
+def test_prove_cli_proves_idempotent_producer():
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "1",
+                        "--max-in-flight", "1", "--retries", "2", "--idempotence", "on",
+                        "--crashes", "0", "--elections", "0", "--min-isr", "1", "--depth", "7",
+                        "--exhaustive", "--write-slots", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("proved") == 2 and "ProducerExactlyOnce" in r.stdout
+    # below the diameter nothing is proved: exit 2
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "1",
+                        "--max-in-flight", "1", "--retries", "2", "--crashes", "0",
+                        "--elections", "0", "--min-isr", "1", "--depth", "5", "--exhaustive")
+    assert r.returncode == 2, r.stdout + r.stderr
+
+
+def test_prove_cli_producer_usage_errors():
+    for args in (["--idempotence", "on"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--exhaustive"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--depth", "3",
+                  "--write-slots", "2"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--retries", "1",
+                  "--idempotence", "off", "--max-in-flight", "2", "--depth", "3"],
+                 ["--invariant", "ProducerSendOrder"]):
+        r = run_kafkaverify("prove", *args)
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
