@@ -103,6 +103,16 @@ ENCODED = ("run", "_i", "id", "type", "process", "f", "tc", "partition", "vh", "
            "vhs", "group", "generation", "final", "delivery", "dunk", "extra", "mono_ns")
 
 
+def _enum(name: str, names) -> pl.Expr:
+    """A string column as an Enum of `names`, an unknown name null: the same as a non-strict
+    cast, by equality tests (about 2.5x cheaper than the cast's lookup, with polars 2.1)."""
+    dt = pl.Enum(names)
+    e = pl.lit(None, dt)
+    for n in reversed(names):
+        e = pl.when(pl.col(name) == n).then(pl.lit(n, dt)).otherwise(e)
+    return e.alias(name)
+
+
 def encode(lf: pl.LazyFrame) -> pl.LazyFrame:
     """Events (the schema's columns, `run`, optionally `_i`) to the encoded frame, with polars'
     64-bit hash. The hashes are compared only with hashes of the same frame, so any 64-bit
@@ -113,10 +123,10 @@ def encode(lf: pl.LazyFrame) -> pl.LazyFrame:
 
     def h(n):
         return pl.when(c(n).is_not_null()).then(c(n).hash())
-    dl = c("delivery").cast(pl.Enum(DELIVERY_MODES), strict=False)
+    dl = _enum("delivery", DELIVERY_MODES)
     return lf.select(
-        "run", "_i", "id", c("type").cast(pl.Enum(TYPES), strict=False), "process",
-        c("f").cast(pl.Enum(FS), strict=False), h("topic").alias("tc"), "partition",
+        "run", "_i", "id", _enum("type", TYPES), "process",
+        _enum("f", FS), h("topic").alias("tc"), "partition",
         h("value").alias("vh"), "offset", "offsets", c("values").list.eval(pl.element().hash()).alias("vhs"),
         h("group").alias("group"), "generation", "final", dl.alias("delivery"),
         (c("delivery").is_not_null() & dl.is_null()).alias("dunk"),
@@ -204,9 +214,14 @@ def _attach(inv: pl.DataFrame, comp: pl.DataFrame) -> tuple[pl.DataFrame, set[in
         pos = pl.Series("pos", [], pl.UInt32)
         found = pl.Series([False] * cik.len())
     else:
-        pos = ik.search_sorted(cik, side="left")
-        found = ik.gather(pos.clip(upper_bound=ik.len() - 1)) == cik
-        found = found & (pos < ik.len())
+        lo, hi = ik[0], ik[-1]
+        if hi - lo == ik.len() - 1:
+            # Consecutive keys (one history with ids 0..n-1, the usual case): a completion's
+            # invoke is at its key's distance from the first, no search (about 3x cheaper).
+            pos = (cik - lo).clip(0, ik.len() - 1).cast(pl.UInt32)
+        else:
+            pos = ik.search_sorted(cik, side="left").clip(upper_bound=ik.len() - 1)
+        found = ik.gather(pos) == cik
     if not found.all():
         orphans = set((cik.filter(~found) // LIMIT32).unique().to_list())
         comp, pos = comp.filter(found), pos.filter(found)
