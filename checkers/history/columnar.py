@@ -17,8 +17,9 @@ so a frame may hold any number of runs):
    explanations. So the anomalies and their witnesses are the oracle's by construction; the
    kernel's job is to never miss a flag (tests/test_history_columnar.py checks both ways).
 
-The kernel never holds strings: `prepare` turns events into a lean frame (enums, 64-bit
-hashes of topics, groups and values, poll-list summaries), and the full rows of flagged
+The kernel never holds strings: `encode` turns events into an encoded frame (enums, 64-bit
+hashes of topics, groups and values; the Spark job builds the same frame in the JVM with
+xxhash64), `prepare` adds the poll-list summaries and the reader's row rules, and the full rows of flagged
 partitions are fetched again by row. check_file checks a history of more than CHUNK_EVENTS
 events in chunks of partitions (`_check_chunked`: one read in slices, spilled per chunk), so
 memory is bounded by a chunk; screens of disjoint partition sets merge by addition (Screen).

@@ -3,6 +3,11 @@ kernel, as `mapInArrow` over whole files (one Python call per task, never per ru
 Nothing comes back to the driver but aggregates and the shortest witnesses: the violations and
 per-run verdicts are written by the executors to OUT/violations.parquet and OUT/verdicts.parquet.
 
+Two passes (mine_spark). Spark's cost is the JVM's conversion of rows to Arrow, about linear
+in rows x columns shipped, so the first pass ships only the kernel's encoded integer columns
+(lean_select: strings hashed with xxhash64 in the JVM, enums packed in one int) and gets one
+row per run back; the second ships every column of the runs the screens flagged only.
+
 Spark never cuts a run: each events file is one Parquet row group (traces/runs.py), and Spark
 splits Parquet only at row groups. The project's packages are shipped to executors as a zip
 (addPyFile), so a remote cluster needs only Python with polars and pyarrow installed.
