@@ -202,6 +202,27 @@ def mine_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         gc.enable()
 
 
+def read_file(path: str) -> pl.DataFrame:
+    """One events file as the kernel reads it (the same in every engine): every column, the
+    file's path in `file`."""
+    return pl.read_parquet(path).with_columns(pl.lit(str(path)).alias("file")).drop("bucket", strict=False)
+
+
+def mine_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function of Spark's executor-read job: each row names an events file,
+    which this Python worker reads itself (polars) and checks as one bucket, as the local
+    engine does; the JVM never converts an event."""
+    import gc
+    gc.disable()
+    try:
+        for b in batches:
+            for path in b.column("path").to_pylist():
+                vt, xt = mine_frame(read_file(path))
+                yield from union_table(vt, xt).to_batches(max_chunksize=1 << 16)
+    finally:
+        gc.enable()
+
+
 def mine_local(dataset: str, out: str | None = None, progress=None):
     """The same job without Spark: one file at a time through the kernel, in this process
     (memory: one file's events). Returns the summary (checkers/history/mine_report.py)."""
@@ -214,9 +235,9 @@ def mine_local(dataset: str, out: str | None = None, progress=None):
     runs = pl.from_arrow(read_runs(dataset))
     vts, xts, events = [], [], 0
     for i, f in enumerate(files):
-        ev = pl.read_parquet(f).with_columns(pl.lit(str(f)).alias("file"))
+        ev = read_file(str(f))
         events += ev.height
-        vt, xt = mine_frame(ev.drop("bucket", strict=False))
+        vt, xt = mine_frame(ev)
         vts.append(vt)
         xts.append(xt)
         if progress:

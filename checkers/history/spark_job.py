@@ -3,10 +3,12 @@ kernel, as `mapInArrow` over whole files (one Python call per task, never per ru
 Nothing comes back to the driver but aggregates and the shortest witnesses: the violations and
 per-run verdicts are written by the executors to OUT/violations.parquet and OUT/verdicts.parquet.
 
-Two passes (mine_spark). Spark's cost is the JVM's conversion of rows to Arrow, about linear
-in rows x columns shipped, so the first pass ships only the kernel's encoded integer columns
-(lean_select: strings hashed with xxhash64 in the JVM, enums packed in one int) and gets one
-row per run back; the second ships every column of the runs the screens flagged only.
+Spark's own cost here is the JVM's conversion of rows to Arrow, about linear in rows x
+columns shipped (BENCHMARKS.md, "Mining, third round"). So by default each task's Python
+worker reads its events file itself (mine_spark read="executors"). With Spark's reader
+(read="spark") the job makes two passes: the first ships only the kernel's encoded integer
+columns (lean_select: strings hashed with xxhash64 in the JVM, enums packed in one int) and
+gets one row per run back; the second ships every column of the runs the screens flagged.
 
 Spark never cuts a run: each events file is one Parquet row group (traces/runs.py), and Spark
 splits Parquet only at row groups. The project's packages are shipped to executors as a zip
@@ -134,50 +136,46 @@ def lean_select(ev):
         h("group").alias("group"), "generation", "mono_ns")
 
 
-def mine_spark(spark, dataset: str, out: str, progress=None) -> Summary:
-    """Two passes over the events. The lean pass ships only the encoded integer columns to
-    Python (lean_select) and gets back one row per run: its clean verdict, or 'flagged'. The
-    full pass reads every column of the flagged runs only (a broadcast semi-join on the run's
-    hash, in the JVM) and checks them as the local engine does (mine_batches). A run whose
-    hash is shared by two run ids, or missing from the runs table, is checked in the full
-    pass too (the full pass tells runs apart by their ids). Then two writes and one aggregate
-    job; only aggregates and the shortest witnesses reach the driver."""
+READS = ("executors", "spark")
+
+
+def mine_spark(spark, dataset: str, out: str, progress=None, read: str = "executors") -> Summary:
+    """Every run of the dataset through the kernel on Spark, then two writes and one aggregate
+    job; only aggregates and the shortest witnesses reach the driver.
+
+    read="executors" (the default): the driver lists the events files (the dataset must be
+    a path every executor can open, as --out already is) and each task's Python worker reads
+    its file with polars and checks it as the local engine does (mine_files): Spark schedules
+    the work and the JVM converts no event to Arrow, which measured as most of Spark's cost.
+    read="spark": Spark's own Parquet reader, in two passes (_two_pass), for datasets only
+    the JVM can open."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
-    from checkers.history.mine import FLAGGED, LEAN_OUT_SCHEMA, screen_batches
-    from traces.runs import check_dataset, events_dir, runs_dir
+    from checkers.history.mine import mine_files
+    from traces.runs import check_dataset, runs_dir
+    if read not in READS:
+        raise ValueError(f"read must be one of {READS}")
     c = F.col
     t0 = time.perf_counter()
-    check_dataset(dataset)
-    ev = spark.read.parquet(str(events_dir(dataset)))
+    files, _ = check_dataset(dataset)
     runs = spark.read.parquet(str(runs_dir(dataset))).select("trace_id", *KEYS)
-    by_hash = (runs.groupBy(F.xxhash64("trace_id").alias("th"))
-               .agg(F.count("*").alias("ids"), F.min("trace_id").alias("trace_id")))
-    lean = (lean_select(ev).mapInArrow(screen_batches, from_arrow_schema(LEAN_OUT_SCHEMA))
-            .join(by_hash, "th", "left").persist(StorageLevel.MEMORY_AND_DISK))
-    full_check = (c("status") == FLAGGED) | c("trace_id").isNull() | (c("ids") > 1)
-    need = lean.filter(full_check).select("th")
-    flagged_ev = (ev.select("*", F.xxhash64("trace_id").alias("th"),
-                            F.regexp_replace(c("_metadata.file_path"), "^file:", "").alias("file"))
-                  .join(F.broadcast(need), "th", "left_semi").drop("th", "bucket"))
-    outp = Path(out)
-    # The lean pass, run once (and cached) before anything reads it twice.
-    with Progress(spark, progress or (lambda d, t: None)):
-        n_full = need.count()
-    if n_full:
-        res = flagged_ev.mapInArrow(mine_batches, from_arrow_schema(OUT_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
+    keep = []
+    if read == "executors":
+        paths = spark.sparkContext.parallelize([(str(f),) for f in files], len(files))
+        res = (spark.createDataFrame(paths, "path string").mapInArrow(mine_files, from_arrow_schema(OUT_SCHEMA))
+               .persist(StorageLevel.MEMORY_AND_DISK))
+        keep.append(res)
+        with Progress(spark, progress or (lambda d, t: None)):
+            res.count()
+        verdicts = res.filter(c("kind") == "verdict").select("trace_id", "status", "ops", "events", "types",
+                                                              "file", "error")
+        violations = res.filter(c("kind") == "violation").select(
+            "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
     else:
-        res = spark.createDataFrame([], from_arrow_schema(OUT_SCHEMA))
-    verdicts = (lean.filter(~full_check).select(
-        "trace_id", "status", "ops", "events", F.array().cast("array<string>").alias("types"), "file",
-        F.lit(None).cast("string").alias("error"))
-        .unionByName(res.filter(c("kind") == "verdict").select("trace_id", "status", "ops", "events",
-                                                              "types", "file", "error")))
-    violations = res.filter(c("kind") == "violation").select(
-        "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
-    with Progress(spark, progress or (lambda d, t: None)):
-        verdicts.write.mode("overwrite").parquet(str(outp / "verdicts.parquet"))
+        verdicts, violations = _two_pass(spark, dataset, runs, progress, keep)
+    outp = Path(out)
+    verdicts.write.mode("overwrite").parquet(str(outp / "verdicts.parquet"))
     violations.write.mode("overwrite").parquet(str(outp / "violations.parquet"))
     # Every aggregate in one job: verdicts and violations as rows of one table, grouped once.
     # Per (type, keys) the shortest witness; the shortest per type is the least of those.
@@ -194,8 +192,8 @@ def mine_spark(spark, dataset: str, out: str, progress=None) -> Summary:
         F.count("*").alias("n"), F.sum("events").alias("events"), F.countDistinct("tid").alias("runs"),
         F.min_by("w", "wk").alias("w"),
         F.slice(F.array_sort(F.collect_list("bad")), 1, MAX_CORRUPT).alias("bad")).toArrow())
-    lean.unpersist()
-    res.unpersist()
+    for df in keep:
+        df.unpersist()
     st = agg.filter(pl.col("agg") == "status").sort("k", *KEYS)
     by_status = st.select(pl.col("k").alias("status"), *KEYS, pl.col("n").cast(pl.UInt32).alias("runs"))
     n_events = int(st.get_column("events").sum() or 0) if st.height else 0
@@ -212,3 +210,46 @@ def mine_spark(spark, dataset: str, out: str, progress=None) -> Summary:
     n_runs = int(by_status.get_column("runs").sum()) if by_status.height else 0
     return Summary(by_status, by_anomaly, shortest, corrupt, n_runs, n_events, time.perf_counter() - t0,
                    f"Spark {spark.version} {spark.sparkContext.master}")
+
+
+def _two_pass(spark, dataset: str, runs, progress, keep: list):
+    """Spark's own reader, in two passes. The lean pass ships only the encoded integer
+    columns to Python (lean_select) and gets back one row per run: its clean verdict, or
+    'flagged'. The full pass reads every column of the flagged runs only (a broadcast
+    semi-join on the run's hash, in the JVM) and checks them as the local engine does
+    (mine_batches). A run whose hash is shared by two run ids, or missing from the runs
+    table, is checked in the full pass too (which tells runs apart by their ids).
+    Returns (verdicts, violations); the cached frames are appended to `keep`."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from checkers.history.mine import FLAGGED, LEAN_OUT_SCHEMA, screen_batches
+    from traces.runs import events_dir
+    c = F.col
+    ev = spark.read.parquet(str(events_dir(dataset)))
+    by_hash = (runs.groupBy(F.xxhash64("trace_id").alias("th"))
+               .agg(F.count("*").alias("ids"), F.min("trace_id").alias("trace_id")))
+    lean = (lean_select(ev).mapInArrow(screen_batches, from_arrow_schema(LEAN_OUT_SCHEMA))
+            .join(by_hash, "th", "left").persist(StorageLevel.MEMORY_AND_DISK))
+    keep.append(lean)
+    full_check = (c("status") == FLAGGED) | c("trace_id").isNull() | (c("ids") > 1)
+    need = lean.filter(full_check).select("th")
+    flagged_ev = (ev.select("*", F.xxhash64("trace_id").alias("th"),
+                            F.regexp_replace(c("_metadata.file_path"), "^file:", "").alias("file"))
+                  .join(F.broadcast(need), "th", "left_semi").drop("th", "bucket"))
+    # The lean pass, run once (and cached) before anything reads it twice.
+    with Progress(spark, progress or (lambda d, t: None)):
+        n_full = need.count()
+    if n_full:
+        res = flagged_ev.mapInArrow(mine_batches, from_arrow_schema(OUT_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
+        keep.append(res)
+    else:
+        res = spark.createDataFrame([], from_arrow_schema(OUT_SCHEMA))
+    verdicts = (lean.filter(~full_check).select(
+        "trace_id", "status", "ops", "events", F.array().cast("array<string>").alias("types"), "file",
+        F.lit(None).cast("string").alias("error"))
+        .unionByName(res.filter(c("kind") == "verdict").select("trace_id", "status", "ops", "events",
+                                                              "types", "file", "error")))
+    violations = res.filter(c("kind") == "violation").select(
+        "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
+    return verdicts, violations
