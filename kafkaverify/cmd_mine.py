@@ -64,7 +64,11 @@ def register(group: click.Group) -> None:
                   help="local: the same kernel in this process, without Spark")
     @click.option("--out", default=None, type=click.Path(file_okay=False),
                   help="output directory (default: DATASET/mined)")
-    def mine_cmd(dataset, master, engine, out):
+    @click.option("--spark-read", type=click.Choice(["executors", "spark"]), default="executors",
+                  show_default=True,
+                  help="executors: each Spark task's Python reads its events file (the dataset must "
+                       "be at a path every executor can open); spark: Spark's Parquet reader")
+    def mine_cmd(dataset, master, engine, out, spark_read):
         """Check every run of a bulk dataset; write violations.parquet, verdicts.parquet,
         summary.md and summary.html to --out. Exit 0 clean, 1 violations, 2 unknown, 3 bad input."""
         from checkers.history.mine_report import markdown, render_html
@@ -97,7 +101,7 @@ def register(group: click.Group) -> None:
             try:
                 p, report = _progress_bar(console, "mining (Spark tasks)")
                 with p:
-                    s = mine_spark(spark, dataset, out, report)
+                    s = mine_spark(spark, dataset, out, report, read=spark_read)
             except Exception as e:
                 from pyspark.errors import PySparkException
                 from py4j.protocol import Py4JError

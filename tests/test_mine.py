@@ -138,3 +138,59 @@ def test_cli_exit_codes(dataset, tmp_path, capsys):
                              schema=run_schema()))
     code, out, _ = _main(capsys, "mine", unk, "--engine", "local")
     assert code == 2 and "1 unknown" in out
+
+
+def _screened(f: Path, recode=None) -> pl.DataFrame:
+    """One events file through the lean pass's screen (checkers/history/columnar.py
+    screen_runs: what the Spark job's first pass decides per run), over polars-encoded events;
+    `recode` may rewrite the encoded frame first. Returns trace_id, status."""
+    from checkers.history.columnar import encode, pair, prepare, screen_runs
+    c = pl.col
+    ev = pl.read_parquet(f).drop("bucket", strict=False).with_columns(
+        ((c("trace_id") != c("trace_id").shift(1)).fill_null(True).cast(pl.Int64).cum_sum() - 1).alias("run"))
+    enc = encode(ev.lazy()).collect()
+    if recode is not None:
+        enc = recode(enc)
+    st = screen_runs(pair(prepare(enc.lazy()).collect()))
+    ids = ev.group_by("run").agg(c("trace_id").first())
+    return st.join(ids, on="run", how="full", coalesce=True).select("trace_id", "status")
+
+
+def test_lean_screen_flags_every_violation_and_decides_the_rest_as_the_full_kernel(dataset, mined):
+    """The Spark job's first pass decides clean runs from encoded columns alone and sends the
+    flagged ones to the full pass: every invalid or corrupt run must be flagged, and every run
+    it decides must get the full kernel's status."""
+    _, out = mined
+    full = pl.read_parquet(out / "verdicts.parquet").select("trace_id", pl.col("status").alias("full"))
+    got = pl.concat([_screened(f) for f in sorted((dataset / "events").rglob("*.parquet"))])
+    both = got.join(full, on="trace_id", how="full", coalesce=True)
+    assert both.height == full.height and both.get_column("status").null_count() == 0
+    decided = both.filter(pl.col("status") != "flagged")
+    assert decided.filter(pl.col("status") != pl.col("full")).height == 0
+    must = both.filter(pl.col("full").is_in(["invalid", "corrupt"]))
+    assert must.height > 20 and set(must.get_column("status")) == {"flagged"}
+
+
+def test_a_value_hash_collision_flags_the_run_and_the_full_rows_decide(dataset, mined):
+    """Two distinct values of one partition given one hash (a forced collision): the screen
+    must not call the run valid on hashes (it flags it: values must be distinct per partition),
+    and the full rows then decide, as the full kernel did (valid)."""
+    _, out = mined
+    v = pl.read_parquet(out / "verdicts.parquet")
+    f = sorted((dataset / "events").rglob("*.parquet"))[0]
+    ev = pl.read_parquet(f)
+    tid = v.filter((pl.col("status") == "valid") & pl.col("trace_id").is_in(
+        ev.get_column("trace_id").unique().implode())).sort("trace_id").item(0, "trace_id")
+    sends = ev.filter((pl.col("trace_id") == tid) & (pl.col("f") == "send") & (pl.col("type") == "invoke"))
+    part = sends.group_by("topic", "partition").len().sort("len", descending=True).row(0, named=True)
+    a, b = sends.filter((pl.col("topic") == part["topic"]) & (pl.col("partition") == part["partition"])) \
+        .get_column("value").head(2).to_list()
+    ha, hb = pl.Series([a, b]).hash().to_list()
+
+    def collide(enc: pl.DataFrame) -> pl.DataFrame:
+        c = pl.col
+        return enc.with_columns(pl.when(c("vh") == hb).then(pl.lit(ha, pl.UInt64)).otherwise(c("vh")).alias("vh"),
+                                c("vhs").list.eval(pl.when(pl.element() == hb).then(pl.lit(ha, pl.UInt64))
+                                                   .otherwise(pl.element())))
+    assert _screened(f).filter(pl.col("trace_id") == tid).item(0, "status") == "valid"
+    assert _screened(f, collide).filter(pl.col("trace_id") == tid).item(0, "status") == "flagged"

@@ -124,11 +124,16 @@ def test_mine_on_standalone_cluster_matches_local_and_check_history(spark, clust
     assert spark.sparkContext.master == cluster
     s = mine_spark(spark, str(dataset), str(tmp_path / "spark"))
     loc = mine_local(str(dataset), str(tmp_path / "local"))
-    # Same summary, line for line (the first lines name the engine and the time).
+    # Same summary, line for line (the first lines name the engine and the time), and the
+    # same through Spark's own reader (the lean pass, then the flagged runs' full rows).
     assert markdown(s, "x").splitlines()[3:] == markdown(loc, "x").splitlines()[3:]
+    jvm = mine_spark(spark, str(dataset), str(tmp_path / "spark-jvm"), read="spark")
+    assert markdown(jvm, "x").splitlines()[3:] == markdown(loc, "x").splitlines()[3:]
+    jv = _read(tmp_path / "spark-jvm" / "verdicts.parquet").sort("trace_id")
     sv = _read(tmp_path / "spark" / "verdicts.parquet").sort("trace_id")
     lv = pl.read_parquet(tmp_path / "local" / "verdicts.parquet").sort("trace_id")
     assert sv.select("trace_id", "status", "types").equals(lv.select("trace_id", "status", "types"))
+    assert jv.select("trace_id", "status", "types").equals(lv.select("trace_id", "status", "types"))
     runs = pl.read_parquet(dataset / "runs")
     assert sv.height == runs.height
     assert s.count("invalid") == runs.filter((pl.col("planted") != "") & ~pl.col("corrupt")).height

@@ -39,7 +39,7 @@ OUT_SCHEMA = pa.schema([("kind", pa.string())] + [f for f in VERDICT_SCHEMA]
 def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.Table]:
     """Checks every run in `ev` (trace_id, the history columns, row, file); runs must be whole
     and contiguous (the layout guarantees it per file)."""
-    from checkers.history.columnar import judge, pair, prepare
+    from checkers.history.columnar import encode, judge, pair, prepare
     from checkers.history.run import check_history
     c = pl.col
     if ev.height == 0:
@@ -54,7 +54,7 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
     tid = dict(zip(runs.get_column("run").to_list(), runs.get_column("trace_id").to_list()))
     fil = dict(zip(runs.get_column("run").to_list(), runs.get_column("file").to_list()))
     nev = dict(zip(runs.get_column("run").to_list(), runs.get_column("events").to_list()))
-    pd = pair(prepare(ev.lazy()).collect())
+    pd = pair(prepare(encode(ev.lazy())).collect())
     bad = pd.bad
     verdicts: list[dict] = []
     violations: list[dict] = []
@@ -102,6 +102,75 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
     return vt, pa.Table.from_pylist(violations, VIOLATION_SCHEMA)
 
 
+# -- The lean pass (Spark): the JVM ships the encoded columns only (checkers/history/columnar.py
+# ENCODED, strings as xxhash64, the small enums packed into `tags`) and each run's screen
+# verdict comes back; the full rows of the runs a screen flags are fetched in a second,
+# filtered pass and checked by `mine_batches`, exactly as the local engine checks them.
+
+# Bit layout of `tags` (one int per event): type (3 bits: 0 = absent or unknown, else 1 +
+# its index in TYPES), f (3 bits, FS), delivery (2 bits: 0 absent, 1 + index in
+# DELIVERY_MODES, 3 unknown), final (2 bits: 0 absent, 1 false, 2 true), extra (1 bit: some
+# PRESENCE_ONLY field present).
+TAG_SHIFT = {"type": 0, "f": 3, "delivery": 6, "final": 8, "extra": 10}
+LEAN_OUT_SCHEMA = pa.schema([("th", pa.int64()), ("file", pa.string()), ("status", pa.string()),
+                             ("ops", pa.int64()), ("events", pa.int64())])
+FLAGGED = "flagged"
+
+
+def decode_lean(tb: pa.Table) -> pl.DataFrame:
+    """The Spark lean select's columns (th, file on each file's first row, tags, ints, hashes,
+    lists) to the encoded frame of checkers/history/columnar.py, with `th` and `file` kept."""
+    from traces.history import DELIVERY_MODES, FS, TYPES
+    c = pl.col
+    df = pl.from_arrow(tb)
+    tags = df.get_column("tags").cast(pl.Int64)
+
+    def field(name, bits):
+        return (tags // (1 << TAG_SHIFT[name])) % (1 << bits)
+
+    def enum(name, names, bits):
+        code = field(name, bits)
+        idx = pl.select(pl.when((code > 0) & (code <= len(names))).then(code - 1)).to_series()
+        return pl.Series(names, dtype=pl.Enum(names)).gather(idx).alias(name)
+    fin = field("final", 2)
+    dcode = field("delivery", 2)
+    return df.with_columns(
+        enum("type", TYPES, 3), enum("f", FS, 3), enum("delivery", DELIVERY_MODES, 2),
+        (dcode == 3).alias("dunk"),
+        pl.select(pl.when(fin > 0).then(fin == 2)).to_series().alias("final"),
+        (field("extra", 1) == 1).alias("extra"),
+        c("file").forward_fill(),
+        # A run is contiguous: its integer code counts the changes of its hash.
+        ((c("th") != c("th").shift(1)).fill_null(True).cast(pl.Int64).cum_sum() - 1).alias("run"),
+    ).drop("tags").with_row_index("_i")
+
+
+def screen_lean(ev: pl.DataFrame) -> pa.Table:
+    """One row per run of `ev` (decoded lean events): its hash, file, events, operations and
+    either its verdict (valid | unknown, decided in columns) or FLAGGED (broken input or a
+    flagged partition: the object checkers decide, from the full rows)."""
+    from checkers.history.columnar import pair, prepare, screen_runs
+    c = pl.col
+    runs = ev.group_by("run").agg(c("th").first(), c("file").first(), pl.len().cast(pl.Int64).alias("events"))
+    st = screen_runs(pair(prepare(ev.lazy()).collect()))
+    out = runs.join(st, on="run", how="left").with_columns(
+        c("status").fill_null(FLAGGED), c("ops").fill_null(0).cast(pl.Int64))
+    return out.select(LEAN_OUT_SCHEMA.names).to_arrow().cast(LEAN_OUT_SCHEMA)
+
+
+def screen_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The lean pass's mapInArrow function: all batches of a task (whole files) as one bucket."""
+    import gc
+    gc.disable()
+    try:
+        tb = pa.Table.from_batches(list(batches))
+        if tb.num_rows == 0:
+            return
+        yield from screen_lean(decode_lean(tb)).to_batches(max_chunksize=1 << 16)
+    finally:
+        gc.enable()
+
+
 def _as_frame(batches: Iterable[pa.RecordBatch]) -> pl.DataFrame:
     tb = pa.Table.from_batches(list(batches))
     return pl.from_arrow(tb) if tb.num_rows else pl.DataFrame()
@@ -133,6 +202,27 @@ def mine_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         gc.enable()
 
 
+def read_file(path: str) -> pl.DataFrame:
+    """One events file as the kernel reads it (the same in every engine): every column, the
+    file's path in `file`."""
+    return pl.read_parquet(path).with_columns(pl.lit(str(path)).alias("file")).drop("bucket", strict=False)
+
+
+def mine_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The mapInArrow function of Spark's executor-read job: each row names an events file,
+    which this Python worker reads itself (polars) and checks as one bucket, as the local
+    engine does; the JVM never converts an event."""
+    import gc
+    gc.disable()
+    try:
+        for b in batches:
+            for path in b.column("path").to_pylist():
+                vt, xt = mine_frame(read_file(path))
+                yield from union_table(vt, xt).to_batches(max_chunksize=1 << 16)
+    finally:
+        gc.enable()
+
+
 def mine_local(dataset: str, out: str | None = None, progress=None):
     """The same job without Spark: one file at a time through the kernel, in this process
     (memory: one file's events). Returns the summary (checkers/history/mine_report.py)."""
@@ -145,9 +235,9 @@ def mine_local(dataset: str, out: str | None = None, progress=None):
     runs = pl.from_arrow(read_runs(dataset))
     vts, xts, events = [], [], 0
     for i, f in enumerate(files):
-        ev = pl.read_parquet(f).with_columns(pl.lit(str(f)).alias("file"))
+        ev = read_file(str(f))
         events += ev.height
-        vt, xt = mine_frame(ev.drop("bucket", strict=False))
+        vt, xt = mine_frame(ev)
         vts.append(vt)
         xts.append(xt)
         if progress:

@@ -3,6 +3,13 @@ kernel, as `mapInArrow` over whole files (one Python call per task, never per ru
 Nothing comes back to the driver but aggregates and the shortest witnesses: the violations and
 per-run verdicts are written by the executors to OUT/violations.parquet and OUT/verdicts.parquet.
 
+Spark's own cost here is the JVM's conversion of rows to Arrow, about linear in rows x
+columns shipped (BENCHMARKS.md, "Mining, third round"). So by default each task's Python
+worker reads its events file itself (mine_spark read="executors"). With Spark's reader
+(read="spark") the job makes two passes: the first ships only the kernel's encoded integer
+columns (lean_select: strings hashed with xxhash64 in the JVM, enums packed in one int) and
+gets one row per run back; the second ships every column of the runs the screens flagged.
+
 Spark never cuts a run: each events file is one Parquet row group (traces/runs.py), and Spark
 splits Parquet only at row groups. The project's packages are shipped to executors as a zip
 (addPyFile), so a remote cluster needs only Python with polars and pyarrow installed.
@@ -52,6 +59,11 @@ def session(master: str, app: str = "kafkaverify-mine", extra: dict | None = Non
          .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
          .config("spark.python.worker.reuse", "true")
 )
+    if master.startswith("local"):
+        # A local session is one short-lived JVM sharing the machine's cores with the Python
+        # workers: the C2 compiler's work does not pay back within a job of minutes (measured
+        # on 8,000 runs, local[2]: about 40% less CPU for the session and the job with C1 only).
+        b = b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     if master.startswith(("local", "spark://127.", "spark://localhost")):
         # On loopback the driver must advertise loopback too (else executors are told to
         # call back a public address that may not route: they exit and are relaunched).
@@ -93,50 +105,151 @@ class Progress:
         self.t.join(timeout=5)
 
 
-def mine_spark(spark, dataset: str, out: str, progress=None) -> Summary:
+def lean_select(ev):
+    """The lean pass's columns, computed in the JVM (checkers/history/mine.py decode_lean reads
+    them): the run's hash, the file's path on its first row only, the small enums packed into
+    `tags`, the integer columns, the strings as xxhash64 (null stays null) and each poll's
+    values as a list of xxhash64. Every string column is left in the JVM."""
+    from pyspark.sql import functions as F
+    from checkers.history.columnar import PRESENCE_ONLY
+    from checkers.history.mine import TAG_SHIFT
+    from traces.history import DELIVERY_MODES, FS, TYPES
+    c = F.col
+
+    def h(n):
+        return F.when(c(n).isNotNull(), F.xxhash64(n))
+
+    def code(n, names):          # 1 + index; 0 if absent or unknown
+        return F.coalesce(F.array_position(F.array(*[F.lit(x) for x in names]), c(n)), F.lit(0))
+    dl = F.when(c("delivery").isNull(), 0).otherwise(
+        F.when(code("delivery", DELIVERY_MODES) == 0, 3).otherwise(code("delivery", DELIVERY_MODES)))
+    fin = F.when(c("final").isNull(), 0).when(c("final"), 2).otherwise(1)
+    extra = F.when(F.greatest(*[c(n).isNotNull().cast("int") for n in PRESENCE_ONLY]) == 1, 1).otherwise(0)
+    tags = (code("type", TYPES) * (1 << TAG_SHIFT["type"]) + code("f", FS) * (1 << TAG_SHIFT["f"])
+            + dl * (1 << TAG_SHIFT["delivery"]) + fin * (1 << TAG_SHIFT["final"])
+            + extra * (1 << TAG_SHIFT["extra"])).cast("int")
+    return ev.select(
+        F.xxhash64("trace_id").alias("th"),
+        F.when(c("row") == 0, F.regexp_replace(c("_metadata.file_path"), "^file:", "")).alias("file"),
+        tags.alias("tags"), "id", "process", h("topic").alias("tc"), "partition", h("value").alias("vh"),
+        "offset", "offsets", F.transform("values", lambda x: F.when(x.isNotNull(), F.xxhash64(x))).alias("vhs"),
+        h("group").alias("group"), "generation", "mono_ns")
+
+
+READS = ("executors", "spark")
+
+
+def mine_spark(spark, dataset: str, out: str, progress=None, read: str = "executors") -> Summary:
+    """Every run of the dataset through the kernel on Spark, then two writes and one aggregate
+    job; only aggregates and the shortest witnesses reach the driver.
+
+    read="executors" (the default): the driver lists the events files (the dataset must be
+    a path every executor can open, as --out already is) and each task's Python worker reads
+    its file with polars and checks it as the local engine does (mine_files): Spark schedules
+    the work and the JVM converts no event to Arrow, which measured as most of Spark's cost.
+    read="spark": Spark's own Parquet reader, in two passes (_two_pass), for datasets only
+    the JVM can open."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
-    from traces.runs import check_dataset, events_dir, runs_dir
+    from checkers.history.mine import mine_files
+    from traces.runs import check_dataset, runs_dir
+    if read not in READS:
+        raise ValueError(f"read must be one of {READS}")
+    c = F.col
     t0 = time.perf_counter()
-    check_dataset(dataset)
-    ev = (spark.read.parquet(str(events_dir(dataset)))
-          .select("*", F.regexp_replace(F.col("_metadata.file_path"), "^file:", "").alias("file"))
-          .drop("bucket"))
-    # mapInArrow runs once: its (small) output is persisted and every aggregate reads that.
-    res = ev.mapInArrow(mine_batches, from_arrow_schema(OUT_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
-    outp = Path(out)
-    verdicts = res.filter(F.col("kind") == "verdict").select("trace_id", "status", "ops", "events",
-                                                              "types", "file", "error")
-    violations = res.filter(F.col("kind") == "violation").select(
-        "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
-    with Progress(spark, progress or (lambda d, t: None)):
-        verdicts.write.mode("overwrite").parquet(str(outp / "verdicts.parquet"))
-    violations.write.mode("overwrite").parquet(str(outp / "violations.parquet"))
+    files, _ = check_dataset(dataset)
     runs = spark.read.parquet(str(runs_dir(dataset))).select("trace_id", *KEYS)
-    v = verdicts.join(runs, "trace_id", "left")
-    x = violations.join(runs, "trace_id", "left")
-    # Aggregates only to the driver (toArrow: no pandas).
-    by_status = pl.from_arrow(v.groupBy("status", *KEYS).agg(F.count("*").alias("runs"),
-                                                              F.sum("events").alias("events"))
-                              .orderBy("status", *KEYS).toArrow())
-    n_events = int(by_status.get_column("events").sum() or 0) if by_status.height else 0
-    by_status = by_status.drop("events")
-    by_anomaly = pl.from_arrow(x.groupBy("type", *KEYS).agg(
-        F.count("*").alias("violations"), F.countDistinct("trace_id").alias("runs"))
-        .orderBy("type", *KEYS).toArrow())
-    best = x.groupBy("type").agg(F.min_by(F.struct("trace_id", "partition", "witness_len", "witness",
-                                                   "explanation", "witness_ops", "file"),
-                                          F.struct("witness_len", "trace_id", "partition")).alias("b"))
-    shortest = pl.from_arrow(best.select("type", "b.*").orderBy("type").toArrow()).select(
-        "type", "trace_id", "partition", "witness_len", "witness", "explanation", "witness_ops", "file")
-    corrupt = pl.from_arrow(verdicts.filter(F.col("status") == "corrupt").orderBy("trace_id")
-                            .limit(MAX_CORRUPT).select("trace_id", "file", "error").toArrow())
-    res.unpersist()
+    keep = []
+    if read == "executors":
+        paths = spark.sparkContext.parallelize([(str(f),) for f in files], len(files))
+        res = (spark.createDataFrame(paths, "path string").mapInArrow(mine_files, from_arrow_schema(OUT_SCHEMA))
+               .persist(StorageLevel.MEMORY_AND_DISK))
+        keep.append(res)
+        with Progress(spark, progress or (lambda d, t: None)):
+            res.count()
+        verdicts = res.filter(c("kind") == "verdict").select("trace_id", "status", "ops", "events", "types",
+                                                              "file", "error")
+        violations = res.filter(c("kind") == "violation").select(
+            "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
+    else:
+        verdicts, violations = _two_pass(spark, dataset, runs, progress, keep)
+    outp = Path(out)
+    verdicts.write.mode("overwrite").parquet(str(outp / "verdicts.parquet"))
+    violations.write.mode("overwrite").parquet(str(outp / "violations.parquet"))
+    # Every aggregate in one job: verdicts and violations as rows of one table, grouped once.
+    # Per (type, keys) the shortest witness; the shortest per type is the least of those.
+    wit = F.struct("trace_id", "partition", "witness_len", "witness", "explanation", "witness_ops", "file")
+    rows = (verdicts.join(runs, "trace_id", "left").select(
+                F.lit("status").alias("agg"), c("status").alias("k"), *KEYS, "events",
+                F.lit(None).cast("string").alias("tid"),
+                F.when(c("status") == "corrupt", F.struct("trace_id", "file", "error")).alias("bad"))
+            .unionByName(violations.join(runs, "trace_id", "left").select(
+                F.lit("anomaly").alias("agg"), c("type").alias("k"), *KEYS, F.lit(0).cast("long").alias("events"),
+                c("trace_id").alias("tid"), wit.alias("w"),
+                F.struct("witness_len", "trace_id", "partition").alias("wk")), allowMissingColumns=True))
+    agg = pl.from_arrow(rows.groupBy("agg", "k", *KEYS).agg(
+        F.count("*").alias("n"), F.sum("events").alias("events"), F.countDistinct("tid").alias("runs"),
+        F.min_by("w", "wk").alias("w"),
+        F.slice(F.array_sort(F.collect_list("bad")), 1, MAX_CORRUPT).alias("bad")).toArrow())
+    for df in keep:
+        df.unpersist()
+    st = agg.filter(pl.col("agg") == "status").sort("k", *KEYS)
+    by_status = st.select(pl.col("k").alias("status"), *KEYS, pl.col("n").cast(pl.UInt32).alias("runs"))
+    n_events = int(st.get_column("events").sum() or 0) if st.height else 0
+    an = agg.filter(pl.col("agg") == "anomaly").sort("k", *KEYS)
+    by_anomaly = an.select(pl.col("k").alias("type"), *KEYS, pl.col("n").cast(pl.UInt32).alias("violations"),
+                           pl.col("runs").cast(pl.UInt32))
+    cols = ["trace_id", "partition", "witness_len", "witness", "explanation", "witness_ops", "file"]
+    shortest = (an.select(pl.col("k").alias("type"), "w").unnest("w")
+                .sort("witness_len", "trace_id", "partition").group_by("type", maintain_order=True).first()
+                .select("type", *cols).sort("type"))
+    bad = st.select("bad").explode("bad").drop_nulls()
+    corrupt = (bad.unnest("bad").sort("trace_id").head(MAX_CORRUPT) if bad.height
+               else pl.DataFrame(schema={"trace_id": pl.String, "file": pl.String, "error": pl.String}))
     n_runs = int(by_status.get_column("runs").sum()) if by_status.height else 0
-    # Events: the verdicts' sum (every event belongs to a run with a verdict); a second
-    # count() would scan the dataset again as its own Spark job.
-    return Summary(by_status.with_columns(pl.col("runs").cast(pl.UInt32)),
-                   by_anomaly.with_columns(pl.col("violations", "runs").cast(pl.UInt32)),
-                   shortest, corrupt, n_runs, n_events, time.perf_counter() - t0,
+    return Summary(by_status, by_anomaly, shortest, corrupt, n_runs, n_events, time.perf_counter() - t0,
                    f"Spark {spark.version} {spark.sparkContext.master}")
+
+
+def _two_pass(spark, dataset: str, runs, progress, keep: list):
+    """Spark's own reader, in two passes. The lean pass ships only the encoded integer
+    columns to Python (lean_select) and gets back one row per run: its clean verdict, or
+    'flagged'. The full pass reads every column of the flagged runs only (a broadcast
+    semi-join on the run's hash, in the JVM) and checks them as the local engine does
+    (mine_batches). A run whose hash is shared by two run ids, or missing from the runs
+    table, is checked in the full pass too (which tells runs apart by their ids).
+    Returns (verdicts, violations); the cached frames are appended to `keep`."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from checkers.history.mine import FLAGGED, LEAN_OUT_SCHEMA, screen_batches
+    from traces.runs import events_dir
+    c = F.col
+    ev = spark.read.parquet(str(events_dir(dataset)))
+    by_hash = (runs.groupBy(F.xxhash64("trace_id").alias("th"))
+               .agg(F.count("*").alias("ids"), F.min("trace_id").alias("trace_id")))
+    lean = (lean_select(ev).mapInArrow(screen_batches, from_arrow_schema(LEAN_OUT_SCHEMA))
+            .join(by_hash, "th", "left").persist(StorageLevel.MEMORY_AND_DISK))
+    keep.append(lean)
+    full_check = (c("status") == FLAGGED) | c("trace_id").isNull() | (c("ids") > 1)
+    need = lean.filter(full_check).select("th")
+    flagged_ev = (ev.select("*", F.xxhash64("trace_id").alias("th"),
+                            F.regexp_replace(c("_metadata.file_path"), "^file:", "").alias("file"))
+                  .join(F.broadcast(need), "th", "left_semi").drop("th", "bucket"))
+    # The lean pass, run once (and cached) before anything reads it twice.
+    with Progress(spark, progress or (lambda d, t: None)):
+        n_full = need.count()
+    if n_full:
+        res = flagged_ev.mapInArrow(mine_batches, from_arrow_schema(OUT_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
+        keep.append(res)
+    else:
+        res = spark.createDataFrame([], from_arrow_schema(OUT_SCHEMA))
+    verdicts = (lean.filter(~full_check).select(
+        "trace_id", "status", "ops", "events", F.array().cast("array<string>").alias("types"), "file",
+        F.lit(None).cast("string").alias("error"))
+        .unionByName(res.filter(c("kind") == "verdict").select("trace_id", "status", "ops", "events",
+                                                              "types", "file", "error")))
+    violations = res.filter(c("kind") == "violation").select(
+        "trace_id", "partition", "type", "witness", "witness_len", "explanation", "witness_ops", "file")
+    return verdicts, violations

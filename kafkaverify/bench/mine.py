@@ -4,7 +4,10 @@ Generates a runs dataset (traces/runs.py; K distinct generated runs tiled to N, 
 anomalies included), then, each in a fresh subprocess whose whole process tree's RSS is
 sampled (JVM and Python workers included), times on the same data:
   kernel-local   the full check (kafkaverify mine --engine local): the columnar kernel per file
-  kernel-spark   the full check on Spark local[2]: the same kernel in mapInArrow
+  kernel-spark   the full check on Spark local[2]: the same kernel in mapInArrow, each task's
+                 Python worker reading its events file (mine_spark read="executors")
+  kernel-spark-jvm  the same through Spark's Parquet reader: a lean pass of encoded columns,
+                 then the flagged runs' full rows (mine_spark read="spark")
   polars         one rule set as a single polars query: pairing + per-producer send order +
                  per-consumer poll contiguity (no witnesses)
   duckdb         the same rule set as one DuckDB SQL query
@@ -27,7 +30,7 @@ from pathlib import Path
 
 import click
 
-ENGINES = ("kernel-local", "kernel-spark", "polars", "duckdb", "spark-sql")
+ENGINES = ("kernel-local", "kernel-spark", "kernel-spark-jvm", "polars", "duckdb", "spark-sql")
 
 
 def _tree_rss_kib(root: int) -> int:
@@ -151,7 +154,7 @@ def _kernel(ds: str, engine: str) -> dict:
         from checkers.history.spark_job import mine_spark, session
         spark = session("local[2]", app="bench-kernel-spark")
         t0 = time.perf_counter()
-        s = mine_spark(spark, ds, out)
+        s = mine_spark(spark, ds, out, read="spark" if engine == "spark-jvm" else "executors")
         r = {"events": s.events, "invalid_runs": s.count("invalid"), "runs": s.runs,
              "seconds_in_job": time.perf_counter() - t0}
         spark.stop()
@@ -166,6 +169,8 @@ def one(engine: str, ds: str) -> dict:
         r = _kernel(ds, "local")
     elif engine == "kernel-spark":
         r = _kernel(ds, "spark")
+    elif engine == "kernel-spark-jvm":
+        r = _kernel(ds, "spark-jvm")
     elif engine == "polars":
         r = _polars(ds)
     elif engine == "duckdb":
@@ -214,7 +219,7 @@ def main(runs, distinct, ops, seed, buckets, engines, workdir, one_args):
         job = f" (job {r['seconds_in_job']:.1f} s)" if "seconds_in_job" in r else ""
         print(f"{e:>13}: {r['seconds']:7.1f} s{job}  {r['events'] / r['seconds']:>12,.0f} events/s  "
               f"peak {peak:6.0f} MiB (process tree)  {extra}", flush=True)
-    for kind in (("kernel-local", "kernel-spark"), ("polars", "duckdb", "spark-sql")):
+    for kind in (("kernel-local", "kernel-spark", "kernel-spark-jvm"), ("polars", "duckdb", "spark-sql")):
         sub = [r for r in rows if r["engine"] in kind]
         if len(sub) > 1:
             best = min(sub, key=lambda r: r["seconds"])
