@@ -143,7 +143,6 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
     probe = _run([sys.executable, "-c", "import spec, impl, sys; print(spec.__file__, impl.__file__)"], tree, env)
     if probe.returncode or not all(p.startswith(str(tree)) for p in probe.stdout.split()):
         raise RuntimeError(f"the killers would not import the mutated copy: {probe.stdout}{probe.stderr}")
-    rng = random.Random(seed)
     scores = []
     for family in ("spec", "impl"):
         fam_files = [f for f in files if TARGETS[f] == family]
@@ -168,14 +167,19 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             if r.returncode:
                 raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
             with use_db(str(session), WorkDB.Mode.open) as db:
+                # job ids are random uuids: draw from the mutants in source order (operator and its
+                # occurrence number are stable for one file's text), and each file draws from its own
+                # generator, so one seed and file give one sample whatever else the run mutates
                 by_file: dict[str, list] = {}
                 for item in db.work_items:
-                    by_file.setdefault(str(item.mutations[0].module_path), []).append(item.job_id)
-                for f, ids in sorted(by_file.items()):
+                    m = item.mutations[0]
+                    by_file.setdefault(str(m.module_path), []).append(
+                        (m.start_pos, m.operator_name, m.occurrence, item.job_id))
+                for f, items in sorted(by_file.items()):
                     n = sample.get(f)
-                    if n is not None and n < len(ids):
-                        keep_ids = set(rng.sample(sorted(ids), n))
-                        skip = [j for j in ids if j not in keep_ids]
+                    if n is not None and n < len(items):
+                        keep_ids = {x[-1] for x in random.Random(f"{seed}:{f}").sample(sorted(items), n)}
+                        skip = [x[-1] for x in items if x[-1] not in keep_ids]
                         db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
                                                                  output="not in sample"))
         r = subprocess.run(cr + ["exec", str(cfg), str(session)], cwd=tree, env=env)
