@@ -107,11 +107,50 @@ class FileScore:
     survived: list = field(default_factory=list)      # (job_id, line, operator, diff)
     equivalent: list = field(default_factory=list)    # (line, operator, reason)
     incompetent: int = 0
+    annotations: int = 0     # mutants inside annotations: equivalent, never run (annotation_spans)
 
     @property
     def score(self) -> float | None:
         judged = self.killed + len(self.survived)
         return self.killed / judged if judged else None
+
+    def interval(self, z: float = 1.96) -> tuple[float, float] | None:
+        """Wilson score interval (95 % by default) of the score: a sample's score estimates the
+        whole file's, and with tens of mutants the interval is wide."""
+        n = self.killed + len(self.survived)
+        if not n:
+            return None
+        p = self.killed / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+        return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) positions, as cosmic-ray gives them (line from 1, column from 0), of every
+    annotation in a module that has `from __future__ import annotations` (PEP 563): there they are
+    strings nobody evaluates (nothing in the project calls get_type_hints), so a mutant inside one,
+    `str | None` -> `str ^ None`, is equivalent by construction. Empty for other modules."""
+    import ast
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__"
+               and any(a.name == "annotations" for a in n.names) for n in tree.body):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            found += [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                      if x is not None and x.annotation is not None]
+            if node.returns is not None:
+                found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in found]
+
+
+def in_annotation(spans, start: tuple[int, int], end: tuple[int, int]) -> bool:
+    return any(a <= tuple(start) and tuple(end) <= b for a, b in spans)
 
 
 def _copy_tree(dst: Path) -> None:
@@ -174,11 +213,21 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
                 # job ids are random uuids: draw from the mutants in source order (operator and its
                 # occurrence number are stable for one file's text), and each file draws from its own
                 # generator, so one seed and file give one sample whatever else the run mutates
+                # Mutants inside annotations are equivalent (annotation_spans): not run, not
+                # sampled, counted apart.
                 by_file: dict[str, list] = {}
+                spans = {f: annotation_spans((tree / f).read_text()) for f in fam_files}
+                annotated = []
                 for item in db.work_items:
                     m = item.mutations[0]
+                    if in_annotation(spans.get(str(m.module_path), ()), m.start_pos, m.end_pos):
+                        annotated.append(item.job_id)
+                        continue
                     by_file.setdefault(str(m.module_path), []).append(
                         (m.start_pos, m.operator_name, m.occurrence, item.job_id))
+                if annotated:
+                    db.set_multiple_results(annotated, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                                  output=IN_ANNOTATION))
                 for f, items in sorted(by_file.items()):
                     n = sample.get(f)
                     if n is not None and n < len(items):
@@ -193,6 +242,9 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
     return scores, time.monotonic() - t0
 
 
+IN_ANNOTATION = "in an annotation (PEP 563: never evaluated)"
+
+
 class BaselineFailed(RuntimeError):
     pass
 
@@ -202,6 +254,8 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
     equivalents = load_equivalents()
     out = {f: FileScore(f) for f in files}
+    tree = session.parent / "tree"
+    spans = {f: annotation_spans((tree / f).read_text()) if (tree / f).exists() else [] for f in files}
     with use_db(str(session), WorkDB.Mode.open) as db:
         results = dict(db.results)
         for item in db.work_items:
@@ -209,6 +263,9 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
             fs = out[str(m.module_path)]
             fs.mutants += 1
             res = results.get(item.job_id)
+            if res is not None and res.worker_outcome == WorkerOutcome.SKIPPED and res.output == IN_ANNOTATION:
+                fs.annotations += 1
+                continue
             if res is None or (res.worker_outcome == WorkerOutcome.SKIPPED and res.output == "not in sample"):
                 continue
             fs.sampled += 1
@@ -222,7 +279,9 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
                     eq.reason = f"STALE (killed): {eq.reason}"
                     fs.equivalent.append((line, m.operator_name, eq.reason))
             elif res.test_outcome == TestOutcome.SURVIVED:
-                if eq:
+                if in_annotation(spans[fs.path], m.start_pos, m.end_pos):    # a session from before
+                    fs.equivalent.append((line, m.operator_name, IN_ANNOTATION))   # they were set apart
+                elif eq:
                     eq.used = True
                     fs.equivalent.append((line, m.operator_name, eq.reason))
                 else:
@@ -234,15 +293,18 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
 
 def report(scores: list[FileScore], seconds: float, command: str) -> int:
     failed = False
-    print(f"{'file':<22}{'mutants':>8}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
-          f"{'equiv':>7}{'incomp':>7}{'score':>8}")
+    print(f"{'file':<22}{'mutants':>8}{'annot':>6}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
+          f"{'equiv':>7}{'incomp':>7}{'score':>8}  95 % interval")
     for s in scores:
-        score = s.score
+        score, ci = s.score, s.interval()
         target = TARGET_SCORE[TARGETS[s.path]]
         failed |= score is None or score < target
         shown = f"{100 * score:.1f}%" if score is not None else "n/a"
-        print(f"{s.path:<22}{s.mutants:>8}{s.sampled:>8}{s.killed:>8}{s.timeouts:>8}{len(s.survived):>9}"
-              f"{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}")
+        shown_ci = f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%" if ci else ""
+        print(f"{s.path:<22}{s.mutants:>8}{s.annotations:>6}{s.sampled:>8}{s.killed:>8}{s.timeouts:>8}"
+              f"{len(s.survived):>9}{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}  {shown_ci}")
+    print("annot: mutants inside annotations, equivalent and not run; equiv: reviewed equivalent "
+          "survivors; score: killed / (killed + survived)")
     for s in scores:
         for job, line, op, diff in sorted(s.survived, key=lambda x: x[1]):
             print(f"\nSURVIVED {s.path}:{line} {op} ({job})\n{diff.rstrip()}")
