@@ -28,6 +28,7 @@ def test_initial_state_is_consistent():
     (((0, 0), (1, 1)), ((0, 0),), "says epoch 0"),                    # r1@e1 with no entry for e1
     (((0, 0),), ((0, 0), (1, 3)), "past its log end"),
     (((0, 0),), ((1, 0), (0, 1)), "does not strictly increase"),
+    (((0, 0),), ((0, 1), (1, 0)), "does not strictly increase"),     # epochs rise, starts fall
     (((0, 0),), (), "no entry"),
 ])
 def test_epoch_cache_against_its_log(log, cache, says):
