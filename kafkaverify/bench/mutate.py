@@ -45,9 +45,8 @@ EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
 # the explorations of test_model_internal.py and test_model_pruning.py and the CLI subprocesses
 # of test_model_trace.py. Every file still runs for a mutant that survives.
 SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_invariants.py",
-              "tests/test_model_scenarios.py",
-              "tests/test_suite_teeth.py", "tests/test_model_golden.py", "tests/test_model_internal.py",
-              "tests/test_model_pruning.py", "tests/test_model_trace.py")
+              "tests/test_model_scenarios.py", "tests/test_suite_teeth.py", "tests/test_model_golden.py",
+              "tests/test_model_internal.py", "tests/test_model_pruning.py", "tests/test_model_trace.py")
 IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", "tests/test_broker_kip101.py",
               "tests/test_broker_cluster.py")
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
