@@ -4,7 +4,7 @@ reach these states only at bounds too large for the fast tests, or in one genera
 from __future__ import annotations
 
 from spec import initial, make_config
-from spec.invariants import group_single_owner
+from spec.invariants import group_single_owner, step_violation
 
 GROUP = make_config("current", consumers=2, records=2)
 
@@ -23,3 +23,18 @@ def test_group_single_owner_in_any_generation():
     dead = s._replace(grp=s.grp._replace(cons=(s.grp.cons[0]._replace(gen=1, alive=False),
                                                s.grp.cons[1]._replace(gen=1))))
     assert group_single_owner(GROUP, dead) is None
+
+
+def test_monotonic_epochs_catches_an_epoch_going_back_on_a_running_broker():
+    cfg = make_config("current")
+    s = initial(cfg)
+    ahead = s._replace(brokers=(s.brokers[0]._replace(le=1),) + s.brokers[1:])
+    assert step_violation(cfg, ahead, s) == ("MonotonicEpochs", "b0's leader epoch went back from 1 to 0")
+    ce = s.brokers[0].ce
+    ce_back = s._replace(brokers=(s.brokers[0]._replace(ce=ce + 1),) + s.brokers[1:])
+    assert step_violation(cfg, ce_back, s) == (
+        "MonotonicEpochs", f"b0's controller epoch went back from {ce + 1} to {ce}")
+    assert step_violation(cfg, s, ahead) is None                   # forward is fine
+    # a restart (a new session) starts from what the disk kept: not a step back
+    restarted = s._replace(brokers=(s.brokers[0]._replace(gen=s.brokers[0].gen + 1),) + s.brokers[1:])
+    assert step_violation(cfg, ahead, restarted) is None
