@@ -29,12 +29,18 @@ def test_initial_state_is_consistent():
     (((0, 0),), ((0, 0), (1, 3)), "past its log end"),
     (((0, 0),), ((1, 0), (0, 1)), "does not strictly increase"),
     (((0, 0),), ((0, 1), (1, 0)), "does not strictly increase"),     # epochs rise, starts fall
+    (((0, 0), (1, 1), (2, 3), (3, 2)), ((0, 0), (1, 1), (3, 2), (2, 3)), "does not strictly increase"),  # 4th entry
     (((0, 0),), (), "no entry"),
 ])
 def test_epoch_cache_against_its_log(log, cache, says):
     s = _with(initial(CFG), 0, log=log, cache=cache, flushed=0)
     msg = epoch_cache_matches_log(CFG, s)
     assert msg and says in msg
+
+
+def test_epoch_cache_names_the_entry_past_the_log_end():
+    s = _with(initial(CFG), 0, log=((0, 0),), cache=((0, 0), (1, 3)), flushed=0)
+    assert epoch_cache_matches_log(CFG, s) == "b0's epoch cache entry (1, 3) starts past its log end 1"
 
 
 def test_epoch_cache_may_start_a_new_leaders_epoch_at_the_log_end():

@@ -4,7 +4,7 @@ reach these states only at bounds too large for the fast tests, or in one genera
 from __future__ import annotations
 
 from spec import initial, make_config
-from spec.invariants import group_single_owner, step_violation
+from spec.invariants import active, group_single_owner, producer_acked_durable, step_violation
 
 GROUP = make_config("current", consumers=2, records=2)
 
@@ -38,3 +38,25 @@ def test_monotonic_epochs_catches_an_epoch_going_back_on_a_running_broker():
     # a restart (a new session) starts from what the disk kept: not a step back
     restarted = s._replace(brokers=(s.brokers[0]._replace(gen=s.brokers[0].gen + 1),) + s.brokers[1:])
     assert step_violation(cfg, ahead, restarted) is None
+
+
+def test_producer_acked_durable_asks_for_the_acknowledged_record_itself():
+    """A later record of the same producer on the leader does not stand in for a missing one."""
+    cfg = make_config("current", producers=1, records=2)
+    s = initial(cfg)
+    s = s._replace(writes=((0, 0, -1, 0), (0, 1, -1, 1)),
+                   prods=(s.prods[0]._replace(nxt=2, seqn=2, lack=1, out=(0, 1)),))
+    both = s._replace(brokers=(s.brokers[0]._replace(log=((0, 0), (1, 0))),) + s.brokers[1:])
+    assert producer_acked_durable(cfg, both) is None
+    only_later = s._replace(brokers=(s.brokers[0]._replace(log=((1, 0),)),) + s.brokers[1:])
+    assert producer_acked_durable(cfg, only_later) == (
+        "producer p0's record 0, acknowledged at offset 0, is missing from the leader b0 (epoch 0)")
+
+
+def test_internal_consistency_log_matching_and_epoch_uniqueness_are_checked_under_unclean_election():
+    """Unclean election waives the durability promises (scoped invariants), never the model's
+    own bookkeeping, log matching or epoch uniqueness (module docstring)."""
+    names = {inv.name for inv in active(make_config("current", unclean=True))}
+    assert {"HwBelowLeo", "LogMatching", "UniqueLeaderPerEpoch", "EpochCacheMatchesLog",
+            "FetchResponseMatchesEpoch", "PendingIsrMatchesRole"} <= names
+    assert "AckedDurable" not in names and "AckedDurable" in {i.name for i in active(make_config("current"))}
