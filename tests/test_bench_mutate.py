@@ -41,3 +41,9 @@ def test_annotations_are_found_only_where_they_are_never_evaluated():
     assert mutate.in_annotation(spans, (4, 11), (4, 12))          # y: int | None
     assert not mutate.in_annotation(spans, (3, 22), (3, 23))      # the default 1
     assert mutate.annotation_spans(src.split("\n", 1)[1]) == []   # evaluated without the import
+
+
+def test_rerun_survivors_needs_a_kept_run(tmp_path, capsys):
+    assert mutate.main(["spec/rules.py", "--rerun-survivors"]) == 3
+    assert mutate.main(["spec/rules.py", "--rerun-survivors", "--keep", str(tmp_path)]) == 3
+    assert "needs --keep DIR of an earlier run" in capsys.readouterr().err

@@ -168,7 +168,7 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, timeout: float,
-        keep: Path | None) -> tuple[list[FileScore], float]:
+        keep: Path | None, rerun_survivors: bool = False) -> tuple[list[FileScore], float]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -177,6 +177,13 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
     tree = work / "tree"
     if not tree.exists():
         tree.mkdir()
+        _copy_tree(tree)
+    elif rerun_survivors:
+        # today's tests against the session's mutants: only if the mutated files are as they were
+        changed = [f for f in files if (tree / f).exists() and (tree / f).read_bytes() != (ROOT / f).read_bytes()]
+        if changed:
+            raise SessionMismatch(f"{', '.join(changed)} changed since the session in {work} was made "
+                                  "(or a run was cut short inside a mutant): its mutants no longer apply")
         _copy_tree(tree)
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     env.pop("KAFKAVERIFY_REQUIRE_ALL", None)
@@ -210,11 +217,11 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             if r.returncode:
                 raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
             with use_db(str(session), WorkDB.Mode.open) as db:
-                # job ids are random uuids: draw from the mutants in source order (operator and its
-                # occurrence number are stable for one file's text), and each file draws from its own
-                # generator, so one seed and file give one sample whatever else the run mutates
                 # Mutants inside annotations are equivalent (annotation_spans): not run, not
-                # sampled, counted apart.
+                # sampled, counted apart. Job ids are random uuids: the sample is drawn from the
+                # mutants in source order (operator and its occurrence number are stable for one
+                # file's text), each file from its own generator, so one seed and file give one
+                # sample whatever else the run mutates.
                 by_file: dict[str, list] = {}
                 spans = {f: annotation_spans((tree / f).read_text()) for f in fam_files}
                 annotated = []
@@ -235,6 +242,8 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
                         skip = [x[-1] for x in items if x[-1] not in keep_ids]
                         db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
                                                                  output="not in sample"))
+        elif rerun_survivors:
+            _reopen_survivors(session, fam_files)
         r = subprocess.run(cr + ["exec", str(cfg), str(session)], cwd=tree, env=env)
         if r.returncode:
             raise RuntimeError("cosmic-ray exec failed")
@@ -243,6 +252,20 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
 
 
 IN_ANNOTATION = "in an annotation (PEP 563: never evaluated)"
+
+
+def _reopen_survivors(session: Path, files: list[str]) -> int:
+    """Forget the results of the survivors not listed as equivalent, so that `cosmic-ray exec`
+    runs them again (against the tests as they are now)."""
+    import sqlite3
+    ids = [job for fs in _collect(session, files) for job, *_ in fs.survived]
+    with sqlite3.connect(session) as db:
+        db.executemany("DELETE FROM work_results WHERE job_id = ?", [(j,) for j in ids])
+    return len(ids)
+
+
+class SessionMismatch(RuntimeError):
+    pass
 
 
 class BaselineFailed(RuntimeError):
@@ -324,6 +347,9 @@ def main(argv=None) -> int:
                     help="spec/ killers: the model tests only, without `kafkaverify check --budget quick`")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's killers")
     ap.add_argument("--keep", type=Path, help="work directory to keep (and resume a run from)")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="with --keep DIR of a finished run: run its survivors (those not listed as "
+                         "equivalent) again against this checkout's tests, after printing the first pass")
     ap.add_argument("--report", type=Path, metavar="DIR",
                     help="only report what the sessions kept in DIR hold so far (a run cut short)")
     a = ap.parse_args(argv)
@@ -336,6 +362,9 @@ def main(argv=None) -> int:
             bad.append(f"--sample {s}")
         else:
             sample[f] = int(n)
+    if a.rerun_survivors and not (a.keep and (a.keep / "tree").is_dir()):
+        print("--rerun-survivors needs --keep DIR of an earlier run", file=sys.stderr)
+        return 3
     if bad:
         print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N)", file=sys.stderr)
         return 3
@@ -357,11 +386,20 @@ def main(argv=None) -> int:
          *(["--no-quick-check"] if a.no_quick_check else [])])
     print(f"seed={a.seed} files={' '.join(files)} sample={sample or 'all'} "
           f"quick_check={not a.no_quick_check} timeout={a.timeout:g}s", flush=True)
+    if a.rerun_survivors:
+        print("first pass:")
+        report([sc for fam in ("spec", "impl") if (a.keep / f"{fam}.sqlite").exists()
+                for sc in _collect(a.keep / f"{fam}.sqlite", [f for f in files if TARGETS[f] == fam])],
+               0.0, command + f" --keep {a.keep}")
+        print("\nsurvivors again, against this checkout's tests:", flush=True)
     try:
-        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep)
+        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep, a.rerun_survivors)
     except BaselineFailed as e:
         print(str(e), file=sys.stderr)
         return 2
+    except SessionMismatch as e:
+        print(str(e), file=sys.stderr)
+        return 3
     return report(scores, secs, command)
 
 
