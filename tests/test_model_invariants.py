@@ -4,7 +4,7 @@ reach these states only at bounds too large for the fast tests, or in one genera
 from __future__ import annotations
 
 from spec import initial, make_config
-from spec.invariants import active, group_single_owner, producer_acked_durable, step_violation
+from spec.invariants import active, group_single_owner, producer_acked_durable, step_violation, strong_isr
 
 GROUP = make_config("current", consumers=2, records=2)
 
@@ -47,16 +47,28 @@ def test_producer_acked_durable_asks_for_the_acknowledged_record_itself():
     s = s._replace(writes=((0, 0, -1, 0), (0, 1, -1, 1)),
                    prods=(s.prods[0]._replace(nxt=2, seqn=2, lack=1, out=(0, 1)),))
     both = s._replace(brokers=(s.brokers[0]._replace(log=((0, 0), (1, 0))),) + s.brokers[1:])
-    assert producer_acked_durable(cfg, both) is None
+    assert producer_acked_durable(cfg, both) is None       # each acknowledged record found as itself
     only_later = s._replace(brokers=(s.brokers[0]._replace(log=((1, 0),)),) + s.brokers[1:])
     assert producer_acked_durable(cfg, only_later) == (
         "producer p0's record 0, acknowledged at offset 0, is missing from the leader b0 (epoch 0)")
 
 
-def test_internal_consistency_log_matching_and_epoch_uniqueness_are_checked_under_unclean_election():
+def test_unclean_election_waives_the_durability_promises_only():
     """Unclean election waives the durability promises (scoped invariants), never the model's
-    own bookkeeping, log matching or epoch uniqueness (module docstring)."""
-    names = {inv.name for inv in active(make_config("current", unclean=True))}
-    assert {"HwBelowLeo", "LogMatching", "UniqueLeaderPerEpoch", "EpochCacheMatchesLog",
-            "FetchResponseMatchesEpoch", "PendingIsrMatchesRole"} <= names
-    assert "AckedDurable" not in names and "AckedDurable" in {i.name for i in active(make_config("current"))}
+    own bookkeeping, log matching, epoch uniqueness or the leader's quorum (module docstring)."""
+    kept = {"HwBelowLeo", "LogMatching", "UniqueLeaderPerEpoch", "ReplicationQuorumSuperset",
+            "EpochCacheMatchesLog", "FetchResponseMatchesEpoch", "PendingIsrMatchesRole"}
+    durability = {"AckedDurable", "ConsistentReads", "MinIsrDurability", "StrongIsr", "LeaderCompleteness",
+                  "LeaderCandidateCompleteness", "NoCommittedRecordLostGlobally"}
+    assert {inv.name for inv in active(make_config("current", unclean=True))} == kept
+    assert {inv.name for inv in active(make_config("current"))} == kept | durability
+
+
+def test_strong_isr_names_the_record_and_the_member_without_it():
+    cfg = make_config("current", brokers=2)
+    s = initial(cfg)
+    ld = s.brokers[0]._replace(log=((7, 0),), cache=((0, 0),), hw=1, flushed=1)
+    s = s._replace(brokers=(ld, s.brokers[1]), zk=s.zk._replace(isr=0b11))
+    assert strong_isr(cfg, s) == ("r7 at offset 0 is below leader b0's high watermark 1, but ISR "
+                                  "member b1 has nothing there")
+    assert strong_isr(cfg, s._replace(brokers=(ld, s.brokers[1]._replace(log=((7, 0),))))) is None
