@@ -38,6 +38,15 @@ def test_epoch_cache_against_its_log(log, cache, says):
     assert msg and says in msg
 
 
+def test_epoch_cache_compares_epochs_with_epochs_and_starts_with_starts():
+    """Epoch numbers and start offsets are separate sequences: an epoch below the previous entry's
+    start offset is fine, a start offset that falls is not, whatever the epochs."""
+    s = _with(initial(CFG), 0, log=((0, 0), (1, 0), (2, 1)), cache=((0, 0), (1, 2), (2, 3)), flushed=0)
+    assert epoch_cache_matches_log(CFG, s) is None
+    s = _with(initial(CFG), 0, log=((0, 0),), cache=((0, 1), (5, 0)), flushed=0)
+    assert "does not strictly increase" in epoch_cache_matches_log(CFG, s)
+
+
 def test_epoch_cache_names_the_entry_past_the_log_end():
     s = _with(initial(CFG), 0, log=((0, 0),), cache=((0, 0), (1, 3)), flushed=0)
     assert epoch_cache_matches_log(CFG, s) == "b0's epoch cache entry (1, 3) starts past its log end 1"

@@ -4,7 +4,8 @@ reach these states only at bounds too large for the fast tests, or in one genera
 from __future__ import annotations
 
 from spec import initial, make_config
-from spec.invariants import active, group_single_owner, producer_acked_durable, step_violation, strong_isr
+from spec.invariants import (active, group_single_owner, log_matching, producer_acked_durable, producer_send_order,
+                             step_violation, strong_isr)
 
 GROUP = make_config("current", consumers=2, records=2)
 
@@ -72,3 +73,40 @@ def test_strong_isr_names_the_record_and_the_member_without_it():
     assert strong_isr(cfg, s) == ("r7 at offset 0 is below leader b0's high watermark 1, but ISR "
                                   "member b1 has nothing there")
     assert strong_isr(cfg, s._replace(brokers=(ld, s.brokers[1]._replace(log=((7, 0),))))) is None
+
+
+def test_log_matching_compares_every_pair_of_replicas():
+    """The model allows up to five brokers: with four replicas, the third and the fourth are
+    compared too."""
+    cfg = make_config("current", brokers=4)
+    s = initial(cfg)
+    bs = list(s.brokers)
+    bs[2] = bs[2]._replace(log=((0, 0),), cache=((0, 0),), hw=1, flushed=1)
+    bs[3] = bs[3]._replace(log=((1, 0),), cache=((0, 0),), hw=1, flushed=1)
+    assert log_matching(cfg, s._replace(brokers=tuple(bs))) == (
+        "b2 and b3 disagree at offset 0 below both high watermarks: r0 vs r1")
+    bs[3] = bs[3]._replace(log=((0, 0),))
+    assert log_matching(cfg, s._replace(brokers=tuple(bs))) is None
+
+
+def _producer_state(cfg, out, log):
+    s = initial(cfg)
+    return s._replace(writes=tuple((0, k, -1, k) for k in range(len(out))),
+                      prods=(s.prods[0]._replace(nxt=len(out), seqn=len(out), lack=len(out) - 1, out=out),),
+                      brokers=(s.brokers[0]._replace(log=log),) + s.brokers[1:])
+
+
+def test_producer_send_order_names_the_records_and_their_offsets():
+    cfg = make_config("current", producers=1, records=2)
+    assert producer_send_order(cfg, _producer_state(cfg, (0, 1), ((0, 0), (1, 0)))) is None
+    assert producer_send_order(cfg, _producer_state(cfg, (1, 0), ((1, 0), (0, 0)))) == (
+        "producer p0 sent record 0 before record 1, but they were acknowledged at offsets 1 and 0: "
+        "out of send order")
+
+
+def test_producer_acked_durable_exempts_only_doomed_records():
+    """A record every holder lost to power loss is exempt; the others are still asked for."""
+    cfg = make_config("current", producers=1, records=2)
+    s = _producer_state(cfg, (0, 1), ((1, 0),))          # record 0 is not on the leader
+    assert producer_acked_durable(cfg, s) is not None
+    assert producer_acked_durable(cfg, s._replace(doomed=0b01)) is None
