@@ -66,6 +66,8 @@ def test_fetch_response_against_its_epoch():
     assert "out of epoch order" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((0, 1),), 1, False)))
     assert "past the log end" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((0, 0),), 2, False)))
     assert "differs" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((5, 0),), 1, False)))
+    r5 = _with(s, 0, log=((5, 0),))      # the leader's record sorts after the response's: still differs
+    assert "differs" in fetch_response_matches_epoch(CFG, _with(r5, 1, fetch=(0, 0, 0, ((0, 0),), 1, False)))
 
 
 def test_pending_isr_against_role():

@@ -110,3 +110,14 @@ def test_producer_acked_durable_exempts_only_doomed_records():
     s = _producer_state(cfg, (0, 1), ((1, 0),))          # record 0 is not on the leader
     assert producer_acked_durable(cfg, s) is not None
     assert producer_acked_durable(cfg, s._replace(doomed=0b01)) is None
+
+
+def test_strong_isr_exempts_only_the_damaged_member_itself():
+    """A member that lost data in a crash is exempt until the controller removes it; another
+    member's damage exempts nobody else."""
+    cfg = make_config("current", brokers=3)
+    s = initial(cfg)
+    ld = s.brokers[0]._replace(log=((7, 0),), cache=((0, 0),), hw=1, flushed=1)
+    s = s._replace(brokers=(ld, s.brokers[1], s.brokers[2]._replace(log=((7, 0),))), zk=s.zk._replace(isr=0b111))
+    assert strong_isr(cfg, s._replace(damaged=0b010)) is None
+    assert "ISR member b1 has nothing there" in strong_isr(cfg, s._replace(damaged=0b100))
