@@ -4,7 +4,8 @@ reach these states only at bounds too large for the fast tests, or in one genera
 from __future__ import annotations
 
 from spec import initial, make_config
-from spec.invariants import (active, group_single_owner, log_matching, producer_acked_durable, producer_send_order,
+from spec.invariants import (active, group_at_most_once, group_single_owner, leader_completeness, log_matching,
+                             min_isr_durability, producer_acked_durable, producer_send_order,
                              step_violation, strong_isr)
 
 GROUP = make_config("current", consumers=2, records=2)
@@ -121,3 +122,32 @@ def test_strong_isr_exempts_only_the_damaged_member_itself():
     s = s._replace(brokers=(ld, s.brokers[1], s.brokers[2]._replace(log=((7, 0),))), zk=s.zk._replace(isr=0b111))
     assert strong_isr(cfg, s._replace(damaged=0b010)) is None
     assert "ISR member b1 has nothing there" in strong_isr(cfg, s._replace(damaged=0b100))
+
+
+def test_leader_completeness_counts_records_consumers_read_as_committed():
+    """A record read below a HW is committed even if never acknowledged with acks=all."""
+    cfg = make_config("current")
+    s = initial(cfg)
+    s = s._replace(exposed=(0, 1, 2), acked=0,
+                   brokers=(s.brokers[0]._replace(log=((0, 0), (1, 0))),) + s.brokers[1:])
+    assert leader_completeness(cfg, s) == (
+        "leader b0 (epoch 0) lacks committed record(s) r2, acknowledged or already read by consumers")
+    assert leader_completeness(cfg, s._replace(exposed=(0, 1))) is None
+
+
+def test_min_isr_durability_counts_only_copies_of_the_same_record():
+    cfg = make_config("current", min_isr=2)
+    s = initial(cfg)
+    ld = s.brokers[0]._replace(log=((1, 0),), cache=((0, 0),), hw=1, flushed=1)
+    other = s._replace(brokers=(ld, s.brokers[1]._replace(log=((0, 0),))))
+    assert min_isr_durability(cfg, other) == (
+        "r1 at offset 0 is below leader b0's high watermark but held by 1 replica(s), fewer than "
+        "min.insync.replicas=2")
+    assert min_isr_durability(cfg, s._replace(brokers=(ld, s.brokers[1]._replace(log=((1, 0),))))) is None
+
+
+def test_group_at_most_once_catches_a_second_processing():
+    cfg = make_config("current", consumers=1, records=2, commit="before")
+    s = initial(cfg)
+    assert group_at_most_once(cfg, s._replace(grp=s.grp._replace(processed=(1, 1)))) is None
+    assert group_at_most_once(cfg, s._replace(grp=s.grp._replace(processed=(1, 2)))) == "record d1 was processed twice"
