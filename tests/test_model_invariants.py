@@ -151,3 +151,12 @@ def test_group_at_most_once_catches_a_second_processing():
     s = initial(cfg)
     assert group_at_most_once(cfg, s._replace(grp=s.grp._replace(processed=(1, 1)))) is None
     assert group_at_most_once(cfg, s._replace(grp=s.grp._replace(processed=(1, 2)))) == "record d1 was processed twice"
+
+
+def test_producer_acked_durable_asks_for_every_acknowledged_record_and_no_open_one():
+    cfg = make_config("current", producers=1, records=2)
+    assert producer_acked_durable(cfg, _producer_state(cfg, (0, 1), ((0, 0),))) == (
+        "producer p0's record 1, acknowledged at offset 1, is missing from the leader b0 (epoch 0)")
+    # record 1 is still open (-1), failed (-2) or of unknown outcome (-3): not asked for
+    for out in (-1, -2, -3):
+        assert producer_acked_durable(cfg, _producer_state(cfg, (0, out), ((0, 0),))) is None
