@@ -66,6 +66,12 @@ def test_fetch_response_against_its_epoch():
     assert "out of epoch order" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((0, 1),), 1, False)))
     assert "past the log end" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((0, 0),), 2, False)))
     assert "differs" in fetch_response_matches_epoch(CFG, _with(s, 1, fetch=(0, 0, 0, ((5, 0),), 1, False)))
+    # the sender must have led that very epoch: another broker's leadership does not count
+    three = make_config("current", brokers=3)
+    s3 = _with(initial(three), 0, log=((0, 0),), cache=((0, 0),), hw=1)
+    assert "b2 never led" in fetch_response_matches_epoch(three, _with(s3, 1, fetch=(2, 0, 0, (), 1, False)))
+    led_by_b1 = _with(s3, 2, fetch=(0, 0, 0, (), 1, False))._replace(epoch_leaders=(0b10,))
+    assert "b0 never led" in fetch_response_matches_epoch(three, led_by_b1)
     r5 = _with(s, 0, log=((5, 0),))      # the leader's record sorts after the response's: still differs
     assert "differs" in fetch_response_matches_epoch(CFG, _with(r5, 1, fetch=(0, 0, 0, ((0, 0),), 1, False)))
 

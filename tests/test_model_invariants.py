@@ -64,6 +64,17 @@ def test_unclean_election_waives_the_durability_promises_only():
                   "LeaderCandidateCompleteness", "NoCommittedRecordLostGlobally"}
     assert {inv.name for inv in active(make_config("current", unclean=True))} == kept
     assert {inv.name for inv in active(make_config("current"))} == kept | durability
+    # clients: ordering, duplicates and group membership stay promised; the group's committed
+    # offsets live in a replicated log and are a durability promise like the records
+    producers = dict(producers=1, retries=1, records=2)
+    assert ({inv.name for inv in active(make_config("current", unclean=True, **producers))}
+            == kept | {"ProducerSendOrder", "ProducerExactlyOnce"})
+    group = dict(consumers=2, records=2)
+    assert ({inv.name for inv in active(make_config("current", unclean=True, **group))}
+            == kept | {"GroupSingleOwner", "GroupFencedNeverCommits", "GroupAtLeastOnce"})
+    assert ({inv.name for inv in active(make_config("current", **group))}
+            == kept | durability | {"GroupSingleOwner", "GroupFencedNeverCommits", "GroupAtLeastOnce",
+                                    "GroupCommittedOffsetNeverBack"})
 
 
 def test_strong_isr_names_the_record_and_the_member_without_it():
@@ -111,6 +122,9 @@ def test_producer_acked_durable_exempts_only_doomed_records():
     s = _producer_state(cfg, (0, 1), ((1, 0),))          # record 0 is not on the leader
     assert producer_acked_durable(cfg, s) is not None
     assert producer_acked_durable(cfg, s._replace(doomed=0b01)) is None
+    # a doomed record can come back: a fetch response in flight when its last holder lost it
+    back = _producer_state(cfg, (0, 1), ((0, 0), (1, 0)))
+    assert producer_acked_durable(cfg, back._replace(doomed=0b01)) is None
 
 
 def test_strong_isr_exempts_only_the_damaged_member_itself():
