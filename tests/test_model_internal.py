@@ -135,3 +135,18 @@ def test_every_election_is_counted_zombie_ones_included():
                 seen.add(a.kind)
             s = t
     assert seen == {"ZombieElect"}
+
+
+def test_unclean_election_is_not_narrowed_to_the_longest_log_when_no_last_known_elr_member_is_up():
+    """KIP-966's unclean recovery picks the longest log among last-known-ELR members; when none
+    of them is up, unclean.leader.election.enable lets the controller elect any live replica."""
+    from spec.model import _react_plan
+    cfg = make_config("kip-966", brokers=3, unclean=True, min_isr=2)
+    s = initial(cfg)
+    ctl = s.brokers[2]._replace(alive=False, ctl_cache=s.brokers[2].ctl_cache[:4] + ((2, 2, 0),))
+    longer = s.brokers[0]._replace(role=FOLLOWER, log=((0, 0), (1, 0)), cache=((0, 0),))
+    s = s._replace(brokers=(longer, s.brokers[1], ctl),
+                   zk=s.zk._replace(controller=1, leader=-1, isr=0, elr=0, lkelr=0b100, sessions=(2, 2, 0)))
+    s = s._replace(brokers=(s.brokers[0], s.brokers[1]._replace(ctl=s.zk.ce, ctl_cache=ctl.ctl_cache), ctl))
+    new, isr, need_leader, cands, elr, lkelr = _react_plan(cfg, s, 1)
+    assert need_leader and lkelr == 0b100 and cands == 0b011
