@@ -150,3 +150,18 @@ def test_unclean_election_is_not_narrowed_to_the_longest_log_when_no_last_known_
     s = s._replace(brokers=(s.brokers[0], s.brokers[1]._replace(ctl=s.zk.ce, ctl_cache=ctl.ctl_cache), ctl))
     new, isr, need_leader, cands, elr, lkelr = _react_plan(cfg, s, 1)
     assert need_leader and lkelr == 0b100 and cands == 0b011
+
+
+def test_a_quick_session_bounce_is_a_new_registration_for_the_controller():
+    """A broker whose session expired and that registered again before the controller reacted
+    has a new broker epoch: the controller sees a bounce (KIP-903's broker epochs), not the same
+    registration."""
+    from spec import Action, step
+    from spec.model import _react_plan
+    cfg = make_config("current", brokers=3, pauses=1)
+    s = initial(cfg)
+    for a in (Action("Pause", 1), Action("SessionExpire", 1), Action("Resume", 1), Action("Reregister", 1)):
+        assert a in Model(cfg).enabled(s), a
+        s = step(cfg, s, a)
+    new, isr, need_leader, cands, elr, lkelr = _react_plan(cfg, s, s.zk.controller)
+    assert new == 0b010 and not (isr >> 1) & 1 and not need_leader
