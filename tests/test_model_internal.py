@@ -165,3 +165,16 @@ def test_a_quick_session_bounce_is_a_new_registration_for_the_controller():
         s = step(cfg, s, a)
     new, isr, need_leader, cands, elr, lkelr = _react_plan(cfg, s, s.zk.controller)
     assert new == 0b010 and not (isr >> 1) & 1 and not need_leader
+
+
+def test_an_elr_member_after_an_unclean_shutdown_leaves_the_elr_even_when_nothing_else_changes():
+    """KAFKA-15586: the controller drops the member from the ELR and writes the change, though the
+    ISR, the leader and the last known ELR stay as they were."""
+    from spec import Action, step
+    cfg = make_config("kip-966", brokers=3, min_isr=2)
+    s = initial(cfg)
+    s = s._replace(zk=s.zk._replace(isr=0b001, elr=0b010, unclean=0b010))
+    a = Action("ControllerReact", s.zk.controller, s.zk.leader)
+    assert a in Model(cfg).enabled(s)
+    t = step(cfg, s, a)
+    assert (t.zk.elr, t.zk.isr, t.zk.leader, t.zk.ver) == (0, 0b001, 0, s.zk.ver + 1)
