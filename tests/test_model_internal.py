@@ -178,3 +178,25 @@ def test_an_elr_member_after_an_unclean_shutdown_leaves_the_elr_even_when_nothin
     assert a in Model(cfg).enabled(s)
     t = step(cfg, s, a)
     assert (t.zk.elr, t.zk.isr, t.zk.leader, t.zk.ver) == (0, 0b001, 0, s.zk.ver + 1)
+
+
+def test_only_a_lagging_isr_member_is_proposed_for_removal_by_any_leader():
+    """b1 leads with one record: b0 has not fetched it (lags), b2 has (caught up)."""
+    from spec import Action
+    cfg = make_config("current", brokers=3)
+    s = initial(cfg)
+    b0, b1, b2 = s.brokers
+    ld = b0._replace(log=((0, 0),), isr=0b111, pos=(0, 1, 1))
+    s = s._replace(brokers=(b1._replace(leader=1), ld, b2._replace(leader=1, log=((0, 0),))),
+                   zk=s.zk._replace(leader=1))
+    shrinks = [a for a in Model(cfg).enabled(s) if a.kind == "ProposeShrink"]
+    assert shrinks == [Action("ProposeShrink", 1, 0)]
+
+
+def test_with_every_isr_member_gone_the_isr_keeps_the_last_leader():
+    from spec.model import _react_plan
+    cfg = make_config("current", brokers=3)
+    s = initial(cfg)
+    s = s._replace(zk=s.zk._replace(isr=0b011, leader=1, sessions=(0, 0, 2)))
+    new, isr, need_leader, cands, elr, lkelr = _react_plan(cfg, s, 2)
+    assert isr == 0b010 and need_leader and not cands
