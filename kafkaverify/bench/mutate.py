@@ -17,14 +17,15 @@ A mutant that makes the killer time out counts as killed (cosmic-ray's rule; the
 hang), and is listed apart. Mutants inside annotations are equivalent by construction (PEP 563:
 never evaluated) and are set apart before sampling, never run. `--sample FILE=N --seed S` draws
 the same N mutants of FILE in every session; `--rerun-survivors` runs a kept run's survivors
-again against the checkout's tests (after writing the tests that kill them). Survivors whose (file, line, operator) appear in the reviewed list
-kafkaverify/bench/mutate_equivalent.txt are equivalent mutants, excluded from the score; an
-entry that matches a killed mutant is reported as stale.
+again against the checkout's tests (after writing the tests that kill them). Survivors whose
+(file, line, operator) appear in the reviewed list kafkaverify/bench/mutate_equivalent.txt are
+equivalent mutants, excluded from the score; an entry that matches a killed mutant is reported
+as stale.
 
 Output: per file, mutants / in annotations / sampled / killed / survived / equivalent / score and
 its 95 % Wilson interval; each survivor as a diff; the command that reruns the run.
-`python -m kafkaverify.bench.mutate_order DIR` times the spec/ killers' order on a kept session. Exit 0 when every file reaches its target score (spec/ 90 %,
-impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
+`python -m kafkaverify.bench.mutate_order DIR` times the spec/ killers' order on a kept session.
+Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
 3 on bad arguments.
 """
 from __future__ import annotations
