@@ -25,8 +25,8 @@ as stale.
 Output: per file, mutants / in annotations / sampled / killed / survived / equivalent / score and
 its 95 % Wilson interval; each survivor as a diff; the command that reruns the run.
 `python -m kafkaverify.bench.mutate_order DIR` times the spec/ killers' order on a kept session.
-Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
-3 on bad arguments.
+Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not,
+2 when the killers fail unmutated (nothing can be measured), 3 on bad arguments.
 """
 from __future__ import annotations
 
