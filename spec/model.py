@@ -160,7 +160,10 @@ def _send_all(s: State, targets: int, ce: int, le: int, leader: int, isr: int, v
 
 # --- enabled -------------------------------------------------------------------------------------
 
-def enabled(cfg: Config, s: State) -> list[Action]:
+def enabled(cfg: Config, s: State, prune_noop_fetches: bool = True) -> list[Action]:
+    """The actions enabled in s. A fetch that would change nothing is left out (a pruning of the
+    search, `_fetch_is_noop`); `prune_noop_fetches=False` keeps it, for the test that shows the
+    pruning loses no behaviour."""
     out: list[Action] = []
     n = cfg.brokers
     zk = s.zk
@@ -207,7 +210,7 @@ def enabled(cfg: Config, s: State) -> list[Action]:
                 elif leader_serving and rules.fetch_epoch_accepted(b, ld, cfg.fixes):
                     out.append(Action("Truncate", i))
             elif (not b.fetch and leader_serving and rules.fetch_epoch_accepted(b, ld, cfg.fixes)
-                  and not _fetch_is_noop(cfg, i, b, ld)):
+                  and not (prune_noop_fetches and _fetch_is_noop(cfg, i, b, ld))):
                 out.append(Action("FetchRequest", i))
         if b.fetch:
             out.append(Action("FetchResponse", i))

@@ -1,7 +1,7 @@
 """The protocol rules of spec/rules.py, one scenario each, as the KIPs state them."""
 from spec import GENERATIONS, initial, make_config
 from spec import rules
-from spec.state import FOLLOWER, LEADER
+from spec.state import FOLLOWER, LEADER, NONE
 
 ALL = GENERATIONS["current"]
 
@@ -49,6 +49,18 @@ def test_truncate_on_epoch_change_only_with_kafka_7164():
     assert not rules.must_truncate_on_become_follower(f, 0, 1, frozenset())
     assert rules.must_truncate_on_become_follower(f, 0, 1, frozenset({"truncate-on-epoch-change"}))
     assert rules.must_truncate_on_become_follower(f, 1, 1, frozenset())     # new leader: always
+    # not a follower before (a restarted broker told the partition is offline): always, fix or not
+    restarted = f._replace(role=NONE, leader=-1)
+    assert rules.must_truncate_on_become_follower(restarted, -1, 1, frozenset())
+
+
+def test_kip966_recovery_never_prefers_a_log_an_unclean_shutdown_emptied():
+    """Balanced unclean recovery ranks (last epoch, log end): an empty cache ranks below every
+    epoch, so a replica with records wins over an emptied one."""
+    kept = broker([(0, 0)], [(0, 0)])
+    emptied = broker([], [])
+    assert rules.unclean_recovery_choice(0b011, (kept, emptied)) == 0b001
+    assert rules.unclean_recovery_choice(0b011, (emptied, kept)) == 0b010
 
 
 def test_maximal_isr_counts_union_while_pending():

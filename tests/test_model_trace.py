@@ -131,3 +131,9 @@ def test_check_cli_runs_selected_stages_and_reports_a_table():
     assert "invariant suite" in r.stdout and "fail" not in r.stdout.split("invariant suite")[1]
     r = cli("check", "--stage", "no-such-stage")
     assert r.returncode == 3 and "Traceback" not in r.stderr
+
+
+def test_a_control_message_missing_a_field_is_an_input_error():
+    from spec import Action
+    with pytest.raises(ValueError, match="Deliver message needs integer ce, le, leader, isr, ver"):
+        Action.from_json({"type": "Deliver", "broker": 0, "message": {"ce": 1, "le": 0}})

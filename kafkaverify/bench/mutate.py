@@ -14,14 +14,19 @@ mutant). Killers, cheapest first, each stopping at the first failure:
 - spec/: the fast model tests, then the quick check;
 - impl/: the broker's rule and replication tests (real brokers).
 A mutant that makes the killer time out counts as killed (cosmic-ray's rule; the broker would
-hang), and is listed apart. Survivors whose (file, line, operator) appear in the reviewed list
-kafkaverify/bench/mutate_equivalent.txt are equivalent mutants, excluded from the score; an
-entry that matches a killed mutant is reported as stale.
+hang), and is listed apart. Mutants inside annotations are equivalent by construction (PEP 563:
+never evaluated) and are set apart before sampling, never run. `--sample FILE=N --seed S` draws
+the same N mutants of FILE in every session; `--rerun-survivors` runs a kept run's survivors
+again against the checkout's tests (after writing the tests that kill them). Survivors whose
+(file, line, operator) appear in the reviewed list kafkaverify/bench/mutate_equivalent.txt are
+equivalent mutants, excluded from the score; an entry that matches a killed mutant is reported
+as stale.
 
-Output: per file, mutants / sampled / killed / survived / equivalent / score; each survivor as a
-diff; the command that reruns the run. Exit 0 when every file reaches its target score (spec/ 90 %,
-impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
-3 on bad arguments.
+Output: per file, mutants / in annotations / sampled / killed / survived / equivalent / score and
+its 95 % Wilson interval; each survivor as a diff; the command that reruns the run.
+`python -m kafkaverify.bench.mutate_order DIR` times the spec/ killers' order on a kept session.
+Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not,
+2 when the killers fail unmutated (nothing can be measured), 3 on bad arguments.
 """
 from __future__ import annotations
 
@@ -40,9 +45,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
 
-SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_internal.py",
-              "tests/test_suite_teeth.py", "tests/test_model_scenarios.py", "tests/test_model_golden.py",
-              "tests/test_model_trace.py")
+# In the order that kills soonest (with -x the first failure ends the run): cheap files, and the
+# teeth and golden traces that kill most mutants of spec/invariants.py and spec/model.py, before
+# the explorations of test_model_internal.py and test_model_pruning.py and the CLI subprocesses
+# of test_model_trace.py. Every file still runs for a mutant that survives.
+SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_invariants.py",
+              "tests/test_model_scenarios.py", "tests/test_suite_teeth.py", "tests/test_model_golden.py",
+              "tests/test_model_internal.py", "tests/test_model_pruning.py", "tests/test_model_trace.py")
 IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", "tests/test_broker_kip101.py",
               "tests/test_broker_cluster.py")
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
@@ -103,11 +112,50 @@ class FileScore:
     survived: list = field(default_factory=list)      # (job_id, line, operator, diff)
     equivalent: list = field(default_factory=list)    # (line, operator, reason)
     incompetent: int = 0
+    annotations: int = 0     # mutants inside annotations: equivalent, never run (annotation_spans)
 
     @property
     def score(self) -> float | None:
         judged = self.killed + len(self.survived)
         return self.killed / judged if judged else None
+
+    def interval(self, z: float = 1.96) -> tuple[float, float] | None:
+        """Wilson score interval (95 % by default) of the score: a sample's score estimates the
+        whole file's, and with tens of mutants the interval is wide."""
+        n = self.killed + len(self.survived)
+        if not n:
+            return None
+        p = self.killed / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+        return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) positions, as cosmic-ray gives them (line from 1, column from 0), of every
+    annotation in a module that has `from __future__ import annotations` (PEP 563): there they are
+    strings nobody evaluates (nothing in the project calls get_type_hints), so a mutant inside one,
+    `str | None` -> `str ^ None`, is equivalent by construction. Empty for other modules."""
+    import ast
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__"
+               and any(a.name == "annotations" for a in n.names) for n in tree.body):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            found += [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                      if x is not None and x.annotation is not None]
+            if node.returns is not None:
+                found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in found]
+
+
+def in_annotation(spans, start: tuple[int, int], end: tuple[int, int]) -> bool:
+    return any(a <= tuple(start) and tuple(end) <= b for a, b in spans)
 
 
 def _copy_tree(dst: Path) -> None:
@@ -125,7 +173,7 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, timeout: float,
-        keep: Path | None) -> tuple[list[FileScore], float]:
+        keep: Path | None, rerun_survivors: bool = False) -> tuple[list[FileScore], float]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -135,6 +183,13 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
     if not tree.exists():
         tree.mkdir()
         _copy_tree(tree)
+    elif rerun_survivors:
+        # today's tests against the session's mutants: only if the mutated files are as they were
+        changed = [f for f in files if (tree / f).exists() and (tree / f).read_bytes() != (ROOT / f).read_bytes()]
+        if changed:
+            raise SessionMismatch(f"{', '.join(changed)} changed since the session in {work} was made "
+                                  "(or a run was cut short inside a mutant): its mutants no longer apply")
+        _copy_tree(tree)
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     env.pop("KAFKAVERIFY_REQUIRE_ALL", None)
     cr = [sys.executable, "-m", "cosmic_ray.cli"]
@@ -143,7 +198,6 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
     probe = _run([sys.executable, "-c", "import spec, impl, sys; print(spec.__file__, impl.__file__)"], tree, env)
     if probe.returncode or not all(p.startswith(str(tree)) for p in probe.stdout.split()):
         raise RuntimeError(f"the killers would not import the mutated copy: {probe.stdout}{probe.stderr}")
-    rng = random.Random(seed)
     scores = []
     for family in ("spec", "impl"):
         fam_files = [f for f in files if TARGETS[f] == family]
@@ -168,21 +222,55 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             if r.returncode:
                 raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
             with use_db(str(session), WorkDB.Mode.open) as db:
+                # Mutants inside annotations are equivalent (annotation_spans): not run, not
+                # sampled, counted apart. Job ids are random uuids: the sample is drawn from the
+                # mutants in source order (operator and its occurrence number are stable for one
+                # file's text), each file from its own generator, so one seed and file give one
+                # sample whatever else the run mutates.
                 by_file: dict[str, list] = {}
+                spans = {f: annotation_spans((tree / f).read_text()) for f in fam_files}
+                annotated = []
                 for item in db.work_items:
-                    by_file.setdefault(str(item.mutations[0].module_path), []).append(item.job_id)
-                for f, ids in sorted(by_file.items()):
+                    m = item.mutations[0]
+                    if in_annotation(spans.get(str(m.module_path), ()), m.start_pos, m.end_pos):
+                        annotated.append(item.job_id)
+                        continue
+                    by_file.setdefault(str(m.module_path), []).append(
+                        (m.start_pos, m.operator_name, m.occurrence, item.job_id))
+                if annotated:
+                    db.set_multiple_results(annotated, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                                  output=IN_ANNOTATION))
+                for f, items in sorted(by_file.items()):
                     n = sample.get(f)
-                    if n is not None and n < len(ids):
-                        keep_ids = set(rng.sample(sorted(ids), n))
-                        skip = [j for j in ids if j not in keep_ids]
+                    if n is not None and n < len(items):
+                        keep_ids = {x[-1] for x in random.Random(f"{seed}:{f}").sample(sorted(items), n)}
+                        skip = [x[-1] for x in items if x[-1] not in keep_ids]
                         db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
                                                                  output="not in sample"))
+        elif rerun_survivors:
+            _reopen_survivors(session, fam_files)
         r = subprocess.run(cr + ["exec", str(cfg), str(session)], cwd=tree, env=env)
         if r.returncode:
             raise RuntimeError("cosmic-ray exec failed")
         scores += _collect(session, fam_files)
     return scores, time.monotonic() - t0
+
+
+IN_ANNOTATION = "in an annotation (PEP 563: never evaluated)"
+
+
+def _reopen_survivors(session: Path, files: list[str]) -> int:
+    """Forget the results of the survivors not listed as equivalent, so that `cosmic-ray exec`
+    runs them again (against the tests as they are now)."""
+    import sqlite3
+    ids = [job for fs in _collect(session, files) for job, *_ in fs.survived]
+    with sqlite3.connect(session) as db:
+        db.executemany("DELETE FROM work_results WHERE job_id = ?", [(j,) for j in ids])
+    return len(ids)
+
+
+class SessionMismatch(RuntimeError):
+    pass
 
 
 class BaselineFailed(RuntimeError):
@@ -194,6 +282,8 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
     equivalents = load_equivalents()
     out = {f: FileScore(f) for f in files}
+    tree = session.parent / "tree"
+    spans = {f: annotation_spans((tree / f).read_text()) if (tree / f).exists() else [] for f in files}
     with use_db(str(session), WorkDB.Mode.open) as db:
         results = dict(db.results)
         for item in db.work_items:
@@ -201,6 +291,9 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
             fs = out[str(m.module_path)]
             fs.mutants += 1
             res = results.get(item.job_id)
+            if res is not None and res.worker_outcome == WorkerOutcome.SKIPPED and res.output == IN_ANNOTATION:
+                fs.annotations += 1
+                continue
             if res is None or (res.worker_outcome == WorkerOutcome.SKIPPED and res.output == "not in sample"):
                 continue
             fs.sampled += 1
@@ -214,7 +307,9 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
                     eq.reason = f"STALE (killed): {eq.reason}"
                     fs.equivalent.append((line, m.operator_name, eq.reason))
             elif res.test_outcome == TestOutcome.SURVIVED:
-                if eq:
+                if in_annotation(spans[fs.path], m.start_pos, m.end_pos):    # a session from before
+                    fs.equivalent.append((line, m.operator_name, IN_ANNOTATION))   # they were set apart
+                elif eq:
                     eq.used = True
                     fs.equivalent.append((line, m.operator_name, eq.reason))
                 else:
@@ -226,15 +321,18 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
 
 def report(scores: list[FileScore], seconds: float, command: str) -> int:
     failed = False
-    print(f"{'file':<22}{'mutants':>8}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
-          f"{'equiv':>7}{'incomp':>7}{'score':>8}")
+    print(f"{'file':<22}{'mutants':>8}{'annot':>6}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
+          f"{'equiv':>7}{'incomp':>7}{'score':>8}  95 % interval")
     for s in scores:
-        score = s.score
+        score, ci = s.score, s.interval()
         target = TARGET_SCORE[TARGETS[s.path]]
         failed |= score is None or score < target
         shown = f"{100 * score:.1f}%" if score is not None else "n/a"
-        print(f"{s.path:<22}{s.mutants:>8}{s.sampled:>8}{s.killed:>8}{s.timeouts:>8}{len(s.survived):>9}"
-              f"{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}")
+        shown_ci = f"{100 * ci[0]:.1f}-{100 * ci[1]:.1f}%" if ci else ""
+        print(f"{s.path:<22}{s.mutants:>8}{s.annotations:>6}{s.sampled:>8}{s.killed:>8}{s.timeouts:>8}"
+              f"{len(s.survived):>9}{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}  {shown_ci}")
+    print("annot: mutants inside annotations, equivalent and not run; equiv: reviewed equivalent "
+          "survivors; score: killed / (killed + survived)")
     for s in scores:
         for job, line, op, diff in sorted(s.survived, key=lambda x: x[1]):
             print(f"\nSURVIVED {s.path}:{line} {op} ({job})\n{diff.rstrip()}")
@@ -254,6 +352,9 @@ def main(argv=None) -> int:
                     help="spec/ killers: the model tests only, without `kafkaverify check --budget quick`")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's killers")
     ap.add_argument("--keep", type=Path, help="work directory to keep (and resume a run from)")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="with --keep DIR of a finished run: run its survivors (those not listed as "
+                         "equivalent) again against this checkout's tests, after printing the first pass")
     ap.add_argument("--report", type=Path, metavar="DIR",
                     help="only report what the sessions kept in DIR hold so far (a run cut short)")
     a = ap.parse_args(argv)
@@ -266,6 +367,9 @@ def main(argv=None) -> int:
             bad.append(f"--sample {s}")
         else:
             sample[f] = int(n)
+    if a.rerun_survivors and not (a.keep and (a.keep / "tree").is_dir()):
+        print("--rerun-survivors needs --keep DIR of an earlier run", file=sys.stderr)
+        return 3
     if bad:
         print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N)", file=sys.stderr)
         return 3
@@ -287,11 +391,20 @@ def main(argv=None) -> int:
          *(["--no-quick-check"] if a.no_quick_check else [])])
     print(f"seed={a.seed} files={' '.join(files)} sample={sample or 'all'} "
           f"quick_check={not a.no_quick_check} timeout={a.timeout:g}s", flush=True)
+    if a.rerun_survivors:
+        print("first pass:")
+        report([sc for fam in ("spec", "impl") if (a.keep / f"{fam}.sqlite").exists()
+                for sc in _collect(a.keep / f"{fam}.sqlite", [f for f in files if TARGETS[f] == fam])],
+               0.0, command + f" --keep {a.keep}")
+        print("\nsurvivors again, against this checkout's tests:", flush=True)
     try:
-        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep)
+        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep, a.rerun_survivors)
     except BaselineFailed as e:
         print(str(e), file=sys.stderr)
         return 2
+    except SessionMismatch as e:
+        print(str(e), file=sys.stderr)
+        return 3
     return report(scores, secs, command)
 
 
