@@ -25,3 +25,32 @@ def test_unknown_target_or_sample_is_a_usage_error(capsys):
     assert mutate.main(["spec/state.py"]) == 3
     assert mutate.main(["spec/rules.py", "--sample", "spec/rules.py=0"]) == 3
     assert "not a target" in capsys.readouterr().err
+
+
+def test_function_scope_is_the_named_functions_lines(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def a():\n    return 1\n\n\nclass K:\n    @staticmethod\n    def b():\n"
+                   "        return 2\n\n    async def c(self):\n        return 3\n\n\nX = 4\n")
+    assert mutate.function_lines(src, ["a"]) == {1, 2}
+    assert mutate.function_lines(src, ["K.b"]) == {6, 7, 8}          # the decorator's line too
+    assert mutate.function_lines(src, ["K.c", "a"]) == {1, 2, 10, 11}
+    try:
+        mutate.function_lines(src, ["b"])                              # a method needs its class
+    except ValueError as e:
+        assert "no function b" in str(e)
+    else:
+        raise AssertionError("accepted an unknown function")
+
+
+def test_default_scopes_name_existing_functions():
+    for f, names in mutate.FUNCTIONS.items():
+        assert f in mutate.TARGETS and mutate.TARGETS[f] == "impl"
+        lines = mutate.function_lines(mutate.ROOT / f, names)
+        assert len(lines) > 10 * len(names) // 3, f
+
+
+def test_bad_functions_option_is_a_usage_error(capsys):
+    assert mutate.main(["impl/broker.py", "--functions", "impl/broker.py=Broker.no_such_method"]) == 3
+    assert "no function Broker.no_such_method" in capsys.readouterr().err
+    assert mutate.main(["impl/rules.py", "--functions", "impl/broker.py=Broker._update_hw"]) == 3
+    assert "not a target" in capsys.readouterr().err

@@ -26,6 +26,7 @@ impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shlex
@@ -43,20 +44,83 @@ EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
 SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_internal.py",
               "tests/test_suite_teeth.py", "tests/test_model_scenarios.py", "tests/test_model_golden.py",
               "tests/test_model_trace.py")
-IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", "tests/test_broker_kip101.py",
-              "tests/test_broker_cluster.py")
+# impl/: the pure rule and storage tests first (seconds), then real clusters, cheapest first: each
+# arranges leader and ISR where a replication rule decides. The ZooKeeper twins of the cluster
+# tests run the same broker code; the `without_*` conformance tests last (the pre-fix paths).
+_CF = "tests/test_conformance_fixes.py::test_"
+IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py",
+              "tests/test_broker_bounce.py::test_bounce_rules", "tests/test_broker_replication_rules.py",
+              "tests/test_broker_kip101.py", f"{_CF}follower_drop_normal_broker_conforms",
+              f"{_CF}min_isr_rejoin_normal_broker_conforms", f"{_CF}unseen_epoch_normal_broker_conforms",
+              f"{_CF}pending_shrink_normal_broker_conforms",
+              f"{_CF}empty_disk_rejoin_normal_broker_refuses_the_stale_epoch",
+              "tests/test_broker_cluster.py::test_kill_leader_acks_all_loses_no_acknowledged_record[embedded]",
+              "tests/test_broker_cluster.py::test_not_enough_replicas[embedded]",
+              "tests/test_broker_cluster.py::test_paused_leader_is_replaced_and_rejoins_as_follower",
+              "tests/test_broker_cluster.py::test_unclean_election_only_when_the_topic_allows_it",
+              "tests/test_broker_bounce.py::test_a_controller_elected_after_the_bounce_does_not_reinstate_the_bounced_leader",
+              "tests/test_broker_bounce.py::test_a_controller_that_slept_through_the_bounce_handles_it",
+              f"{_CF}without_truncate_on_epoch_change_caught", f"{_CF}without_fetch_epoch_fencing_caught",
+              f"{_CF}without_min_isr_hw_caught", f"{_CF}without_isr_expand_epoch_start_caught",
+              f"{_CF}without_epoch_end_offset_caught", f"{_CF}without_maximal_isr_caught",
+              f"{_CF}without_isr_broker_epoch_caught")
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
 TARGETS: dict[str, str] = {
     "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
     "impl/rules.py": "impl", "impl/storage/log.py": "impl",
+    "impl/broker.py": "impl", "impl/controller.py": "impl", "impl/handlers.py": "impl",
 }
+# Files mutated only inside these functions (`Class.method` or a top-level name); --functions
+# overrides. The replication paths of the broker: becoming leader/follower, HW advance, ISR
+# shrink/expand and its write, the replica fetcher and truncation, the leader's Fetch and
+# OffsetsForLeaderEpoch handling; the log's epoch cache, appends, reads and truncation; the
+# controller's elections and ISR changes on broker death and bounce.
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "impl/broker.py": ("Broker.handle_leader_and_isr", "Broker._apply_state", "Broker._become_leader",
+                       "Broker._become_follower", "Broker._update_hw", "Broker._complete_delayed",
+                       "Broker._maybe_shrink_isr", "Broker._maybe_expand_isr", "Broker._propose_isr",
+                       "Broker._write_isr", "Broker._fetcher", "Broker._truncate_as_follower",
+                       "Broker._truncate", "Broker._fetch_once", "Broker._handle_out_of_range"),
+    "impl/storage/log.py": ("EpochCache.__init__", "EpochCache._persist", "EpochCache.latest_epoch",
+                            "EpochCache.assign", "EpochCache.end_offset_for", "EpochCache.start_offset_of",
+                            "EpochCache.truncate_from_end", "EpochCache.clear",
+                            "PartitionLog._rebuild_missing_epochs", "PartitionLog._read_hw",
+                            "PartitionLog.append_as_leader", "PartitionLog.append_as_follower",
+                            "PartitionLog.checkpoint_hw", "PartitionLog.read", "PartitionLog.truncate_to",
+                            "PartitionLog.truncate_fully_and_start_at"),
+    "impl/handlers.py": ("_fetch_pass", "_record_follower_fetch", "offsets_for_leader_epoch"),
+    "impl/controller.py": ("bounced", "leader_bounced", "partition_change", "elect_leader",
+                           "Controller._on_brokers", "Controller._elect_if_needed"),
+}
+
+
+def function_lines(path: Path, names) -> set[int]:
+    """The lines of the named functions in a Python file (decorators included): `Class.method` or
+    a top-level name. An unknown name is an error, not an empty scope."""
+    import ast
+    tree = ast.parse(path.read_text(), str(path))
+    found: dict[str, range] = {}
+
+    def visit(body, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                found[prefix + node.name] = range(first, node.end_lineno + 1)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".")
+
+    visit(tree.body, "")
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise ValueError(f"{path}: no function {', '.join(missing)}")
+    return {line for n in names for line in found[n]}
 TARGET_SCORE = {"spec": 0.90, "impl": 0.85}
 
 
 def killer_command(family: str, quick_check: bool) -> str:
     py = shlex.quote(sys.executable)
     tests = SPEC_TESTS if family == "spec" else IMPL_TESTS
-    cmd = f"{py} -m pytest -x -q -n 0 -p no:cacheprovider --timeout 300 {' '.join(tests)}"
+    cmd = f"{py} -m pytest -x -q -n 0 -p no:cacheprovider --timeout 300 {' '.join(shlex.quote(t) for t in tests)}"
     if family == "spec" and quick_check:
         cmd += f" && {py} -m kafkaverify check --budget quick"
     return "sh -c " + shlex.quote(cmd)
@@ -125,7 +189,7 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, timeout: float,
-        keep: Path | None) -> tuple[list[FileScore], float]:
+        keep: Path | None, functions: dict[str, tuple[str, ...]] | None = None) -> tuple[list[FileScore], float]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -157,7 +221,8 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             f"module-path = [{', '.join(repr(f) for f in fam_files)}]\n"
             f"timeout = {timeout}\n"
             "excluded-modules = []\n"
-            f"test-command = {killer!r}\n"
+            f"test-command = {json.dumps(killer)}\n"     # a TOML basic string: JSON escapes
+
             "[cosmic-ray.distributor]\nname = \"local\"\n")
         base = _run(shlex.split(killer), tree, env)
         if base.returncode:
@@ -167,10 +232,21 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             r = _run(cr + ["init", str(cfg), str(session)], tree, env)
             if r.returncode:
                 raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
+            scope = functions if functions is not None else FUNCTIONS
+            lines = {f: function_lines(tree / f, scope[f]) for f in fam_files if f in scope}
             with use_db(str(session), WorkDB.Mode.open) as db:
                 by_file: dict[str, list] = {}
+                outside = []
                 for item in db.work_items:
-                    by_file.setdefault(str(item.mutations[0].module_path), []).append(item.job_id)
+                    m = item.mutations[0]
+                    f = str(m.module_path)
+                    if f in lines and m.start_pos[0] not in lines[f]:
+                        outside.append(item.job_id)
+                    else:
+                        by_file.setdefault(f, []).append(item.job_id)
+                if outside:
+                    db.set_multiple_results(outside, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                                output=OUT_OF_SCOPE))
                 for f, ids in sorted(by_file.items()):
                     n = sample.get(f)
                     if n is not None and n < len(ids):
@@ -189,6 +265,9 @@ class BaselineFailed(RuntimeError):
     pass
 
 
+OUT_OF_SCOPE = "not in the scoped functions"
+
+
 def _collect(session: Path, files: list[str]) -> list[FileScore]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
@@ -199,8 +278,10 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
         for item in db.work_items:
             m = item.mutations[0]
             fs = out[str(m.module_path)]
-            fs.mutants += 1
             res = results.get(item.job_id)
+            if res is not None and res.worker_outcome == WorkerOutcome.SKIPPED and res.output == OUT_OF_SCOPE:
+                continue
+            fs.mutants += 1
             if res is None or (res.worker_outcome == WorkerOutcome.SKIPPED and res.output == "not in sample"):
                 continue
             fs.sampled += 1
@@ -249,6 +330,9 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="*", help=f"files to mutate (default: all of {', '.join(TARGETS)})")
     ap.add_argument("--sample", action="append", default=[], metavar="FILE=N",
                     help="test a seeded random sample of N mutants of FILE")
+    ap.add_argument("--functions", action="append", default=[], metavar="FILE=NAME,...",
+                    help="mutate FILE only inside these functions (`Class.method` or a top-level name); "
+                         f"default for {', '.join(FUNCTIONS)}: the replication paths (FUNCTIONS in this file)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-quick-check", action="store_true",
                     help="spec/ killers: the model tests only, without `kafkaverify check --budget quick`")
@@ -266,8 +350,22 @@ def main(argv=None) -> int:
             bad.append(f"--sample {s}")
         else:
             sample[f] = int(n)
+    functions = dict(FUNCTIONS)
+    for s in a.functions:
+        f, _, names = s.partition("=")
+        picked = tuple(n.strip() for n in names.split(",") if n.strip())
+        if f not in files or not picked:
+            bad.append(f"--functions {s}")
+            continue
+        try:
+            function_lines(ROOT / f, picked)
+        except ValueError as e:
+            print(str(e), file=sys.stderr)
+            return 3
+        functions[f] = picked
     if bad:
-        print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N)", file=sys.stderr)
+        print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N; "
+              "--functions FILE=NAME,...)", file=sys.stderr)
         return 3
     try:
         import cosmic_ray  # noqa: F401
@@ -288,7 +386,7 @@ def main(argv=None) -> int:
     print(f"seed={a.seed} files={' '.join(files)} sample={sample or 'all'} "
           f"quick_check={not a.no_quick_check} timeout={a.timeout:g}s", flush=True)
     try:
-        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep)
+        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep, functions)
     except BaselineFailed as e:
         print(str(e), file=sys.stderr)
         return 2
