@@ -44,26 +44,29 @@ EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
 SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_internal.py",
               "tests/test_suite_teeth.py", "tests/test_model_scenarios.py", "tests/test_model_golden.py",
               "tests/test_model_trace.py")
-# impl/: the pure rule and storage tests first (seconds), then real clusters, cheapest first: each
-# arranges leader and ISR where a replication rule decides. The ZooKeeper twins of the cluster
-# tests run the same broker code; the `without_*` conformance tests last (the pre-fix paths).
+# impl/: the pure rule and storage tests first (seconds), then real clusters, cheapest and most
+# replication-bound first: each arranges leader and ISR where a replication rule decides. Not
+# run: the ZooKeeper twins of the cluster tests (the same broker code) and KIP-101's v0.10
+# divergence (the same HW-truncation path as its S1 loss).
 _CF = "tests/test_conformance_fixes.py::test_"
-IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py",
-              "tests/test_broker_bounce.py::test_bounce_rules", "tests/test_broker_replication_rules.py",
-              "tests/test_broker_kip101.py", f"{_CF}follower_drop_normal_broker_conforms",
-              f"{_CF}min_isr_rejoin_normal_broker_conforms", f"{_CF}unseen_epoch_normal_broker_conforms",
-              f"{_CF}pending_shrink_normal_broker_conforms",
+_KIP101 = "tests/test_broker_kip101.py::test_"
+_CL = "tests/test_broker_cluster.py::test_"
+_BOUNCE = "tests/test_broker_bounce.py::test_"
+IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", f"{_BOUNCE}bounce_rules",
+              "tests/test_broker_replication_rules.py",
+              f"{_CF}follower_drop_normal_broker_conforms", f"{_CF}pending_shrink_normal_broker_conforms",
+              f"{_CF}unseen_epoch_normal_broker_conforms", f"{_CF}min_isr_rejoin_normal_broker_conforms",
               f"{_CF}empty_disk_rejoin_normal_broker_refuses_the_stale_epoch",
-              "tests/test_broker_cluster.py::test_kill_leader_acks_all_loses_no_acknowledged_record[embedded]",
-              "tests/test_broker_cluster.py::test_not_enough_replicas[embedded]",
-              "tests/test_broker_cluster.py::test_paused_leader_is_replaced_and_rejoins_as_follower",
-              "tests/test_broker_cluster.py::test_unclean_election_only_when_the_topic_allows_it",
-              "tests/test_broker_bounce.py::test_a_controller_elected_after_the_bounce_does_not_reinstate_the_bounced_leader",
-              "tests/test_broker_bounce.py::test_a_controller_that_slept_through_the_bounce_handles_it",
+              f"{_KIP101}s1_epoch_truncation_keeps_it[current]", f"{_KIP101}s2_current_replicas_agree_after_power_loss",
+              f"{_KIP101}s1_epoch_truncation_keeps_it[kip-101]", f"{_KIP101}s1_v010_loses_an_acknowledged_record",
+              f"{_CL}not_enough_replicas[embedded]", f"{_CL}kill_leader_acks_all_loses_no_acknowledged_record[embedded]",
+              f"{_BOUNCE}a_controller_elected_after_the_bounce_does_not_reinstate_the_bounced_leader",
+              f"{_BOUNCE}a_controller_that_slept_through_the_bounce_handles_it",
               f"{_CF}without_truncate_on_epoch_change_caught", f"{_CF}without_fetch_epoch_fencing_caught",
               f"{_CF}without_min_isr_hw_caught", f"{_CF}without_isr_expand_epoch_start_caught",
               f"{_CF}without_epoch_end_offset_caught", f"{_CF}without_maximal_isr_caught",
-              f"{_CF}without_isr_broker_epoch_caught")
+              f"{_CF}without_isr_broker_epoch_caught",
+              f"{_CL}paused_leader_is_replaced_and_rejoins_as_follower", f"{_CL}unclean_election_only_when_the_topic_allows_it")
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
 TARGETS: dict[str, str] = {
     "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
