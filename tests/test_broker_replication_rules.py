@@ -81,3 +81,36 @@ def test_only_the_follower_that_stops_fetching_leaves_the_isr(make_cluster):
     p.close()
     proposals = [sorted(x["isr"]) for x in trace_events(c, leader, "isr_proposed")]
     assert proposals == [sorted([leader, keeps])], proposals
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_there(make_cluster):
+    """A follower that was down while retention deleted the leader's oldest segments fetches
+    below the leader's log start: OFFSET_OUT_OF_RANGE, so it asks for the leader's earliest
+    offset, empties its log and starts it there (Kafka's ReplicaFetcherThread
+    handleOutOfRangeError), then copies the rest: the same log start, log end and records."""
+    c = make_cluster(2, broker_config={"log": {"segment_bytes": 4096, "retention_bytes": 8192}})
+    leader = c.controller()
+    f = 1 - leader
+    c.create_topic("ret", assignment={0: [leader, f]}, min_insync=1)
+    c.wait_for_leaders("ret", isr_size=2)
+    c.move_leader("ret", 0, leader)
+    p = producer(c, acks=1, retries=10)
+    p.send("ret", b"first", partition=0).get(10)
+    wait_until(lambda: _replica(c, f, "ret")["log_end_offset"] == 1, what="the follower at log end 1")
+    c.stop_broker(f)
+    wait_until(lambda: c.partition_state("ret", 0)["isr"] == [leader], what=f"{f} out of the ISR")
+    for k in range(60):
+        p.send("ret", b"%03d" % k + b"." * 500, partition=0)
+    p.flush(10)
+    p.close()
+    def retained():
+        start = _replica(c, leader, "ret")["log_start_offset"]
+        return start if start > 1 else None
+    start = wait_until(retained, what="retention past the follower's log end")
+    c.start_broker(f)
+    c.wait_for_leaders("ret", isr_size=2, timeout_s=30)
+    lead, fol = _replica(c, leader, "ret"), _replica(c, f, "ret")
+    assert fol["log_end_offset"] == lead["log_end_offset"] == 61 and fol["log_start_offset"] >= start
+    cuts = [(x["reason"], x["offset"]) for x in trace_events(c, f, "truncated") if x.get("topic") == "ret"]
+    # one cut: to the leader's log start when the follower asked (retention may have moved it on since)
+    assert len(cuts) == 1 and cuts[0][0] == "log_start" and start <= cuts[0][1] <= lead["log_start_offset"], cuts
