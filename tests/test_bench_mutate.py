@@ -54,3 +54,36 @@ def test_bad_functions_option_is_a_usage_error(capsys):
     assert "no function Broker.no_such_method" in capsys.readouterr().err
     assert mutate.main(["impl/rules.py", "--functions", "impl/broker.py=Broker._update_hw"]) == 3
     assert "not a target" in capsys.readouterr().err
+
+
+def test_scope_and_sample_select_the_mutants_run_and_counted(tmp_path):
+    """A real cosmic-ray session over a two-function module: scoped to one function, only its
+    mutants stay pending and count as the file's mutants; a sample keeps that many of them."""
+    import random
+    import subprocess
+    import sys
+
+    from tests.broker_fixtures import require
+    try:
+        from cosmic_ray.work_db import WorkDB, use_db
+    except ImportError:
+        require(False, "cosmic-ray is not installed (pip install -e '.[mutate]')")
+    (tmp_path / "m.py").write_text("def inside(a, b):\n    return a < b and a + 1 == b\n\n\n"
+                                   "def outside(a, b):\n    return a > b or a - 1 != b\n")
+    (tmp_path / "c.toml").write_text('[cosmic-ray]\nmodule-path = ["m.py"]\ntimeout = 10\n'
+                                     'excluded-modules = []\ntest-command = "true"\n'
+                                     '[cosmic-ray.distributor]\nname = "local"\n')
+    lines = {"m.py": mutate.function_lines(tmp_path / "m.py", ["inside"])}
+    pending = {}
+    for name, sample in (("all", {}), ("two", {"m.py": 2})):
+        session = tmp_path / f"{name}.sqlite"
+        subprocess.run([sys.executable, "-m", "cosmic_ray.cli", "init", "c.toml", session.name],
+                       cwd=tmp_path, check=True, capture_output=True)
+        with use_db(str(session), WorkDB.Mode.open) as db:
+            every = [(it.job_id, it.mutations[0].start_pos[0]) for it in db.work_items]
+        mutate.select_mutants(session, lines, sample, random.Random(1))
+        with use_db(str(session), WorkDB.Mode.open) as db:
+            pending[name] = [it.mutations[0].start_pos[0] for it in db.pending_work_items]
+        assert mutate._collect(session, ["m.py"])[0].mutants == sum(line in lines["m.py"] for _, line in every)
+    assert pending["all"] and set(pending["all"]) == {2}          # the body of `inside` only
+    assert len(every) > len(pending["all"]) > 2 and len(pending["two"]) == 2

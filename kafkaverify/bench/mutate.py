@@ -225,7 +225,6 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             f"timeout = {timeout}\n"
             "excluded-modules = []\n"
             f"test-command = {json.dumps(killer)}\n"     # a TOML basic string: JSON escapes
-
             "[cosmic-ray.distributor]\nname = \"local\"\n")
         base = _run(shlex.split(killer), tree, env)
         if base.returncode:
@@ -237,31 +236,39 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
                 raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
             scope = functions if functions is not None else FUNCTIONS
             lines = {f: function_lines(tree / f, scope[f]) for f in fam_files if f in scope}
-            with use_db(str(session), WorkDB.Mode.open) as db:
-                by_file: dict[str, list] = {}
-                outside = []
-                for item in db.work_items:
-                    m = item.mutations[0]
-                    f = str(m.module_path)
-                    if f in lines and m.start_pos[0] not in lines[f]:
-                        outside.append(item.job_id)
-                    else:
-                        by_file.setdefault(f, []).append(item.job_id)
-                if outside:
-                    db.set_multiple_results(outside, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                                output=OUT_OF_SCOPE))
-                for f, ids in sorted(by_file.items()):
-                    n = sample.get(f)
-                    if n is not None and n < len(ids):
-                        keep_ids = set(rng.sample(sorted(ids), n))
-                        skip = [j for j in ids if j not in keep_ids]
-                        db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                                 output="not in sample"))
+            select_mutants(session, lines, sample, rng)
         r = subprocess.run(cr + ["exec", str(cfg), str(session)], cwd=tree, env=env)
         if r.returncode:
             raise RuntimeError("cosmic-ray exec failed")
         scores += _collect(session, fam_files)
     return scores, time.monotonic() - t0
+
+
+def select_mutants(session: Path, lines: dict[str, set[int]], sample: dict[str, int], rng: random.Random) -> None:
+    """Marks as skipped, in a fresh cosmic-ray session, the mutants of a scoped file (`lines`)
+    outside its functions, then all but a seeded sample of each sampled file's remaining ones.
+    _collect leaves both out: the former from the file's mutants, the latter from its sample."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        by_file: dict[str, list] = {}
+        outside = []
+        for item in db.work_items:
+            m = item.mutations[0]
+            f = str(m.module_path)
+            if f in lines and m.start_pos[0] not in lines[f]:
+                outside.append(item.job_id)
+            else:
+                by_file.setdefault(f, []).append(item.job_id)
+        if outside:
+            db.set_multiple_results(outside, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=OUT_OF_SCOPE))
+        for f, ids in sorted(by_file.items()):
+            n = sample.get(f)
+            if n is not None and n < len(ids):
+                keep_ids = set(rng.sample(sorted(ids), n))
+                skip = [j for j in ids if j not in keep_ids]
+                db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                         output="not in sample"))
 
 
 class BaselineFailed(RuntimeError):
