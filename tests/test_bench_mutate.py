@@ -87,3 +87,9 @@ def test_scope_and_sample_select_the_mutants_run_and_counted(tmp_path):
         assert mutate._collect(session, ["m.py"])[0].mutants == sum(line in lines["m.py"] for _, line in every)
     assert pending["all"] and set(pending["all"]) == {2}          # the body of `inside` only
     assert len(every) > len(pending["all"]) > 2 and len(pending["two"]) == 2
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    lo, hi = mutate.wilson(18, 20)                   # 90 %: Wilson 69.9 %-97.2 %
+    assert (round(100 * lo, 1), round(100 * hi, 1)) == (69.9, 97.2)
+    assert mutate.wilson(0, 0) == (0.0, 1.0) and mutate.wilson(5, 5)[1] == 1.0 and mutate.wilson(0, 5)[0] == 0.0

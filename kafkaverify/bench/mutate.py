@@ -315,6 +315,31 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
     return [out[f] for f in files]
 
 
+def wilson(killed: int, judged: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion killed/judged: a sampled score is an
+    estimate of the whole file's, and a small sample's interval is wide (and never past 0 or 1)."""
+    if judged == 0:
+        return 0.0, 1.0
+    p, n = killed / judged, judged
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def print_intervals(scores: list[FileScore]) -> None:
+    """Per file and per family (all its files' judged mutants pooled): score and 95 % interval."""
+    rows = [(s.path, s.killed, s.killed + len(s.survived)) for s in scores]
+    for fam in ("spec", "impl"):
+        fs = [s for s in scores if TARGETS[s.path] == fam]
+        if len(fs) > 1:
+            rows.append((f"{fam}/ (all)", sum(s.killed for s in fs), sum(s.killed + len(s.survived) for s in fs)))
+    for name, killed, judged in rows:
+        if judged:
+            lo, hi = wilson(killed, judged)
+            print(f"  {name:<20} {killed}/{judged} killed = {100 * killed / judged:.1f}%, "
+                  f"95% Wilson interval {100 * lo:.1f}-{100 * hi:.1f}%")
+
+
 def report(scores: list[FileScore], seconds: float, command: str) -> int:
     failed = False
     print(f"{'file':<22}{'mutants':>8}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
@@ -326,6 +351,7 @@ def report(scores: list[FileScore], seconds: float, command: str) -> int:
         shown = f"{100 * score:.1f}%" if score is not None else "n/a"
         print(f"{s.path:<22}{s.mutants:>8}{s.sampled:>8}{s.killed:>8}{s.timeouts:>8}{len(s.survived):>9}"
               f"{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}")
+    print_intervals(scores)
     for s in scores:
         for job, line, op, diff in sorted(s.survived, key=lambda x: x[1]):
             print(f"\nSURVIVED {s.path}:{line} {op} ({job})\n{diff.rstrip()}")
