@@ -112,9 +112,8 @@ def test_bounce_rules():
     assert partition_change({**st, "leader": -1, "isr": [1, 2]}, [0, 1, 2], {0: 7, 1: 5}, set(), False) == (1, [1])
     assert rules.check_broker_epoch(5, 5) and rules.check_broker_epoch(-1, 5) and rules.check_broker_epoch(-1, None)
     assert not rules.check_broker_epoch(4, 5) and not rules.check_broker_epoch(4, None)
-    # only an earlier registration is stale (Kafka's isBrokerEpochStale: request < current); here
-    # a newer one cannot arrive (the broker takes its epoch before its node exists), so the
-    # contract is pinned here
+    # only an earlier registration is stale (Kafka's isBrokerEpochStale: request < current). No
+    # cluster can send a newer one (a broker takes its epoch before its node exists): pinned here
     assert rules.check_broker_epoch(6, 5)
 
 
