@@ -132,16 +132,17 @@ def test_broker_fences_fetch_and_offsets_for_leader_epoch(make_cluster, generati
 
         assert (fetch(2), fetch(4), fetch(3), fetch(-1)) == (stale, future, 0, 0)
         assert (ofle(2), ofle(4), ofle(3)) == (stale, future, 0)
-        # a client's request (v2 has no replica_id): fenced alike; the decoded request carries the
-        # schema's default replica_id -2 (Kafka's DEBUGGING_REPLICA_ID), traced as such
+        # a client's request (v2 has no replica_id) of epoch 0: fenced alike, and traced (0 is an
+        # epoch; only -1 means none); the decoded request carries the schema's default
+        # replica_id -2 (Kafka's DEBUGGING_REPLICA_ID), traced as such
         r = conn.request(23, 2, {"topics": [{"topic": "fe", "partitions": [
-            {"partition": 0, "current_leader_epoch": 2, "leader_epoch": 0}]}]})
+            {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]})
         assert r.topics[0].partitions[0].error_code == stale
         def traced():
             got = [(x["request_epoch"], x["replica"]) for x in trace_events(c, 0, "stale_epoch_request")
                    if x["request"] == "OffsetsForLeaderEpoch"]
             return got if len(got) >= 3 else None
-        assert wait_until(traced, what="three traced OffsetsForLeaderEpoch") == [(2, 1), (4, 1), (2, -2)]
+        assert wait_until(traced, what="three traced OffsetsForLeaderEpoch") == [(2, 1), (4, 1), (0, -2)]
         # a LeaderAndIsr whose leader epoch is not newer is refused for that partition
         r = conn.control({"controller_epoch": ce, "brokers": {}, "partitions": [
             {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 3, "isr": [0], "replicas": [0],
