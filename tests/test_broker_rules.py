@@ -148,6 +148,12 @@ def test_broker_fences_fetch_and_offsets_for_leader_epoch(make_cluster, generati
             {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 3, "isr": [0], "replicas": [0],
              "zk_version": -1, "min_insync": 1}]})
         assert r["partitions"][0]["error_code"] == 74
+        # one that names no controller epoch is below every controller's: refused whole (stale)
+        assert ce >= 1
+        r = conn.control({"brokers": {}, "partitions": [
+            {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 9, "isr": [0], "replicas": [0],
+             "zk_version": -1, "min_insync": 1}]})
+        assert r["error_code"] == 11 and r["partitions"] == []       # STALE_CONTROLLER_EPOCH
 
 
 @pytest.mark.parametrize("generation,visible", [("kip-320", True), ("current", False)])
