@@ -117,20 +117,26 @@ def test_broker_fences_fetch_and_offsets_for_leader_epoch(make_cluster, generati
              "zk_version": -1, "min_insync": 1}]})
         assert r["partitions"][0]["error_code"] == 0
 
-        def fetch(epoch):
+        def fetched(epoch, partition=0):
             return conn.request(1, 12, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1000, "isolation_level": 0,
                 "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-                "topics": [{"topic": "fe", "partitions": [{"partition": 0, "current_leader_epoch": epoch,
+                "topics": [{"topic": "fe", "partitions": [{"partition": partition, "current_leader_epoch": epoch,
                                                            "fetch_offset": 0, "last_fetched_epoch": -1,
                                                            "log_start_offset": -1, "partition_max_bytes": 1000}]}],
-            }).responses[0].partitions[0].error_code
+            }).responses[0].partitions[0]
+
+        def fetch(epoch):
+            return fetched(epoch).error_code
 
         def ofle(epoch):
             return conn.request(23, 3, {"replica_id": 1, "topics": [{"topic": "fe", "partitions": [
                 {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": 0}]}]}).topics[0].partitions[0].error_code
 
         assert (fetch(2), fetch(4), fetch(3), fetch(-1)) == (stale, future, 0, 0)
+        # an error entry (a partition we do not hold) carries no offsets: -1 each, as Kafka's
+        bad = fetched(3, partition=7)
+        assert bad.error_code and (bad.high_watermark, bad.last_stable_offset, bad.log_start_offset) == (-1, -1, -1)
         assert (ofle(2), ofle(4), ofle(3)) == (stale, future, 0)
         # a client's request (v2 has no replica_id) of epoch 0: fenced alike, and traced (0 is an
         # epoch; only -1 means none); the decoded request carries the schema's default
