@@ -13,12 +13,15 @@ a scratch directory and runs there with PYTHONPATH pointing at the copy (checked
 mutant). Killers, cheapest first, each stopping at the first failure:
 - spec/: the fast model tests, then the quick check;
 - impl/: the broker's rule and replication tests (real brokers).
+impl/'s files other than rules.py are mutated only inside their replication functions
+(FUNCTIONS; `--functions FILE=NAME,...`).
 A mutant that makes the killer time out counts as killed (cosmic-ray's rule; the broker would
 hang), and is listed apart. Survivors whose (file, line, operator) appear in the reviewed list
 kafkaverify/bench/mutate_equivalent.txt are equivalent mutants, excluded from the score; an
 entry that matches a killed mutant is reported as stale.
 
-Output: per file, mutants / sampled / killed / survived / equivalent / score; each survivor as a
+Output: per file, mutants / sampled / killed / survived / equivalent / score (and its 95 % Wilson
+interval); each survivor as a
 diff; the command that reruns the run. Exit 0 when every file reaches its target score (spec/ 90 %,
 impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
 3 on bad arguments.
