@@ -21,8 +21,8 @@ kafkaverify/bench/mutate_equivalent.txt are equivalent mutants, excluded from th
 entry that matches a killed mutant is reported as stale.
 
 Output: per file, mutants / sampled / killed / survived / equivalent / score (and its 95 % Wilson
-interval); each survivor as a diff; the command that reruns the run. Exit 0 when every file reaches its target score (spec/ 90 %,
-impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
+interval); each survivor as a diff; the command that reruns the run. Exit 0 when every file
+reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
 3 on bad arguments.
 """
 from __future__ import annotations
@@ -57,19 +57,22 @@ _BOUNCE = "tests/test_broker_bounce.py::test_"
 IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", f"{_BOUNCE}bounce_rules",
               "tests/test_broker_replication_rules.py",
               f"{_CF}follower_drop_normal_broker_conforms", f"{_CF}pending_shrink_normal_broker_conforms",
-              f"{_CF}unseen_epoch_normal_broker_conforms", f"{_CF}unseen_epoch_answered_above_zero_normal_broker_conforms",
+              f"{_CF}unseen_epoch_normal_broker_conforms",
+              f"{_CF}unseen_epoch_answered_above_zero_normal_broker_conforms",
               f"{_CF}min_isr_rejoin_normal_broker_conforms",
               f"{_CF}empty_disk_rejoin_normal_broker_refuses_the_stale_epoch",
               f"{_KIP101}s1_epoch_truncation_keeps_it[current]", f"{_KIP101}s2_current_replicas_agree_after_power_loss",
               f"{_KIP101}s1_epoch_truncation_keeps_it[kip-101]", f"{_KIP101}s1_v010_loses_an_acknowledged_record",
-              f"{_CL}not_enough_replicas[embedded]", f"{_CL}kill_leader_acks_all_loses_no_acknowledged_record[embedded]",
+              f"{_CL}not_enough_replicas[embedded]",
+              f"{_CL}kill_leader_acks_all_loses_no_acknowledged_record[embedded]",
               f"{_BOUNCE}a_controller_elected_after_the_bounce_does_not_reinstate_the_bounced_leader",
               f"{_BOUNCE}a_controller_that_slept_through_the_bounce_handles_it",
               f"{_CF}without_truncate_on_epoch_change_caught", f"{_CF}without_fetch_epoch_fencing_caught",
               f"{_CF}without_min_isr_hw_caught", f"{_CF}without_isr_expand_epoch_start_caught",
               f"{_CF}without_epoch_end_offset_caught", f"{_CF}without_maximal_isr_caught",
               f"{_CF}without_isr_broker_epoch_caught",
-              f"{_CL}paused_leader_is_replaced_and_rejoins_as_follower", f"{_CL}unclean_election_only_when_the_topic_allows_it")
+              f"{_CL}paused_leader_is_replaced_and_rejoins_as_follower",
+              f"{_CL}unclean_election_only_when_the_topic_allows_it")
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
 TARGETS: dict[str, str] = {
     "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
