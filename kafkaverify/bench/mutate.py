@@ -22,8 +22,8 @@ entry that matches a killed mutant is reported as stale.
 
 Output: per file, mutants / sampled / killed / survived / equivalent / score (and its 95 % Wilson
 interval); each survivor as a diff; the command that reruns the run. Exit 0 when every file
-reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not, 2 when the killers fail unmutated (nothing can be measured),
-3 on bad arguments.
+reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not, 2 when the killers fail
+unmutated (nothing can be measured), 3 on bad arguments.
 """
 from __future__ import annotations
 
