@@ -6,7 +6,7 @@ import pytest
 
 from impl import rules
 from impl.netclient import SyncConn
-from tests.broker_fixtures import make_cluster  # noqa: F401
+from tests.broker_fixtures import make_cluster, trace_events, wait_until  # noqa: F401
 
 G = rules.GENERATIONS
 
@@ -117,26 +117,49 @@ def test_broker_fences_fetch_and_offsets_for_leader_epoch(make_cluster, generati
              "zk_version": -1, "min_insync": 1}]})
         assert r["partitions"][0]["error_code"] == 0
 
-        def fetch(epoch):
+        def fetched(epoch, partition=0):
             return conn.request(1, 12, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1000, "isolation_level": 0,
                 "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-                "topics": [{"topic": "fe", "partitions": [{"partition": 0, "current_leader_epoch": epoch,
+                "topics": [{"topic": "fe", "partitions": [{"partition": partition, "current_leader_epoch": epoch,
                                                            "fetch_offset": 0, "last_fetched_epoch": -1,
                                                            "log_start_offset": -1, "partition_max_bytes": 1000}]}],
-            }).responses[0].partitions[0].error_code
+            }).responses[0].partitions[0]
+
+        def fetch(epoch):
+            return fetched(epoch).error_code
 
         def ofle(epoch):
             return conn.request(23, 3, {"replica_id": 1, "topics": [{"topic": "fe", "partitions": [
                 {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": 0}]}]}).topics[0].partitions[0].error_code
 
         assert (fetch(2), fetch(4), fetch(3), fetch(-1)) == (stale, future, 0, 0)
+        # an error entry (a partition we do not hold) carries no offsets: -1 each, as Kafka's
+        bad = fetched(3, partition=7)
+        assert bad.error_code and (bad.high_watermark, bad.last_stable_offset, bad.log_start_offset) == (-1, -1, -1)
         assert (ofle(2), ofle(4), ofle(3)) == (stale, future, 0)
+        # a client's request (v2 has no replica_id) of epoch 0: fenced alike, and traced (0 is an
+        # epoch; only -1 means none); the decoded request carries the schema's default
+        # replica_id -2 (Kafka's DEBUGGING_REPLICA_ID), traced as such
+        r = conn.request(23, 2, {"topics": [{"topic": "fe", "partitions": [
+            {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}]}]})
+        assert r.topics[0].partitions[0].error_code == stale
+        def traced():
+            got = [(x["request_epoch"], x["replica"]) for x in trace_events(c, 0, "stale_epoch_request")
+                   if x["request"] == "OffsetsForLeaderEpoch"]
+            return got if len(got) >= 3 else None
+        assert wait_until(traced, what="three traced OffsetsForLeaderEpoch") == [(2, 1), (4, 1), (0, -2)]
         # a LeaderAndIsr whose leader epoch is not newer is refused for that partition
         r = conn.control({"controller_epoch": ce, "brokers": {}, "partitions": [
             {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 3, "isr": [0], "replicas": [0],
              "zk_version": -1, "min_insync": 1}]})
         assert r["partitions"][0]["error_code"] == 74
+        # one that names no controller epoch is below every controller's: refused whole (stale)
+        assert ce >= 1
+        r = conn.control({"brokers": {}, "partitions": [
+            {"topic": "fe", "partition": 0, "leader": 0, "leader_epoch": 9, "isr": [0], "replicas": [0],
+             "zk_version": -1, "min_insync": 1}]})
+        assert r["error_code"] == 11 and r["partitions"] == []       # STALE_CONTROLLER_EPOCH
 
 
 @pytest.mark.parametrize("generation,visible", [("kip-320", True), ("current", False)])

@@ -13,6 +13,8 @@ a scratch directory and runs there with PYTHONPATH pointing at the copy (checked
 mutant). Killers, cheapest first, each stopping at the first failure:
 - spec/: the fast model tests, then the quick check;
 - impl/: the broker's rule and replication tests (real brokers).
+impl/'s files other than rules.py are mutated only inside their replication functions
+(FUNCTIONS; `--functions FILE=NAME,...`).
 A mutant that makes the killer time out counts as killed (cosmic-ray's rule; the broker would
 hang), and is listed apart. Mutants inside annotations are equivalent by construction (PEP 563:
 never evaluated) and are set apart before sampling, never run. `--sample FILE=N --seed S` draws
@@ -23,7 +25,8 @@ equivalent mutants, excluded from the score; an entry that matches a killed muta
 as stale.
 
 Output: per file, mutants / in annotations / sampled / killed / survived / equivalent / score and
-its 95 % Wilson interval; each survivor as a diff; the command that reruns the run.
+its 95 % Wilson interval (and each family's, its files pooled); each survivor as a diff; the
+command that reruns the run.
 `python -m kafkaverify.bench.mutate_order DIR` times the spec/ killers' order on a kept session.
 Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not,
 2 when the killers fail unmutated (nothing can be measured), 3 on bad arguments.
@@ -31,6 +34,7 @@ Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shlex
@@ -52,20 +56,90 @@ EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
 SPEC_TESTS = ("tests/test_model_rules.py", "tests/test_model_rules_table.py", "tests/test_model_invariants.py",
               "tests/test_model_scenarios.py", "tests/test_suite_teeth.py", "tests/test_model_golden.py",
               "tests/test_model_internal.py", "tests/test_model_pruning.py", "tests/test_model_trace.py")
-IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", "tests/test_broker_kip101.py",
-              "tests/test_broker_cluster.py")
+# impl/: the pure rule and storage tests first (seconds), then real clusters, cheapest and most
+# replication-bound first: each arranges leader and ISR where a replication rule decides. Not
+# run: the ZooKeeper twins of the cluster tests (the same broker code) and KIP-101's v0.10
+# divergence (the same HW-truncation path as its S1 loss).
+_CF = "tests/test_conformance_fixes.py::test_"
+_KIP101 = "tests/test_broker_kip101.py::test_"
+_CL = "tests/test_broker_cluster.py::test_"
+_BOUNCE = "tests/test_broker_bounce.py::test_"
+IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", f"{_BOUNCE}bounce_rules",
+              "tests/test_broker_replication_rules.py",
+              f"{_CF}follower_drop_normal_broker_conforms", f"{_CF}pending_shrink_normal_broker_conforms",
+              f"{_CF}unseen_epoch_normal_broker_conforms",
+              f"{_CF}unseen_epoch_answered_above_zero_normal_broker_conforms",
+              f"{_CF}min_isr_rejoin_normal_broker_conforms",
+              f"{_CF}empty_disk_rejoin_normal_broker_refuses_the_stale_epoch",
+              f"{_KIP101}s1_epoch_truncation_keeps_it[current]", f"{_KIP101}s2_current_replicas_agree_after_power_loss",
+              f"{_KIP101}s1_epoch_truncation_keeps_it[kip-101]", f"{_KIP101}s1_v010_loses_an_acknowledged_record",
+              f"{_CL}not_enough_replicas[embedded]",
+              f"{_CL}kill_leader_acks_all_loses_no_acknowledged_record[embedded]",
+              f"{_BOUNCE}a_controller_elected_after_the_bounce_does_not_reinstate_the_bounced_leader",
+              f"{_BOUNCE}a_controller_that_slept_through_the_bounce_handles_it",
+              f"{_CF}without_truncate_on_epoch_change_caught", f"{_CF}without_fetch_epoch_fencing_caught",
+              f"{_CF}without_min_isr_hw_caught", f"{_CF}without_isr_expand_epoch_start_caught",
+              f"{_CF}without_epoch_end_offset_caught", f"{_CF}without_maximal_isr_caught",
+              f"{_CF}without_isr_broker_epoch_caught",
+              f"{_CL}paused_leader_is_replaced_and_rejoins_as_follower",
+              f"{_CL}unclean_election_only_when_the_topic_allows_it")
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
 TARGETS: dict[str, str] = {
     "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
     "impl/rules.py": "impl", "impl/storage/log.py": "impl",
+    "impl/broker.py": "impl", "impl/controller.py": "impl", "impl/handlers.py": "impl",
 }
+# Files mutated only inside these functions (`Class.method` or a top-level name); --functions
+# overrides. The replication paths of the broker: becoming leader/follower, HW advance, ISR
+# shrink/expand and its write, the replica fetcher and truncation, the leader's Fetch and
+# OffsetsForLeaderEpoch handling; the log's epoch cache, appends, reads and truncation; the
+# controller's elections and ISR changes on broker death and bounce.
+FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "impl/broker.py": ("Broker.handle_leader_and_isr", "Broker._apply_state", "Broker._become_leader",
+                       "Broker._become_follower", "Broker._update_hw", "Broker._complete_delayed",
+                       "Broker._maybe_shrink_isr", "Broker._maybe_expand_isr", "Broker._propose_isr",
+                       "Broker._write_isr", "Broker._fetcher", "Broker._truncate_as_follower",
+                       "Broker._truncate", "Broker._fetch_once", "Broker._handle_out_of_range"),
+    "impl/storage/log.py": ("EpochCache.__init__", "EpochCache._persist", "EpochCache.latest_epoch",
+                            "EpochCache.assign", "EpochCache.end_offset_for", "EpochCache.start_offset_of",
+                            "EpochCache.truncate_from_end", "EpochCache.clear",
+                            "PartitionLog._rebuild_missing_epochs", "PartitionLog._read_hw",
+                            "PartitionLog.append_as_leader", "PartitionLog.append_as_follower",
+                            "PartitionLog.checkpoint_hw", "PartitionLog.read", "PartitionLog.truncate_to",
+                            "PartitionLog.truncate_fully_and_start_at"),
+    "impl/handlers.py": ("_fetch_pass", "_record_follower_fetch", "offsets_for_leader_epoch"),
+    "impl/controller.py": ("bounced", "leader_bounced", "partition_change", "elect_leader",
+                           "Controller._on_brokers", "Controller._elect_if_needed"),
+}
+
+
+def function_lines(path: Path, names) -> set[int]:
+    """The lines of the named functions in a Python file (decorators included): `Class.method` or
+    a top-level name. An unknown name is an error, not an empty scope."""
+    import ast
+    tree = ast.parse(path.read_text(), str(path))
+    found: dict[str, range] = {}
+
+    def visit(body, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                found[prefix + node.name] = range(first, node.end_lineno + 1)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".")
+
+    visit(tree.body, "")
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise ValueError(f"{path}: no function {', '.join(missing)}")
+    return {line for n in names for line in found[n]}
 TARGET_SCORE = {"spec": 0.90, "impl": 0.85}
 
 
 def killer_command(family: str, quick_check: bool) -> str:
     py = shlex.quote(sys.executable)
     tests = SPEC_TESTS if family == "spec" else IMPL_TESTS
-    cmd = f"{py} -m pytest -x -q -n 0 -p no:cacheprovider --timeout 300 {' '.join(tests)}"
+    cmd = f"{py} -m pytest -x -q -n 0 -p no:cacheprovider --timeout 300 {' '.join(shlex.quote(t) for t in tests)}"
     if family == "spec" and quick_check:
         cmd += f" && {py} -m kafkaverify check --budget quick"
     return "sh -c " + shlex.quote(cmd)
@@ -119,16 +193,11 @@ class FileScore:
         judged = self.killed + len(self.survived)
         return self.killed / judged if judged else None
 
-    def interval(self, z: float = 1.96) -> tuple[float, float] | None:
-        """Wilson score interval (95 % by default) of the score: a sample's score estimates the
-        whole file's, and with tens of mutants the interval is wide."""
+    def interval(self) -> tuple[float, float] | None:
+        """95 % Wilson interval of the score (wilson): a sample's score estimates the whole
+        file's, and with tens of mutants the interval is wide."""
         n = self.killed + len(self.survived)
-        if not n:
-            return None
-        p = self.killed / n
-        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
-        return max(0.0, centre - half), min(1.0, centre + half)
+        return wilson(self.killed, n) if n else None
 
 
 def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -173,7 +242,8 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, timeout: float,
-        keep: Path | None, rerun_survivors: bool = False) -> tuple[list[FileScore], float]:
+        keep: Path | None, rerun_survivors: bool = False,
+        functions: dict[str, tuple[str, ...]] | None = None) -> tuple[list[FileScore], float]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -211,7 +281,7 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             f"module-path = [{', '.join(repr(f) for f in fam_files)}]\n"
             f"timeout = {timeout}\n"
             "excluded-modules = []\n"
-            f"test-command = {killer!r}\n"
+            f"test-command = {json.dumps(killer)}\n"     # a TOML basic string: JSON escapes
             "[cosmic-ray.distributor]\nname = \"local\"\n")
         base = _run(shlex.split(killer), tree, env)
         if base.returncode:
@@ -221,32 +291,10 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
             r = _run(cr + ["init", str(cfg), str(session)], tree, env)
             if r.returncode:
                 raise RuntimeError(f"cosmic-ray init failed: {r.stderr[-2000:]}")
-            with use_db(str(session), WorkDB.Mode.open) as db:
-                # Mutants inside annotations are equivalent (annotation_spans): not run, not
-                # sampled, counted apart. Job ids are random uuids: the sample is drawn from the
-                # mutants in source order (operator and its occurrence number are stable for one
-                # file's text), each file from its own generator, so one seed and file give one
-                # sample whatever else the run mutates.
-                by_file: dict[str, list] = {}
-                spans = {f: annotation_spans((tree / f).read_text()) for f in fam_files}
-                annotated = []
-                for item in db.work_items:
-                    m = item.mutations[0]
-                    if in_annotation(spans.get(str(m.module_path), ()), m.start_pos, m.end_pos):
-                        annotated.append(item.job_id)
-                        continue
-                    by_file.setdefault(str(m.module_path), []).append(
-                        (m.start_pos, m.operator_name, m.occurrence, item.job_id))
-                if annotated:
-                    db.set_multiple_results(annotated, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                                  output=IN_ANNOTATION))
-                for f, items in sorted(by_file.items()):
-                    n = sample.get(f)
-                    if n is not None and n < len(items):
-                        keep_ids = {x[-1] for x in random.Random(f"{seed}:{f}").sample(sorted(items), n)}
-                        skip = [x[-1] for x in items if x[-1] not in keep_ids]
-                        db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
-                                                                 output="not in sample"))
+            scope = functions if functions is not None else FUNCTIONS
+            lines = {f: function_lines(tree / f, scope[f]) for f in fam_files if f in scope}
+            spans = {f: annotation_spans((tree / f).read_text()) for f in fam_files}
+            select_mutants(session, lines, sample, seed, spans)
         elif rerun_survivors:
             _reopen_survivors(session, fam_files)
         r = subprocess.run(cr + ["exec", str(cfg), str(session)], cwd=tree, env=env)
@@ -273,8 +321,49 @@ class SessionMismatch(RuntimeError):
     pass
 
 
+def select_mutants(session: Path, lines: dict[str, set[int]], sample: dict[str, int], seed,
+                   spans: dict | None = None) -> None:
+    """Marks as skipped, in a fresh cosmic-ray session: the mutants of a scoped file (`lines`)
+    outside its functions; the mutants inside annotations (`spans`, annotation_spans: equivalent,
+    never run, counted apart); then all but a seeded sample of each sampled file's remaining ones.
+    Job ids are random uuids, so the sample is drawn from the mutants in source order (operator
+    and its occurrence number are stable for one file's text), each file from its own generator:
+    one seed and file give one sample whatever else the run mutates. _collect leaves the first
+    out of the file's mutants and the last out of its sample."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    spans = spans or {}
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        by_file: dict[str, list] = {}
+        outside, annotated = [], []
+        for item in db.work_items:
+            m = item.mutations[0]
+            f = str(m.module_path)
+            if f in lines and m.start_pos[0] not in lines[f]:
+                outside.append(item.job_id)
+            elif in_annotation(spans.get(f, ()), m.start_pos, m.end_pos):
+                annotated.append(item.job_id)
+            else:
+                by_file.setdefault(f, []).append((m.start_pos, m.operator_name, m.occurrence, item.job_id))
+        if outside:
+            db.set_multiple_results(outside, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=OUT_OF_SCOPE))
+        if annotated:
+            db.set_multiple_results(annotated, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                          output=IN_ANNOTATION))
+        for f, items in sorted(by_file.items()):
+            n = sample.get(f)
+            if n is not None and n < len(items):
+                keep_ids = {x[-1] for x in random.Random(f"{seed}:{f}").sample(sorted(items), n)}
+                skip = [x[-1] for x in items if x[-1] not in keep_ids]
+                db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED,
+                                                         output="not in sample"))
+
+
 class BaselineFailed(RuntimeError):
     pass
+
+
+OUT_OF_SCOPE = "not in the scoped functions"
 
 
 def _collect(session: Path, files: list[str]) -> list[FileScore]:
@@ -289,8 +378,10 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
         for item in db.work_items:
             m = item.mutations[0]
             fs = out[str(m.module_path)]
-            fs.mutants += 1
             res = results.get(item.job_id)
+            if res is not None and res.worker_outcome == WorkerOutcome.SKIPPED and res.output == OUT_OF_SCOPE:
+                continue
+            fs.mutants += 1
             if res is not None and res.worker_outcome == WorkerOutcome.SKIPPED and res.output == IN_ANNOTATION:
                 fs.annotations += 1
                 continue
@@ -319,6 +410,29 @@ def _collect(session: Path, files: list[str]) -> list[FileScore]:
     return [out[f] for f in files]
 
 
+def wilson(killed: int, judged: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion killed/judged: a sampled score is an
+    estimate of the whole file's, and a small sample's interval is wide (and never past 0 or 1)."""
+    if judged == 0:
+        return 0.0, 1.0
+    p, n = killed / judged, judged
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def print_intervals(scores: list[FileScore]) -> None:
+    """Per family with more than one file, all its files' judged mutants pooled: score and 95 %
+    interval (each file's own are in the table)."""
+    for fam in ("spec", "impl"):
+        fs = [s for s in scores if TARGETS[s.path] == fam]
+        killed, judged = sum(s.killed for s in fs), sum(s.killed + len(s.survived) for s in fs)
+        if len(fs) > 1 and judged:
+            lo, hi = wilson(killed, judged)
+            print(f"  {fam}/ (all files): {killed}/{judged} killed = {100 * killed / judged:.1f}%, "
+                  f"95% Wilson interval {100 * lo:.1f}-{100 * hi:.1f}%")
+
+
 def report(scores: list[FileScore], seconds: float, command: str) -> int:
     failed = False
     print(f"{'file':<22}{'mutants':>8}{'annot':>6}{'sampled':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
@@ -333,6 +447,7 @@ def report(scores: list[FileScore], seconds: float, command: str) -> int:
               f"{len(s.survived):>9}{len(s.equivalent):>7}{s.incompetent:>7}{shown:>8}  {shown_ci}")
     print("annot: mutants inside annotations, equivalent and not run; equiv: reviewed equivalent "
           "survivors; score: killed / (killed + survived)")
+    print_intervals(scores)
     for s in scores:
         for job, line, op, diff in sorted(s.survived, key=lambda x: x[1]):
             print(f"\nSURVIVED {s.path}:{line} {op} ({job})\n{diff.rstrip()}")
@@ -347,6 +462,9 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="*", help=f"files to mutate (default: all of {', '.join(TARGETS)})")
     ap.add_argument("--sample", action="append", default=[], metavar="FILE=N",
                     help="test a seeded random sample of N mutants of FILE")
+    ap.add_argument("--functions", action="append", default=[], metavar="FILE=NAME,...",
+                    help="mutate FILE only inside these functions (`Class.method` or a top-level name); "
+                         f"default for {', '.join(FUNCTIONS)}: the replication paths (FUNCTIONS in this file)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-quick-check", action="store_true",
                     help="spec/ killers: the model tests only, without `kafkaverify check --budget quick`")
@@ -370,8 +488,22 @@ def main(argv=None) -> int:
     if a.rerun_survivors and not (a.keep and (a.keep / "tree").is_dir()):
         print("--rerun-survivors needs --keep DIR of an earlier run", file=sys.stderr)
         return 3
+    functions = dict(FUNCTIONS)
+    for s in a.functions:
+        f, _, names = s.partition("=")
+        picked = tuple(n.strip() for n in names.split(",") if n.strip())
+        if f not in files or not picked:
+            bad.append(f"--functions {s}")
+            continue
+        try:
+            function_lines(ROOT / f, picked)
+        except ValueError as e:
+            print(str(e), file=sys.stderr)
+            return 3
+        functions[f] = picked
     if bad:
-        print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N)", file=sys.stderr)
+        print(f"not a target: {', '.join(bad)} (targets: {', '.join(TARGETS)}; --sample FILE=N; "
+              "--functions FILE=NAME,...)", file=sys.stderr)
         return 3
     try:
         import cosmic_ray  # noqa: F401
@@ -398,7 +530,8 @@ def main(argv=None) -> int:
                0.0, command + f" --keep {a.keep}")
         print("\nsurvivors again, against this checkout's tests:", flush=True)
     try:
-        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep, a.rerun_survivors)
+        scores, secs = run(files, sample, a.seed, not a.no_quick_check, a.timeout, a.keep, a.rerun_survivors,
+                           functions)
     except BaselineFailed as e:
         print(str(e), file=sys.stderr)
         return 2
