@@ -43,9 +43,6 @@ def _pytest(tests, cwd: Path, env: dict) -> tuple[bool, float]:
 
 def main(argv=None) -> int:
     import os
-
-    from cosmic_ray.work_db import WorkDB, use_db
-    from cosmic_ray.work_item import WorkerOutcome
     ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.mutate_order", description=__doc__.split("\n\n")[0])
     ap.add_argument("session", type=Path, help="a directory kept by mutate --keep (spec.sqlite and tree/)")
     ap.add_argument("--mutants", type=int, default=8)
@@ -54,6 +51,12 @@ def main(argv=None) -> int:
     db_path, tree = a.session / "spec.sqlite", a.session / "tree"
     if not db_path.exists() or not tree.is_dir() or a.mutants < 1:
         print(f"{a.session}: no spec session kept there (or --mutants < 1)", file=sys.stderr)
+        return 3
+    try:
+        from cosmic_ray.work_db import WorkDB, use_db
+        from cosmic_ray.work_item import WorkerOutcome
+    except ImportError:
+        print("cosmic-ray is not installed: pip install -e '.[mutate]'", file=sys.stderr)
         return 3
     with use_db(str(db_path), WorkDB.Mode.open) as db:
         results = dict(db.results)
