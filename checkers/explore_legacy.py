@@ -120,15 +120,17 @@ def _violation(model: Model, v, path, distinct, transitions, depth, t0) -> Searc
                         v[0], v[1], path, states)
 
 
-def plain_bfs(model: Model, max_depth: int, time_limit: float = 600.0) -> set:
-    """The slow obvious search: no symmetry reduction, no canonical form. The differential
-    baseline for explore() in tests and benchmarks."""
-    t0 = time.monotonic()
-    seen = {model.initial()}
-    frontier = [model.initial()]
-    for _ in range(max_depth):
-        if not frontier or time.monotonic() - t0 > time_limit:
-            break
+def reachable(model: Model, max_depth: int | None = None):
+    """Yields (depth, state) for every state reachable in at most `max_depth` steps (all, when
+    None), each once, in breadth-first discovery order: no symmetry reduction, no canonical form.
+    Lazy, so a caller that stops early pays only for what it took."""
+    s0 = model.initial()
+    seen = {s0}
+    frontier = [s0]
+    yield 0, s0
+    depth = 0
+    while frontier and (max_depth is None or depth < max_depth):
+        depth += 1
         nxt = []
         for s in frontier:
             for a in model.enabled(s):
@@ -136,5 +138,17 @@ def plain_bfs(model: Model, max_depth: int, time_limit: float = 600.0) -> set:
                 if t not in seen:
                     seen.add(t)
                     nxt.append(t)
+                    yield depth, t
         frontier = nxt
+
+
+def plain_bfs(model: Model, max_depth: int, time_limit: float = 600.0) -> set:
+    """The slow obvious search: no symmetry reduction, no canonical form. The differential
+    baseline for explore() in tests and benchmarks."""
+    t0 = time.monotonic()
+    seen = set()
+    for _, s in reachable(model, max_depth):
+        seen.add(s)
+        if time.monotonic() - t0 > time_limit:
+            break
     return seen

@@ -10,10 +10,12 @@ concrete path computes.
 from __future__ import annotations
 
 import random
+from itertools import islice
 from dataclasses import dataclass, field
 
 import z3
 
+from checkers.explore_legacy import reachable
 from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported
 from checkers.prove.sym import value
 from spec import Action, Model, State
@@ -98,22 +100,7 @@ def draw_states(model: Model, seed: int, count: int, walk_length: int = 60) -> l
 
 def bfs_states(model: Model, limit: int) -> list[State]:
     """The first `limit` states of a breadth-first search (the explorer's order, no symmetry)."""
-    seen = {model.initial()}
-    frontier = [model.initial()]
-    out = [model.initial()]
-    while frontier and len(out) < limit:
-        nxt = []
-        for s in frontier:
-            for a in model.enabled(s):
-                t = model.step(s, a)
-                if t not in seen:
-                    seen.add(t)
-                    nxt.append(t)
-                    out.append(t)
-                    if len(out) >= limit:
-                        return out
-        frontier = nxt
-    return out
+    return [s for _, s in islice(reachable(model), limit)]
 
 
 def z3_agrees(enc: Encoding, states: list[State]) -> list[str]:
@@ -169,20 +156,8 @@ def diameter(model: Model, limit: int = 200_000) -> int | None:
     initial state (spec's own states, no symmetry reduction). Every reachable state is then
     reachable in at most that many steps, so BMC clean to that depth covers all of them.
     None when more than `limit` states are reachable (the bound on this search)."""
-    seen = {model.initial()}
-    frontier = [model.initial()]
     depth = 0
-    while True:
-        nxt = []
-        for s in frontier:
-            for a in model.enabled(s):
-                t = model.step(s, a)
-                if t not in seen:
-                    seen.add(t)
-                    nxt.append(t)
-                    if len(seen) > limit:
-                        return None
-        if not nxt:
-            return depth
-        frontier = nxt
-        depth += 1
+    for n, (depth, _) in enumerate(reachable(model), 1):
+        if n > limit:
+            return None
+    return depth
