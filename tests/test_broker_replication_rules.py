@@ -48,11 +48,11 @@ def test_followers_take_the_leaders_hw_and_epoch_cache_across_an_epoch_change(ma
     assert leader["leader_epoch"] == max(e for e, _ in cache)
 
 
-LAG_MS = 1500
+LAG_MS = 3000     # generous: a follower descheduled on a loaded 2-core machine must not count as lagging
 
 
 def test_only_the_follower_that_stops_fetching_leaves_the_isr(make_cluster):
-    """replica.lag.time.max.ms 1.5 s. Under steady acks=1 writes for 3 lag periods both followers
+    """replica.lag.time.max.ms 3 s. Under steady acks=1 writes for 2 lag periods both followers
     keep up, so the ISR keeps all three and nothing is proposed. Then one follower stops
     fetching: it, and only it, is proposed out of the ISR -- never the leader, never the
     follower that keeps up."""
@@ -63,7 +63,7 @@ def test_only_the_follower_that_stops_fetching_leaves_the_isr(make_cluster):
     c.wait_for_leaders("lag", isr_size=3)
     c.move_leader("lag", 0, leader)
     p = producer(c, acks=1, retries=10)
-    sent, until = 0, time.monotonic() + 3 * LAG_MS / 1000
+    sent, until = 0, time.monotonic() + 2 * LAG_MS / 1000
     while time.monotonic() < until:                   # writes never wait for the followers
         p.send("lag", b"v%d" % sent + b"." * 1000, partition=0)
         sent += 1
