@@ -14,12 +14,14 @@ sampled (JVM and Python workers included), times on the same data:
   spark-sql      the same rule set with Spark DataFrame window functions, local[2]
 The three "rule set" engines answer a smaller question than the kernel (two rules of the
 eight, no witnesses): their ratios say what the engine costs, not what the checks cost.
-Prints seed= and options first; events/s, seconds, peak MiB and the ratio to the fastest."""
+Prints seed= and options first; events/s, seconds, CPU-seconds and peak MiB of each engine's
+process tree, the 1-minute load average, and the ratio to the fastest."""
 from __future__ import annotations
 
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -58,7 +60,15 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
+def _children_cpu() -> float:
+    """CPU seconds of every reaped descendant so far (a JVM's Python workers included: each
+    process adds its waited-for children's time to its own)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _run_sampled(cmd: list[str]) -> tuple[dict, float]:
+    cpu0 = _children_cpu()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0]
     stop = threading.Event()
@@ -73,7 +83,9 @@ def _run_sampled(cmd: list[str]) -> tuple[dict, float]:
     t.join()
     if p.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return json.loads(out.strip().splitlines()[-1]), peak[0] / 1024
+    r = json.loads(out.strip().splitlines()[-1])
+    r["cpu_seconds"] = _children_cpu() - cpu0
+    return r, peak[0] / 1024
 
 
 # -- the rule set, three ways (pairing; send order per producer; poll contiguity per consumer)
@@ -203,13 +215,15 @@ def main(runs, distinct, ops, seed, buckets, engines, workdir, one_args):
     if ds.exists():
         shutil.rmtree(ds)
     from checkers.history.gen_runs import generate_dataset
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     g = generate_dataset(str(ds), runs=runs, seed=seed, ops=ops, buckets=buckets, distinct=distinct)
-    gen_s = time.perf_counter() - t0
+    gen_s, gen_cpu = time.perf_counter() - t0, time.process_time() - c0
+    gen_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     size = sum(f.stat().st_size for f in ds.rglob("*.parquet"))
     print(f"generated {g['runs']} runs ({g['distinct']} distinct), {g['events']} events, "
-          f"{g['planted']} planted, {size / 2**20:.0f} MiB Parquet in {gen_s:.1f} s "
-          f"({g['events'] / gen_s:,.0f} events/s)", flush=True)
+          f"{g['planted']} planted, {size / 2**20:.0f} MiB Parquet in {gen_s:.1f} s, "
+          f"{gen_cpu:.1f} CPU-s ({g['events'] / gen_s:,.0f} events/s), peak {gen_peak:.0f} MiB "
+          f"(one process)", flush=True)
     rows = []
     for e in engines.split(","):
         r, peak = _run_sampled([sys.executable, "-m", "kafkaverify.bench.mine", "--one", e, str(ds)])
@@ -218,7 +232,8 @@ def main(runs, distinct, ops, seed, buckets, engines, workdir, one_args):
         extra = (f"invalid runs {r['invalid_runs']}" if "invalid_runs" in r else f"flagged runs {r['flagged_runs']}")
         job = f" (job {r['seconds_in_job']:.1f} s)" if "seconds_in_job" in r else ""
         print(f"{e:>13}: {r['seconds']:7.1f} s{job}  {r['events'] / r['seconds']:>12,.0f} events/s  "
-              f"peak {peak:6.0f} MiB (process tree)  {extra}", flush=True)
+              f"{r['cpu_seconds']:7.1f} CPU-s  peak {peak:6.0f} MiB (process tree)  {extra}  "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
     for kind in (("kernel-local", "kernel-spark", "kernel-spark-jvm"), ("polars", "duckdb", "spark-sql")):
         sub = [r for r in rows if r["engine"] in kind]
         if len(sub) > 1:
