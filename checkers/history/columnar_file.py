@@ -47,8 +47,6 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     # are decoded (Parquet: scanned); the full rows are fetched again for flagged partitions.
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
     try:
-        if where == "row" and not hc.one_trace(src):
-            return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
         n_events = full.select(pl.len()).collect().item()
         if n_events > CHUNK_EVENTS:
             if where == "row":      # Parquet: each slice is its own scan (see hc.scan_parquet)
@@ -58,8 +56,17 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             else:
                 def part(off, n):
                     return full.slice(off, n)
+            if where == "row" and not hc.one_trace(src):
+                return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
             return _check_chunked(path, fmt, full, part, header, where, n_events, deadline, cycle_max_ops)
-        ev = _lean(full)
+        if where == "row":
+            # One scan feeds both the lean frame and the one-history test.
+            ev, tids = pl.collect_all([_lean_plan(full), src.select(pl.col("trace_id").n_unique())],
+                                      engine="streaming")
+            if tids.item() > 1:
+                return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
+        else:
+            ev = _lean(full)
     except (pl.exceptions.PolarsError, OSError):
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
@@ -76,10 +83,17 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 
+def _lean_plan(part: pl.LazyFrame) -> pl.LazyFrame:
+    return prepare(encode(part.select("run", "_i", *NEEDED)))
+
+
 def _lean(part: pl.LazyFrame) -> pl.DataFrame:
-    """Decode the needed columns first, then derive the lean ones in memory: about 1.7x cheaper
-    on one core than one lazy plan over the scan (measured with polars 2.1)."""
-    return prepare(encode(part.select("run", "_i", *NEEDED).collect().lazy())).collect()
+    """The needed columns decoded and the lean ones derived in one streaming plan: about 1.3x
+    less CPU on one core than decoding first and deriving in memory (polars 2.1's streaming
+    engine fuses the projections into the scan; the in-memory engine's fused plan was 1.7x
+    dearer than the two steps). The streaming engine keeps row order, which pairing relies on
+    only for speed (`_i` carries the order)."""
+    return _lean_plan(part).collect(engine="streaming")
 
 
 # Histories of more events than this are checked in chunks of partitions, so that memory is
