@@ -286,11 +286,36 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
             assert kind in r.verdict.types(), (kind, seed)
 
 
-def test_chunked_check_sends_broken_input_to_the_object_reader(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", [None, "lost-write", "poll-skip", "delivery-at-least-once"])
+def test_chunked_check_with_sparse_ids_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
+    """Ids too sparse for the dense id table are routed to their chunks by a join: the same
+    verdicts as the oracle, operations straddling slices."""
+    from checkers.history import columnar_file as columnar
+    monkeypatch.setattr(columnar, "CHUNK_EVENTS", 700)
+    monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
+    monkeypatch.setattr(columnar, "DENSE_IDS_PER_EVENT", 0)
+    monkeypatch.setattr(columnar, "DENSE_MARGIN", 0)
+    h = generate(Params(seed=3, ops=1500, partitions=4, consumers=2), {kind: 0.05} if kind else None)
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    oracle = check_history(load(path))
+    r = check_file(str(path))
+    assert "chunks" in r.engine, r.engine
+    assert _fingerprint(r.verdict) == _fingerprint(oracle), kind
+    if kind:
+        assert kind in r.verdict.types()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_chunked_check_sends_broken_input_to_the_object_reader(sparse, tmp_path, monkeypatch):
     """An id invoked twice, in two different chunks, passes each chunk's own screen: the
-    chunked path must still refuse it with the object reader's message (exit 3 material)."""
+    chunked path must still refuse it with the object reader's message (exit 3 material),
+    whether ids are routed by the dense table or by a join."""
     from checkers.history import columnar_file as columnar
     from traces.history import HistoryError
+    if sparse:
+        monkeypatch.setattr(columnar, "DENSE_IDS_PER_EVENT", 0)
+        monkeypatch.setattr(columnar, "DENSE_MARGIN", 0)
     monkeypatch.setattr(columnar, "CHUNK_EVENTS", 500)
     monkeypatch.setattr(columnar, "SLICE_EVENTS", 200)
     h = generate(Params(seed=2, ops=1200, partitions=4))
