@@ -408,12 +408,13 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     step = c("offset") - c("offset").shift(1)
     flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
     resets = c("f").is_in(["assign", "subscribe"])
-    history_wide = assigns is not None
     if assigns is None:
         assigns = p.filter(resets)
     assigns = assigns.filter(c("type") != "fail")
-    if timed and not history_wide:
-        # Polls and resets are both rows of `p`, already in (inv, id) order.
+    if timed:
+        # Polls and resets are both rows of `p`, already in (inv, id) order. (A reset counts
+        # only for its own topic-partition, `sp`, so a chunk's own assigns are all it needs of
+        # the history-wide ones.)
         is_poll = (c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)
         seq = (p.filter(is_poll | (resets & (c("type") != "fail")))
                .select(sp, "pk", (~is_poll).cast(pl.Int64).alias("reset"),

@@ -122,7 +122,7 @@ class _DenseRouter:
 
     def route(self, ev: pl.DataFrame, home: pl.Expr) -> pl.Series:
         c = pl.col
-        inv = ev.filter(c("type") == "invoke").select("id", home.alias("chunk"))
+        inv = ev.lazy().filter(c("type") == "invoke").select("id", home.alias("chunk")).collect()
         ids = inv.get_column("id")
         if ids.n_unique() != ids.len() or (self.home.gather(ids) != 0).any():
             raise _Fallback()           # an id invoked twice: the object reader names it
@@ -146,10 +146,10 @@ class _JoinRouter:
 
     def route(self, ev: pl.DataFrame, home: pl.Expr) -> pl.Series:
         c = pl.col
-        inv = ev.filter(c("type") == "invoke").select("id", home.alias("chunk"))
+        inv = ev.lazy().filter(c("type") == "invoke").select("id", home.alias("chunk")).collect()
         self.ids.append(inv.get_column("id"))
         known = pl.concat([self.pending, inv])
-        comp = ev.filter(c("type") != "invoke").select("id")
+        comp = ev.lazy().filter(c("type") != "invoke").select("id").collect()
         self.pending = known.join(comp, on="id", how="anti")
         # Invokes appear once in `known` (twice-invoked ids are refused in `done`).
         return (ev.select("id").join(known.unique("id", keep="first"), on="id", how="left",
