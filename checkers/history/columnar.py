@@ -306,10 +306,18 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
     polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
         "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
-    lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
-        c("_i").alias("comp_row"), "offsets", "vhs").collect()
-    recs = (_by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
-            .explode(["offsets", "vhs"])
+    i = ev.get_column("_i")
+    if i.len() and (i.diff().drop_nulls() == 1).all():
+        # `_i` counts rows (one history, whole): each poll's lists are at its completion's
+        # row, a gather instead of a join (about 2x cheaper on one core).
+        at = polls.get_column("comp_row") - i[0]
+        recs = polls.drop("comp_row").with_columns(ev.get_column("offsets").gather(at),
+                                                   ev.get_column("vhs").gather(at))
+    else:
+        lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+            c("_i").alias("comp_row"), "offsets", "vhs").collect()
+        recs = _by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
+    recs = (recs.explode(["offsets", "vhs"])
             .rename({"offsets": "offset", "vhs": "vh"})
             .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
     # A null inside a poll's lists (a record without offset or value): the object reader.
@@ -322,15 +330,23 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
 # 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
 # is what matters: a flagged partition gets every object check.
 
+def _partition_ops(ops: pl.DataFrame) -> pl.DataFrame:
+    """The operations on a partition (producer configurations name none)."""
+    return ops.filter(pl.col("pk").is_not_null() & (pl.col("f") != "producer_config"))
+
+
 def flag_partitions(pd: Paired, deadline: float | None = None,
-                    assigns: pl.DataFrame | None = None) -> tuple[set[int], pl.DataFrame]:
+                    assigns: pl.DataFrame | None = None,
+                    p: pl.DataFrame | None = None) -> tuple[set[int], pl.DataFrame]:
     """(flagged pks, per-run counts: undecided writes, consumer-offsets examined). `assigns`:
     every assign/subscribe of the runs when `pd` holds only some of their partitions (a
-    consumer's group and a group's generations and mode span partitions)."""
+    consumer's group and a group's generations and mode span partitions). `p`: the partition
+    operations (_partition_ops), if the caller has them."""
     c = pl.col
     ops, recs = pd.ops, pd.recs
     flags: list[pl.Series] = []
-    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    if p is None:
+        p = _partition_ops(ops)
     rk = (c("pk") * LIMIT32 + c("offset")).alias("rk")
     sp = (c("pk") * LIMIT32 + c("process")).alias("sp")
     sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process", "vh")
@@ -610,11 +626,11 @@ def screen(pd: Paired, deadline: float | None = None, assigns: pl.DataFrame | No
     c = pl.col
     ops = pd.ops
     done = True
+    p = _partition_ops(ops)
     try:
-        flagged, counts = flag_partitions(pd, deadline, assigns)
+        flagged, counts = flag_partitions(pd, deadline, assigns, p)
     except TimeUp:
         done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
-    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
     stats = (ops.group_by("run").agg(pl.len().cast(pl.Int64).alias("ops"))
              .join(p.group_by("run").agg((c("f") == "send").sum().cast(pl.Int64).alias("sends"),
                                          ((c("f") == "poll") & (c("type") == "ok")).sum().cast(pl.Int64).alias("polls")),
