@@ -29,6 +29,8 @@ from pathlib import Path
 
 import click
 
+import kafkaverify
+
 
 def _one(path: str, engine: str) -> dict:
     t0 = time.perf_counter()
@@ -92,7 +94,7 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
     print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
           f"tile_above={tile_above} baseline={baseline} pinned={'one core' if pin else 'no'} "
           f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
-    d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-"))
+    d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
     from checkers.history.generate import Params, generate_valid
     from traces.history import history_events, write
@@ -126,8 +128,12 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                 if engine == "base":     # the earlier checkout's modules first on the path
                     run_env = dict(env, PYTHONPATH=os.pathsep.join(
                         [str(Path(baseline).resolve())] + [q for q in [env.get("PYTHONPATH")] if q]))
+                    if kafkaverify.ALLOCATOR_TUNED:   # the checkout's own allocator settings
+                        run_env.pop("_RJEM_MALLOC_CONF", None)
                 t0 = time.perf_counter()
-                out = subprocess.run(cmd, capture_output=True, text=True, env=run_env)
+                # `-m` puts the working directory first on the path: the checkout's own.
+                out = subprocess.run(cmd, capture_output=True, text=True, env=run_env,
+                                     cwd=str(Path(baseline).resolve()) if engine == "base" else None)
                 wall = time.perf_counter() - t0
                 if out.returncode:
                     raise SystemExit(out.stderr)
