@@ -67,7 +67,9 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     With `exhaustive`, BMC is one query over every path of at most `depth` steps; when it is
     clean and `depth` reaches the diameter of the reachable state space (an explicit
     breadth-first search of spec measures it), the invariants are proved at these bounds.
-    The producer invariants have no inductive strengthening: only that proof applies to them.
+    The producer invariants are proved by induction with the strengthening of
+    checkers/prove/strengthen_producers.py where it applies (one idempotent producer on a quiet
+    single broker, strengthen_producers.applies); elsewhere only exhaustive BMC settles them.
     Returns (exit code, rows of (invariant, method, verdict, seconds, note))."""
     from checkers.model_trace import config_args, write_trace
     from checkers.prove.bmc import bmc
@@ -124,17 +126,17 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     for name in invariants:
         if name in refuted or name in settled:
             continue
-        if name in CLIENT_PROPS:
-            rows.append((name, "induction", "unknown", 0.0,
-                         "no inductive strengthening for the producer invariants: use "
-                         "--exhaustive with --depth at least the diameter"))
-            continue
         if progress:
             progress(f"induction: {name}")
         p = prove(model, name, time_limit=left())
         note = ""
         if p.verdict != "proved":
             note = f"not inductive: breaks {p.failing}" if p.cti else (p.failing or "")
+            if name in CLIENT_PROPS and not p.cti:
+                note += "; exhaustive BMC may settle it: --exhaustive with --depth at least the diameter"
+        elif name in CLIENT_PROPS:
+            note = ("inductive with the producer strengthening (strengthen_producers): holds in "
+                    "every reachable state at these bounds, at any depth")
             if p.cti:
                 echo(f"counterexample to induction for {name} (breaks {p.failing}):\n{p.cti}")
         rows.append((name, "induction", p.verdict, p.seconds, note))
