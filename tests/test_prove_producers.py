@@ -14,6 +14,8 @@ from checkers.prove.bmc import bmc
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, diameter,
                                          draw_states, z3_agrees)
 from checkers.prove.encoding import Encoding
+from checkers.prove.induction import prove
+from checkers.prove.strengthen import NEEDS
 from spec import Model, make_config
 from tests.conftest import run_kafkaverify
 
@@ -111,6 +113,37 @@ def test_idempotent_producer_proved_at_the_diameter():
     assert r2.status == "unknown" and "bounds" in r2.message
 
 
+def test_idempotent_producer_proved_by_induction_at_4_and_5_in_flight():
+    """Induction with the producer strengthening (checkers/prove/strengthen_producers.py, each
+    lemma checked on reachable states in tests/test_prove_lemmas.py): both promises hold in
+    every reachable state with 4 and with 5 batches in flight, whatever the depth."""
+    for k in (4, 5):
+        model = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": k}))
+        for name in ("ProducerSendOrder", "ProducerExactlyOnce"):
+            r = prove(model, name, time_limit=120)
+            assert r.verdict == "proved", (k, name, r.failing, r.cti)
+
+
+def test_producer_induction_can_fail(monkeypatch):
+    """The induction step can fail: a leader remembering only its last 2 batches answers a
+    retry of the third-newest with OUT_OF_ORDER_SEQUENCE_NUMBER (the lemmas say every answer is
+    OK), and without the lemma on the connection the invariants alone are not inductive."""
+    model = Model(make_config("current", **{**DROPS, "records": 3, "max_in_flight": 3}))
+    r = prove(model, "ProducerExactlyOnce", strengthening=tuple(
+        n for n in NEEDS["ProducerExactlyOnce"] if n != "ProducerConnection"), time_limit=120)
+    assert r.verdict == "unknown" and r.cti
+    monkeypatch.setattr(pm, "RETAINED", 2)
+    r = prove(model, "ProducerExactlyOnce", time_limit=120)
+    assert r.verdict == "unknown" and r.cti and "ProducerConnection" in r.failing
+    assert "handles producer p0's next request" in r.cti
+
+
+def test_producer_induction_outside_its_bounds_is_unknown():
+    model = Model(make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6}))
+    r = prove(model, "ProducerExactlyOnce", time_limit=60)
+    assert r.verdict == "unknown" and "retained" in r.failing
+
+
 def test_prove_cli_refutes_reordering_and_replay_reproduces(tmp_path):
     """BMC finds the reordering (one exhaustive query over paths of at most 16 steps); the
     z3 path, checked on spec by bmc, is written as a trace that `kafkaverify replay` runs on
@@ -137,11 +170,27 @@ def test_prove_cli_proves_idempotent_producer():
                         "--exhaustive", "--write-slots", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("proved") == 2 and "ProducerExactlyOnce" in r.stdout
-    # below the diameter nothing is proved: exit 2
+    # below the diameter BMC proves nothing ("clean"); induction then does, where the producer
+    # strengthening applies ...
     r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "1",
                         "--max-in-flight", "1", "--retries", "2", "--crashes", "0",
                         "--elections", "0", "--min-isr", "1", "--depth", "5", "--exhaustive")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "clean" in r.stdout and r.stdout.count("induction") >= 2
+    # ... and where it does not (more dropped connections than retries), nothing is proved: exit 2
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "1",
+                        "--max-in-flight", "1", "--retries", "2", "--crashes", "0", "--losses", "3",
+                        "--elections", "0", "--min-isr", "1", "--depth", "5", "--exhaustive")
     assert r.returncode == 2, r.stdout + r.stderr
+    assert "proved" not in r.stdout
+
+
+def test_prove_cli_proves_5_in_flight_by_induction():
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "5",
+                        "--max-in-flight", "5", "--retries", "2", "--idempotence", "on",
+                        "--crashes", "0", "--elections", "0", "--min-isr", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("induction") == 2 and r.stdout.count("proved") == 2
 
 
 def test_prove_cli_producer_usage_errors():

@@ -143,10 +143,13 @@ def cti_story(enc: Encoding, m, s, t, inst) -> str:
     d, e = concretize(m, s), concretize(m, t)
     a = enc.spec_action(inst, d)
     lines = ["  pre-state:"]
-    for st, head in ((enc.to_state(d), None), (enc.to_state(e), a)):
+    for st, head in ((enc.to_state(d), None), (None if e[("g", "oob")] else enc.to_state(e), a)):
         if head is not None:
             lines.append(f"    1. {head.describe()}")
             lines.append("  post-state:")
+        if st is None:
+            lines.append("         past the encoding's slots (more writes, batches or requests)")
+            continue
         sm = summary(st)
         lines += [f"         {x}" for x in [sm["zk"]] + sm["brokers"]]
         lines.append(f"         acked={sm['acked']} exposed={list(st.exposed)} in_flight={sm['in_flight']}")

@@ -42,15 +42,25 @@ from spec import rules
 _INIT: dict = {}
 
 
-def applies(cfg) -> str | None:
-    """None when the lemmas below describe cfg's reachable states; else why not."""
-    if cfg.producers != 1 or cfg.consumers:
-        return "the producer strengthening is written for one producer and no consumers"
+def quiet(cfg) -> str | None:
+    """None when QuietLeader describes cfg's reachable states; else why not."""
     if cfg.brokers != 1 or cfg.crashes or cfg.elections or cfg.pauses:
         return "the producer strengthening is written for one broker that never crashes, pauses or loses an election"
+    return None
+
+
+def applies(cfg, *, retained: bool = True) -> str | None:
+    """None when the lemmas below describe cfg's reachable states; else why not. With
+    `retained` False the bound on records (the broker's retained batches) is not asked: the
+    lemmas then describe the states before the first batch falls out of the retained ones
+    (`guide`)."""
+    if cfg.producers != 1 or cfg.consumers:
+        return "the producer strengthening is written for one producer and no consumers"
+    if quiet(cfg):
+        return quiet(cfg)
     if not cfg.idempotence or cfg.acks != "all" or cfg.min_isr > 1:
         return "the producer strengthening is written for an idempotent producer with acks=all and min ISR 1"
-    if cfg.records > rules.BATCHES_RETAINED:
+    if retained and cfg.records > rules.BATCHES_RETAINED:
         return (f"the producer strengthening needs at most {rules.BATCHES_RETAINED} records "
                 f"(the broker's retained batches)")
     if cfg.losses > cfg.retries:
@@ -78,9 +88,7 @@ def _initial(e) -> dict:
     return _INIT[key]
 
 
-def quiet_leader(e, s):
-    if applies(e.cfg):
-        return True
+def _quiet_leader(e, s):
     init = _initial(e)
     out = [EQ(s[k], v) for k, v in init.items() if not _moving(k)]
     b = lambda f, *k: s[("b", 0, f) + k]   # noqa: E731
@@ -100,9 +108,7 @@ def _acked(s):
     return _p(s, "nxt") - _p(s, "nb")
 
 
-def producer_log(e, s):
-    if applies(e.cfg):
-        return True
+def _producer_log(e, s):
     n = s[("g", "produced")]
     out = [n <= _p(s, "nxt")]
     for w in range(e.prods.W):
@@ -111,9 +117,7 @@ def producer_log(e, s):
     return AND(*out)
 
 
-def producer_window(e, s):
-    if applies(e.cfg):
-        return True
+def _producer_window(e, s):
     pr = e.prods
     a = _acked(s)
     nb, nq, nr, nxt = _p(s, "nb"), _p(s, "nq"), _p(s, "nr"), _p(s, "nxt")
@@ -129,9 +133,7 @@ def producer_window(e, s):
     return AND(*out)
 
 
-def producer_connection(e, s):
-    if applies(e.cfg):
-        return True
+def _producer_connection(e, s):
     pr = e.prods
     a = _acked(s)
     nq, nr, n = _p(s, "nq"), _p(s, "nr"), s[("g", "produced")]
@@ -152,9 +154,7 @@ def producer_connection(e, s):
     return AND(*out)
 
 
-def producer_outcomes(e, s):
-    if applies(e.cfg):
-        return True
+def _producer_outcomes(e, s):
     a = _acked(s)
     out = [a <= s[("g", "produced")]]
     for k in range(e.prods.RP):
@@ -164,10 +164,29 @@ def producer_outcomes(e, s):
     return AND(*out)
 
 
-PRODUCER_STRENGTHENING = {
-    "QuietLeader": quiet_leader,
-    "ProducerLog": producer_log,
-    "ProducerWindow": producer_window,
-    "ProducerConnection": producer_connection,
-    "ProducerOutcomes": producer_outcomes,
+def _lemma(body, gate):
+    """The lemma: `body` where `gate` says it applies, else True (it asserts nothing)."""
+    def lemma(e, s):
+        return True if gate(e.cfg) else body(e, s)
+    lemma.__name__, lemma.__doc__ = body.__name__.lstrip("_"), body.__doc__
+    return lemma
+
+
+_BODIES = {
+    "QuietLeader": (_quiet_leader, quiet),
+    "ProducerLog": (_producer_log, applies),
+    "ProducerWindow": (_producer_window, applies),
+    "ProducerConnection": (_producer_connection, applies),
+    "ProducerOutcomes": (_producer_outcomes, applies),
 }
+PRODUCER_STRENGTHENING = {name: _lemma(body, gate) for name, (body, gate) in _BODIES.items()}
+
+
+def guide(cfg):
+    """The lemmas as a path guide for a refutation search (bmc's `guide`): their formulas
+    without the bound on records. Past five records they describe the states before the first
+    retried batch falls out of the broker's retained ones, so a search for the duplicate may
+    ask every state but the last few to satisfy them: an under-approximation (a path found is
+    replayed on spec), never a proof. Returns the formulas, or why they do not apply."""
+    why = applies(cfg, retained=False)
+    return why if why else [body for body, _ in _BODIES.values()]
