@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from checkers.prove import producers as pm
 from checkers.prove.bmc import bmc
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, diameter,
@@ -16,6 +18,7 @@ from checkers.prove.differential import (DiffReport, bfs_states, compare_state, 
 from checkers.prove.encoding import Encoding
 from checkers.prove.induction import prove
 from checkers.prove.strengthen import NEEDS
+from checkers.prove.strengthen_producers import guide
 from spec import Model, make_config
 from tests.conftest import run_kafkaverify
 
@@ -144,6 +147,34 @@ def test_producer_induction_outside_its_bounds_is_unknown():
     assert r.verdict == "unknown" and "retained" in r.failing
 
 
+def test_guided_search_is_a_refutation_search_only():
+    """The guided search (paths that keep the producer strengthening but in their last steps)
+    under-approximates: finding nothing is "unknown", never "clean"; it needs one_query."""
+    model = Model(make_config("current", **{**DROPS, "records": 1, "max_in_flight": 1}))
+    r = bmc(model, 7, invariants=("ProducerExactlyOnce",), one_query=True, writes=1, bits=8,
+            guide=guide(model.config), guide_tail=2, time_limit=60)
+    assert r.status == "unknown" and "proves nothing" in r.message
+    with pytest.raises(ValueError):
+        bmc(model, 7, guide=guide(model.config), time_limit=60)
+    assert "one broker" in guide(make_config("current", **{**DROPS, "brokers": 2}))
+
+
+@pytest.mark.slow
+def test_guided_search_refutes_the_6_in_flight_duplicate(tmp_path):
+    """One guided BMC query at the explorer's depth finds the duplicate with 6 batches in
+    flight (about 30-40 s of CPU) and the trace replays on spec to the same violation:
+    pytest -m slow tests/test_prove_producers.py."""
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "6",
+                        "--max-in-flight", "6", "--retries", "2", "--idempotence", "on",
+                        "--crashes", "0", "--elections", "0", "--min-isr", "1", "--depth", "25",
+                        "--guided", "5", "--write-slots", "7", "--out", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refuted" in r.stdout and "guided" in r.stdout
+    (trace,) = tmp_path.glob("*.jsonl")
+    rep = run_kafkaverify("replay", str(trace))
+    assert "VIOLATION of ProducerExactlyOnce" in rep.stdout
+
+
 def test_prove_cli_refutes_reordering_and_replay_reproduces(tmp_path):
     """BMC finds the reordering (one exhaustive query over paths of at most 16 steps); the
     z3 path, checked on spec by bmc, is written as a trace that `kafkaverify replay` runs on
@@ -200,7 +231,12 @@ def test_prove_cli_producer_usage_errors():
                   "--write-slots", "2"],
                  ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--retries", "1",
                   "--idempotence", "off", "--max-in-flight", "2", "--depth", "3"],
-                 ["--invariant", "ProducerSendOrder"]):
+                 ["--invariant", "ProducerSendOrder"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--guided", "2"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--depth", "5",
+                  "--exhaustive", "--guided", "2"],
+                 ["--producers", "1", "--brokers", "2", "--min-isr", "1", "--depth", "5",
+                  "--guided", "2"]):
         r = run_kafkaverify("prove", *args)
         assert r.returncode == 3, (args, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr
