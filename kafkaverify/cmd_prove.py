@@ -149,11 +149,11 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
             note = f"not inductive: breaks {p.failing}" if p.cti else (p.failing or "")
             if name in CLIENT_PROPS and not p.cti:
                 note += "; exhaustive BMC may settle it: --exhaustive with --depth at least the diameter"
+            if p.cti:
+                echo(f"counterexample to induction for {name} (breaks {p.failing}):\n{p.cti}")
         elif name in CLIENT_PROPS:
             note = ("inductive with the producer strengthening (strengthen_producers): holds in "
                     "every reachable state at these bounds, at any depth")
-            if p.cti:
-                echo(f"counterexample to induction for {name} (breaks {p.failing}):\n{p.cti}")
         rows.append((name, "induction", p.verdict, p.seconds, note))
     verdicts = {r[2] for r in rows}
     code = (exitcodes.VIOLATION if "refuted" in verdicts else
