@@ -103,10 +103,10 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     encoding's slots excluded. It under-approximates (a violation that later goes away, or a
     path needing more slots, is not sought), so "clean" proves nothing: the answer is then
     "unknown"; a path found is replayed on spec like any other. `guide` (with `one_query`):
-    formulas over an encoded state that every state of the path but the last `guide_tail`
-    must satisfy (strengthen_producers.guide: the search follows the producer's normal
-    behaviour and leaves it only near the end) — a further under-approximation, far cheaper
-    to search."""
+    (formula over an encoded state, to_end) pairs; every state of the path must satisfy the
+    formulas with to_end, every state but the last `guide_tail` the others
+    (strengthen_producers.guide: the search follows the producer's normal behaviour and
+    leaves it only near the end) — a further under-approximation, far cheaper to search."""
     if guide and not one_query:
         raise ValueError("a guide under-approximates: only with one_query")
     with bitvectors(bits):
@@ -135,8 +135,8 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
                            keep_oob=exhaustive)
         if (exhaustive or one_query) and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
-        if guide and k <= depth - guide_tail:
-            cons += [_zb(f(enc, nxt)) for f in guide]
+        if guide:
+            cons += [_zb(f(enc, nxt)) for f, to_end in guide if to_end or k <= depth - guide_tail]
         states.append(nxt)
         choices.append(ch)
         b = bad(enc, names, states[-2], nxt)

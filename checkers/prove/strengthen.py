@@ -66,6 +66,10 @@ Positions     a running leader's own position is its log end; a follower it has 
 LeaderStays   without pauses a running leader (or a request making one) keeps the store's
               leadership and election session; no other broker leads a later epoch.
 
+For the producer invariants (ProducerSendOrder, ProducerExactlyOnce) on a quiet single broker,
+documented in checkers/prove/strengthen_producers.py (that file owns them; their names here):
+QuietLeader, ProducerLog, ProducerWindow, ProducerConnection, ProducerOutcomes.
+
 Each is checked on states the explicit model reaches (tests/test_prove_lemmas.py).
 Which strengthening each invariant's proof uses: NEEDS below.
 """

@@ -45,7 +45,8 @@ _INIT: dict = {}
 def quiet(cfg) -> str | None:
     """None when QuietLeader describes cfg's reachable states; else why not."""
     if cfg.brokers != 1 or cfg.crashes or cfg.elections or cfg.pauses:
-        return "the producer strengthening is written for one broker that never crashes, pauses or loses an election"
+        return ("the producer strengthening is written for one broker that never crashes, "
+                "pauses or loses an election")
     return None
 
 
@@ -59,7 +60,8 @@ def applies(cfg, *, retained: bool = True) -> str | None:
     if quiet(cfg):
         return quiet(cfg)
     if not cfg.idempotence or cfg.acks != "all" or cfg.min_isr > 1:
-        return "the producer strengthening is written for an idempotent producer with acks=all and min ISR 1"
+        return ("the producer strengthening is written for an idempotent producer with "
+                "acks=all and min ISR 1")
     if retained and cfg.records > rules.BATCHES_RETAINED:
         return (f"the producer strengthening needs at most {rules.BATCHES_RETAINED} records "
                 f"(the broker's retained batches)")
@@ -187,6 +189,8 @@ def guide(cfg):
     without the bound on records. Past five records they describe the states before the first
     retried batch falls out of the broker's retained ones, so a search for the duplicate may
     ask every state but the last few to satisfy them: an under-approximation (a path found is
-    replayed on spec), never a proof. Returns the formulas, or why they do not apply."""
+    replayed on spec), never a proof. QuietLeader holds on every reachable state of a quiet
+    broker whatever the records (tests/test_prove_lemmas.py), so it is kept to the end of the
+    path. Returns (formula, kept to the end) pairs, or why they do not apply."""
     why = applies(cfg, retained=False)
-    return why if why else [body for body, _ in _BODIES.values()]
+    return why if why else [(body, gate is quiet) for body, gate in _BODIES.values()]
