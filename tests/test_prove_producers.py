@@ -4,7 +4,9 @@ successors, every producer action exercised); BMC (through the CLI) finds the re
 producer with two batches in flight and the path replays on the explicit model to the same
 violation; exhaustive BMC to the diameter proves an idempotent producer neither reorders nor
 duplicates (1 in flight here; 2 through the CLI; the rest: python -m kafkaverify.bench.prove
-producers); `kafkaverify prove` asks all of it with explore's option names."""
+producers), and induction with the producer strengthening proves it at 4 and 5 in flight (and
+can fail); a guided BMC query finds the 6-in-flight duplicate (slow); `kafkaverify prove` asks
+all of it with explore's option names."""
 from __future__ import annotations
 
 from collections import Counter
@@ -119,12 +121,14 @@ def test_idempotent_producer_proved_at_the_diameter():
 def test_idempotent_producer_proved_by_induction_at_4_and_5_in_flight():
     """Induction with the producer strengthening (checkers/prove/strengthen_producers.py, each
     lemma checked on reachable states in tests/test_prove_lemmas.py): both promises hold in
-    every reachable state with 4 and with 5 batches in flight, whatever the depth."""
-    for k in (4, 5):
-        model = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": k}))
+    every reachable state with 4 and with 5 batches in flight, whatever the depth (and with 4
+    records, 2 in flight and 2 dropped connections)."""
+    for k, in_flight, drops in ((4, 4, 1), (5, 5, 1), (4, 2, 2)):
+        model = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": in_flight,
+                                                "losses": drops}))
         for name in ("ProducerSendOrder", "ProducerExactlyOnce"):
             r = prove(model, name, time_limit=120)
-            assert r.verdict == "proved", (k, name, r.failing, r.cti)
+            assert r.verdict == "proved", (k, in_flight, drops, name, r.failing, r.cti)
 
 
 def test_producer_induction_can_fail(monkeypatch):

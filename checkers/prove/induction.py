@@ -142,13 +142,19 @@ def cti_story(enc: Encoding, m, s, t, inst) -> str:
     from spec.state import summary
     d, e = concretize(m, s), concretize(m, t)
     a = enc.spec_action(inst, d)
+    def state(x):
+        try:
+            return None if x[("g", "oob")] else enc.to_state(x)
+        except KeyError:        # a count past its slots (a pre-state the strengthening allows)
+            return None
     lines = ["  pre-state:"]
-    for st, head in ((enc.to_state(d), None), (None if e[("g", "oob")] else enc.to_state(e), a)):
+    for st, head in ((state(d), None), (state(e), a)):
         if head is not None:
             lines.append(f"    1. {head.describe()}")
             lines.append("  post-state:")
         if st is None:
-            lines.append("         past the encoding's slots (more writes, batches or requests)")
+            lines.append("         past the encoding's slots (more writes, batches, requests or "
+                         "answers than it holds)")
             continue
         sm = summary(st)
         lines += [f"         {x}" for x in [sm["zk"]] + sm["brokers"]]

@@ -23,7 +23,8 @@ ProducerLog      write w < produced is record w of producer 0 with sequence w in
 ProducerWindow   the producer has its epoch (0) before anything is sent, no epoch bump or
                  unresolved sequence pending, next sequence = records handed over; its batches
                  are the records a .. nxt-1 with sequence = record, the in-flight ones a prefix
-                 as long as the connection, each tried at most once per dropped connection.
+                 as long as the connection (at most max.in.flight), each tried at most once per
+                 dropped connection.
 ProducerConnection
                  the answers on the connection are OK for the records a, a+1, ... with their
                  offsets, each written; then the requests for the next records in flight, in
@@ -127,7 +128,8 @@ def _producer_window(e, s):
     out = [OR(EQ(_p(s, "pe"), -1), EQ(_p(s, "pe"), 0)),
            IMPLIES(EQ(_p(s, "pe"), -1), AND(EQ(nxt, 0), EQ(nb, 0), EQ(nq, 0), EQ(nr, 0))),
            EQ(_p(s, "bump"), -1), EQ(_p(s, "seqn"), nxt),
-           nb >= 0, nb <= nxt, nxt <= pr.RP, nq >= 0, nr >= 0, flying <= nb, s[("g", "losses")] >= 0]
+           nb >= 0, nb <= nxt, nxt <= pr.RP, nq >= 0, nr >= 0, flying <= nb,
+           flying <= e.cfg.max_in_flight, s[("g", "losses")] >= 0]
     for j in range(pr.B):
         out.append(IMPLIES(j < nb, AND(EQ(_p(s, "bk", j), a + j), EQ(_p(s, "bs", j), a + j),
                                        _p(s, "bt", j) >= 0, _p(s, "bt", j) <= s[("g", "losses")],

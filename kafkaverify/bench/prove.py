@@ -151,7 +151,8 @@ def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
               f"{load:.1f} |", flush=True)
 
 
-def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16) -> None:
+def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
+                           start: int = 1) -> None:
     """Induction with the producer strengthening for 1..5 in flight (K records, K in flight),
     beside the same run's exhaustive BMC to the diameter (the earlier proof) as the baseline;
     with upto 6, the guided refutation of the duplicate beside the same query unguided."""
@@ -167,7 +168,7 @@ def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, 
     print("| in flight | invariants | method | verdict | s | CPU s | baseline: exhaustive BMC to the "
           "diameter | baseline s | ratio | load (1 min) |\n|---|---|---|---|---:|---:|---|---:|---:|---:|")
     invs = ("ProducerSendOrder", "ProducerExactlyOnce")
-    for k in range(1, upto + 1):
+    for k in range(start, upto + 1):
         m = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": k}))
         load = os.getloadavg()[0]
         t0, c0 = time.monotonic(), cpu()
@@ -189,9 +190,10 @@ def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, 
         print(f"| {k} | {', '.join(invs)} | induction, producer strengthening | {verdict} | {secs:.1f} | "
               f"{cs:.1f} | {base} | {bs:.1f} | {ratio} | {load:.1f} |", flush=True)
     if guided_upto >= 6:
-        # the duplicate: one guided query at the explorer's depth (25), 7 write slots, 8-bit
-        # fields (kafkaverify prove --guided), beside the same query unguided
+        # the duplicate (ProducerExactlyOnce): one guided query at the explorer's depth (25), 7
+        # write slots, 8-bit fields (kafkaverify prove --guided), beside the same query unguided
         from checkers.prove.strengthen_producers import guide
+        invs = ("ProducerExactlyOnce",)
         m = Model(make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6}))
         load = os.getloadavg()[0]
         t0, c0 = time.monotonic(), cpu()
@@ -229,11 +231,13 @@ def main(argv=None) -> None:
     ap.add_argument("--baseline", action="store_true",
                     help="also run each proof over every action instance (no symmetry reduction) "
                          "and print the ratio, same run")
+    ap.add_argument("--from", dest="start", type=int, default=1,
+                    help="producer-induction: first in-flight case")
     ap.add_argument("--baseline-limit", type=float, default=120.0,
                     help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
     if a.what == "producer-induction":
-        run_producer_induction(a.time_limit, a.upto, a.baseline_limit, a.bits)
+        run_producer_induction(a.time_limit, a.upto, a.baseline_limit, a.bits, a.start)
     elif a.what == "producers":
         run_producers(a.time_limit, a.upto, a.bits)
     elif a.what == "fixes":
