@@ -8,6 +8,10 @@ state violating any of them. MonotonicEpochs is a property of steps: proved when
 state satisfying the strengthening goes back. A query that finds a step is a CTI: the
 invariant is then reported unknown (the pre-state need not be reachable), unless spec can
 reach the failing state, which BMC decides separately.
+
+The producer invariants use the strengthening of checkers/prove/strengthen_producers.py where
+it applies (else: unknown, saying why); for them the encoding's slots are a goal of the step,
+not an assumption, so a proof with few write slots still covers every reachable state.
 """
 from __future__ import annotations
 
