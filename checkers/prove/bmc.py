@@ -87,7 +87,8 @@ def bad(enc: Encoding, names: list[str], prev, s):
 
 def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
-        exhaustive: bool = False, writes: int | None = None, bits: int = 0) -> BmcResult:
+        exhaustive: bool = False, writes: int | None = None, bits: int = 0,
+        one_query: bool = False, guide: list | None = None, guide_tail: int = 0) -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
@@ -95,12 +96,26 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     not excluded but sought as well (found: "unknown", the bounds were too small), so the
     encoding's slots may be chosen small (`writes`: producer writes and log slots) without
     losing soundness. `bits`: integer fields as signed bit-vectors of that width, solved by
-    bit-blasting to SAT (sym.bitvectors)."""
+    bit-blasting to SAT (sym.bitvectors).
+
+    `one_query`, a search for a refutation only: one query at `depth` over paths that may stop
+    early (trailing stutter), asking for a violation in the final state, paths past the
+    encoding's slots excluded. It under-approximates (a violation that later goes away, or a
+    path needing more slots, is not sought), so "clean" proves nothing: the answer is then
+    "unknown"; a path found is replayed on spec like any other. `guide` (with `one_query`):
+    (formula over an encoded state, to_end) pairs; every state of the path must satisfy the
+    formulas with to_end, every state but the last `guide_tail` the others
+    (strengthen_producers.guide: the search follows the producer's normal behaviour and
+    leaves it only near the end) — a further under-approximation, far cheaper to search."""
+    if guide and not one_query:
+        raise ValueError("a guide under-approximates: only with one_query")
     with bitvectors(bits):
-        return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits)
+        return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
+                    one_query, guide, guide_tail)
 
 
-def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits) -> BmcResult:
+def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
+         one_query=False, guide=None, guide_tail=0) -> BmcResult:
     cfg = model.config
     enc = Encoding(cfg, writes=writes)
     names = names_for(cfg, invariants)
@@ -116,16 +131,19 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
         ch = int_var(f"a{k}")
-        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive, keep_oob=exhaustive)
-        if exhaustive and choices:
+        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
+                           keep_oob=exhaustive)
+        if (exhaustive or one_query) and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
+        if guide:
+            cons += [_zb(f(enc, nxt)) for f, to_end in guide if to_end or k <= depth - guide_tail]
         states.append(nxt)
         choices.append(ch)
         b = bad(enc, names, states[-2], nxt)
         viol.append(b)
         if exhaustive:
             oob.append(nxt[("g", "oob")])
-        if exhaustive and k < depth:
+        if (exhaustive or one_query) and k < depth:
             continue
         # One query per depth through a simplifying tactic pipeline: measured faster than an
         # incremental solver (reference/spark.md).
@@ -144,9 +162,13 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
                                      "requests than its slots): no verdict")
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
-                           viol if exhaustive else None)
+                           viol if exhaustive or one_query else None)
         if r == z3.unknown:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
+        if one_query:
+            return BmcResult("unknown", depth, time.monotonic() - t0,
+                             message=f"no path of at most {depth} steps within the slots ends in "
+                                     f"a violation (a search for a refutation: proves nothing)")
     return BmcResult("clean", depth, time.monotonic() - t0)
 
 
