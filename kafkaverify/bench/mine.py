@@ -225,13 +225,13 @@ def main(runs, distinct, ops, seed, buckets, engines, workdir, dataset, one_args
         return
     if dataset and workdir:
         raise click.UsageError("--dataset mines an existing dataset; --dir says where to generate one")
-    print(f"seed={seed} runs={runs} distinct={distinct} ops={ops} buckets={buckets} engines={engines} "
-          f"python={platform.python_version()} cpus={os.cpu_count()}", flush=True)
+    what = (f"dataset={dataset}" if dataset else
+            f"seed={seed} runs={runs} distinct={distinct} ops={ops} buckets={buckets}")
+    print(f"{what} engines={engines} python={platform.python_version()} cpus={os.cpu_count()}",
+          flush=True)
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-bench-mine-"))
     ds = Path(dataset) if dataset else d / "ds"
-    if dataset:
-        print(f"mining the existing dataset {ds} (no generation)", flush=True)
-    else:
+    if not dataset:
         if ds.exists():
             shutil.rmtree(ds)
         from checkers.history.gen_runs import generate_dataset
