@@ -217,17 +217,23 @@ def test_witnesses_are_not_superlinear_in_anomalies():
     assert counts(v.anomalies)["inconsistent-offsets"] == n
 
 
-def test_ids_out_of_invoke_order_agree(tmp_path):
-    """Operation ids need not follow invoke order: pairing then sorts instead of taking the
-    invokes' order as sorted (the merge join's precondition), and verdicts stay the oracle's."""
+def _shuffled_ids(h, seed: int):
+    """`h` with its operation ids permuted (seeded): id order is then not invoke order."""
     import random
-    h = generate(Params(seed=3, ops=1500, partitions=2), {"lost-write": 0.1, "poll-skip": 0.1})
     ids = [op.id for op in h.ops]
     shuffled = ids[:]
-    random.Random(3).shuffle(shuffled)
+    random.Random(seed).shuffle(shuffled)
     to = dict(zip(ids, shuffled))
     for op in h.ops:
         op.id = to[op.id]
+    return h
+
+
+def test_ids_out_of_invoke_order_agree(tmp_path):
+    """Operation ids need not follow invoke order: pairing then sorts instead of taking the
+    invokes' order as sorted (the merge join's precondition), and verdicts stay the oracle's."""
+    h = _shuffled_ids(generate(Params(seed=3, ops=1500, partitions=2),
+                               {"lost-write": 0.1, "poll-skip": 0.1}), 3)
     for ext in ("parquet", "jsonl"):
         path = tmp_path / f"perm.{ext}"
         write(path, h.header, history_events(h.ops))
@@ -240,18 +246,10 @@ def test_screens_out_of_time_order_agree(kind, tmp_path):
     """Operations whose id order is not their time order: the order screens (a consumer's
     polls, a producer's sends) then sort by (key, invoke time, id) instead of stably by key,
     and verdicts stay the oracle's."""
-    import random
-
     import polars as pl
 
     from checkers.history import columnar
-    h = generate(Params(seed=5, ops=1500, partitions=3, consumers=2), {kind: 0.1})
-    ids = [op.id for op in h.ops]
-    shuffled = ids[:]
-    random.Random(5).shuffle(shuffled)
-    to = dict(zip(ids, shuffled))
-    for op in h.ops:
-        op.id = to[op.id]
+    h = _shuffled_ids(generate(Params(seed=5, ops=1500, partitions=3, consumers=2), {kind: 0.1}), 5)
     path = tmp_path / "perm.parquet"
     write(path, h.header, history_events(h.ops))
     r = _same(load(path), path)
