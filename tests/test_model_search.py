@@ -71,6 +71,24 @@ def test_swarm_walks_are_reproducible_from_their_seed():
     assert (a.steps, a.walks, a.violation) == (b.steps, b.walks, b.violation)
 
 
+def test_portfolio_finds_kip279_on_three_brokers_and_the_story_replays():
+    """KIP-279's bug (a follower keeps a suffix the leader never had, when the leader's answer
+    names an epoch the follower lacks) lies past any depth breadth-first search reaches on three
+    brokers; the swarm's first seed finds it within a few thousand steps (the weights keep the
+    protocol's kinds on), and the shrunk counterexample replays on the model as reported."""
+    from checkers.model_trace import DEFAULTS_3
+    model = Model(make_config("current", ("epoch-end-offset",), brokers=3, **DEFAULTS_3))
+    r = search(model, bfs_max_states=200, time_limit=120, seed=0, workers=1)
+    assert r.status == "violation" and r.found_by.startswith("swarm random walks")
+    assert r.invariant in ("StrongIsr", "LogMatching")
+    s = model.initial()
+    for a, want in zip(r.path, r.states):
+        assert a in model.enabled(s)
+        s = model.step(s, a)
+        assert s == want
+    assert model.violation(s)[0] == r.invariant
+
+
 def test_walk_memo_changes_no_draw():
     """The memo only remembers a pure model's answers: walks with one shared across seeds, or
     one too small to keep anything for long, are the walks without it."""
