@@ -4,6 +4,7 @@ fix's first counterexample — the fingerprint explorer against the previous exp
 
     python -m kafkaverify.bench.model [--exhaustive '{"records": 1}'] [--fix-limit 300]
                                       [--baseline-limit 0] [--skip-fixes] [--skip-exhaustive]
+                                      [--walks N]
 
 Each exhaustive variant (previous explorer; new explorer on one worker; on two) runs in a fresh
 process, so its peak resident memory is its own: bytes per state = (peak RSS of the run's
@@ -138,6 +139,38 @@ def fixes(fix_limit: float, baseline_limit: float) -> None:
                   if b.status == "violation" else f"{b.status} at depth {b.depth}, {b.seconds:.0f}s"))
 
 
+def walks(n: int) -> None:
+    """Swarm walks with the memo (checkers/portfolio.py WalkMemo) against the same walks asking
+    the model every time, in the same run: `current --brokers 3` (no violation, so every seed
+    walks its full round), seeds 0..n-1, one process each way."""
+    from checkers.model_trace import DEFAULTS_3
+    from checkers.portfolio import ROUND_STEPS, WalkMemo, swarm_walks
+    from spec import Model, make_config
+
+    class Asking(WalkMemo):
+        def enabled(self, s):
+            return self.model.enabled(s)
+
+        def step(self, s, a):
+            m = self.model
+            t = m.step(s, a)
+            return t, m.step_violation(s, t) or m.violation(t)
+
+    model = Model(make_config("current", brokers=3, **DEFAULTS_3))
+    got = {}
+    for label, memo in (("model asked every step (baseline)", Asking(model)), ("WalkMemo", WalkMemo(model))):
+        c0, t0 = _cpu(), time.monotonic()
+        rs = [swarm_walks(model, s, ROUND_STEPS, memo=memo) for s in range(n)]
+        wall, cpu = time.monotonic() - t0, _cpu() - c0
+        steps = sum(r.steps for r in rs)
+        got[label] = ([(r.steps, r.walks, r.violation) for r in rs], steps / cpu)
+        print(f"walks, {label:34} {steps:>9,} steps {wall:>7.1f}s wall {cpu:>7.1f}s CPU "
+              f"{steps / cpu:>8,.0f} steps/CPU-s", flush=True)
+    (a, ra), (b, rb) = got.values()
+    assert a == b, "the memo changed a walk"
+    print(f"walks: same {n} seeds step for step; WalkMemo / baseline: {rb / ra:.2f}x steps per CPU-second")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--exhaustive", default=json.dumps(DEFAULT_EXHAUSTIVE),
@@ -147,6 +180,8 @@ def main() -> None:
                     help="also the previous explorer's BFS per fix for this long (0: not run)")
     ap.add_argument("--skip-fixes", action="store_true")
     ap.add_argument("--skip-exhaustive", action="store_true")
+    ap.add_argument("--walks", type=int, default=0, metavar="N",
+                    help="also time N seeds of swarm walks with and without the walk memo")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     bounds = json.loads(args.exhaustive)
@@ -155,6 +190,8 @@ def main() -> None:
         return
     if not args.skip_exhaustive:
         exhaustive(bounds)
+    if args.walks:
+        walks(args.walks)
     if not args.skip_fixes:
         fixes(args.fix_limit, args.baseline_limit)
     print("yardstick (quoted): TLC ~12,000 distinct states per CPU-second on the public Kafka specs")
