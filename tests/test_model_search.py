@@ -92,12 +92,12 @@ def test_portfolio_finds_kip279_on_three_brokers_and_the_story_replays():
 def test_walk_memo_changes_no_draw():
     """The memo only remembers a pure model's answers: walks with one shared across seeds, or
     one too small to keep anything for long, are the walks without it."""
-    model = Model(make_config("current", ("maximal-isr",), brokers=3))
-    plain = [swarm_walks(model, s, 3000) for s in range(3)]
+    model = Model(make_config("current", brokers=3))
+    plain = [swarm_walks(model, s, 2000) for s in range(3)]
     shared = WalkMemo(model)
     tiny = WalkMemo(model, max_entries=50)
     for memo in (shared, tiny):
-        got = [swarm_walks(model, s, 3000, memo=memo) for s in range(3)]
+        got = [swarm_walks(model, s, 2000, memo=memo) for s in range(3)]
         assert [(g.steps, g.walks, g.violation) for g in got] == \
             [(p.steps, p.walks, p.violation) for p in plain]
     assert len(shared.acts) > 100 and len(tiny.acts) <= 50
