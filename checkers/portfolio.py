@@ -54,8 +54,9 @@ def swarm_weights(rng: random.Random) -> dict[str, float]:
     protocol kind only with 1/20, since most bugs need nearly all of them: with every kind off at
     1/5, fewer than one seed in ten kept the dozen protocol kinds a three-broker bug uses, and
     seeds 0-99 at 20,000 steps found neither KIP-279's nor KIP-320's bug; with 1/20, seeds 0-59
-    found KIP-279's four times and KIP-320's once (BENCHMARKS.md). (A per-broker factor on deliveries, a slow link, was tried: it
-    found no new bug and lost KAFKA-7164's within five minutes.)"""
+    found KIP-279's four times and KIP-320's once (BENCHMARKS.md). (A per-broker factor on
+    deliveries, a slow link, was tried: it found no new bug and lost KAFKA-7164's within five
+    minutes.)"""
     return {k: 0.0 if rng.random() < (FAULT_OFF if k in FAULT_KINDS else PROTOCOL_OFF)
             else rng.choice((1.0, 3.0, 10.0, 30.0)) for k in ACTION_KINDS}
 
@@ -64,8 +65,9 @@ class WalkMemo:
     """What walks learn about the model, kept across the walks and seeds of one process: the
     enabled actions of a state, and per transition the successor and the violation it shows.
     The model is pure, so a remembered answer is the answer (the walks draw exactly as without
-    it); random walks revisit about half of their states (BENCHMARKS.md), and a lookup costs a
-    hash of the state (~1.5 us) where `enabled`, `step` and the invariants cost ~60 us. Bounded:
+    it). Random walks revisit 40-60% of their states and a lookup costs a hash of the state
+    (~1.5 us) where `enabled`, `step` and the invariants cost ~60 us, yet the gain measured is
+    1.12x steps per CPU-second (BENCHMARKS.md: the rest is the walk's own draws). Bounded:
     past `max_entries` remembered states or transitions, that table starts afresh."""
 
     def __init__(self, model: Model, check_steps: bool = True, max_entries: int = MEMO_ENTRIES):
