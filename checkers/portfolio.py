@@ -29,7 +29,7 @@ from spec import ACTION_KINDS, Model
 BFS_SHARE = 0.3               # of the time budget, for breadth-first search (in whole levels)
 ROUND_STEPS = 20_000          # steps per seed per round
 WALK_LENGTHS = (25, 40, 60, 90)  # shorter ones are breadth-first search's ground
-MEMO_ENTRIES = 250_000        # remembered states, and transitions, per walking process (~0.4 GB at most)
+MEMO_ENTRIES = 250_000        # states, and transitions, per walking process (~0.4 GB)
 
 
 @dataclass
