@@ -57,10 +57,16 @@ def default_workers() -> int:
 def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
             time_limit: float = 600.0, invariants: tuple[str, ...] | None = None,
             progress: Progress | None = None, progress_every: float = 2.0,
-            workers: int = 1) -> SearchResult:
+            workers: int = 1, whole_levels: bool = False) -> SearchResult:
     """Breadth-first search from model.initial(). `invariants` restricts which named invariants
     are checked (None: all active ones; a client invariant named explicitly is checked even
-    where the settings do not promise it). `workers` > 1 forks that many shard processes."""
+    where the settings do not promise it). `workers` > 1 forks that many shard processes.
+
+    `whole_levels`: stop (status "time-limit") at the end of a level when the next one is
+    predicted not to complete within the time limit — its time is the last level's scaled by
+    the frontier's growth — rather than spend the rest of the time on a level that a cut would
+    leave incomplete (an incomplete level excludes no counterexample of its depth). For a
+    caller with a better use for the time (checkers/portfolio.py)."""
     invs = model.invariants if invariants is None else selected(model.config, invariants)
     check_steps = invariants is None or "MonotonicEpochs" in invariants
     t0 = time.monotonic()
@@ -68,12 +74,14 @@ def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
     W = max(1, workers)
     shards = LocalShards(model, invs, check_steps) if W == 1 else ProcessShards(model, invs, check_steps, W)
     try:
-        return _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every)
+        return _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every,
+                       whole_levels)
     finally:
         shards.close()
 
 
-def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every):
+def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every,
+            whole_levels=False):
     from checkers.fingerprint import fingerprint
     from spec.symmetry import canonical
     init = model.initial()
@@ -90,7 +98,7 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
     if v:
         return result("violation", invariant=v[2], message=v[3], depth=0)
     frontier = 1
-    last = t0
+    last = level_start = t0
     cap = max_states // W + 1
     while frontier:
         if depth >= max_depth:
@@ -112,7 +120,7 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
         if stopped:
             return result("time-limit" if "time-limit" in stopped else "state-bound")
         fins = shards.call_all("finish", [None] * W)
-        frontier = sum(n for n, _ in fins)
+        before, frontier = frontier, sum(n for n, _ in fins)
         frontier_peak = max(frontier_peak, sum(b for _, b in fins))
         if distinct > max_states:
             return result("state-bound", depth=depth + (1 if frontier else 0))
@@ -122,6 +130,9 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
         if progress and now - last >= progress_every:
             last = now
             progress(depth, distinct, frontier, now - t0)
+        if whole_levels and frontier and now + (now - level_start) * frontier / before > deadline:
+            return result("time-limit")
+        level_start = now
     return result("exhausted")
 
 

@@ -9,7 +9,7 @@ import pytest
 from checkers.explore import explore
 from checkers.explore_legacy import explore_legacy
 from checkers.fingerprint import FingerprintSet, fingerprint
-from checkers.portfolio import search, swarm_walks
+from checkers.portfolio import WalkMemo, search, swarm_walks
 from spec import Model, make_config
 from spec.symmetry import canonical
 
@@ -69,6 +69,45 @@ def test_swarm_walks_are_reproducible_from_their_seed():
     model = Model(make_config("current", brokers=3))
     a, b = swarm_walks(model, 7, 3000), swarm_walks(model, 7, 3000)
     assert (a.steps, a.walks, a.violation) == (b.steps, b.walks, b.violation)
+
+
+def test_portfolio_finds_kip279_on_three_brokers_and_the_story_replays():
+    """KIP-279's bug (a follower keeps a suffix the leader never had, when the leader's answer
+    names an epoch the follower lacks) lies past any depth breadth-first search reaches on three
+    brokers; the swarm's first seed finds it within a few thousand steps (the weights keep the
+    protocol's kinds on), and the shrunk counterexample replays on the model as reported."""
+    from checkers.model_trace import DEFAULTS_3
+    model = Model(make_config("current", ("epoch-end-offset",), brokers=3, **DEFAULTS_3))
+    r = search(model, bfs_max_states=200, time_limit=120, seed=0, workers=1)
+    assert r.status == "violation" and r.found_by.startswith("swarm random walks")
+    assert r.invariant in ("StrongIsr", "LogMatching")
+    s = model.initial()
+    for a, want in zip(r.path, r.states):
+        assert a in model.enabled(s)
+        s = model.step(s, a)
+        assert s == want
+    assert model.violation(s)[0] == r.invariant
+
+
+def test_walk_memo_changes_no_draw():
+    """The memo only remembers a pure model's answers: walks with one shared across seeds, or
+    one too small to keep anything for long, are the walks without it."""
+    model = Model(make_config("current", brokers=3))
+    plain = [swarm_walks(model, s, 2000) for s in range(3)]
+    shared = WalkMemo(model)
+    tiny = WalkMemo(model, max_entries=50)
+    for memo in (shared, tiny):
+        got = [swarm_walks(model, s, 2000, memo=memo) for s in range(3)]
+        assert [(g.steps, g.walks, g.violation) for g in got] == \
+            [(p.steps, p.walks, p.violation) for p in plain]
+    assert len(shared.acts) > 100 and len(tiny.acts) <= 50
+
+
+def test_whole_levels_never_cuts_a_search_that_has_the_time():
+    model = Model(make_config("current", records=1, crashes=1, elections=1, losses=0))
+    a = explore(model, time_limit=120)
+    b = explore(model, time_limit=120, whole_levels=True)
+    assert a.status == b.status == "exhausted" and (a.distinct, a.depth) == (b.distinct, b.depth)
 
 
 def test_fingerprint_separates_minus_one_from_minus_two_and_ignores_tuple_types():
