@@ -78,6 +78,9 @@ TABLE: dict[str, Row] = {
     "clean: fetch-epoch-fencing (KIP-320 schedule)":             Row("kip-320",           0.1, Q),
     "without epoch-end-offset (random walks)":                   Row("kip-279",          21.0, F),
     "without truncate-on-epoch-change (random walks)":           Row("kafka-7164",       49.0, F),
+    "without fetch-epoch-fencing (swarm walks, three brokers)":  Row("kip-320",          15.0, F),
+    "without isr-expand-epoch-start (swarm walks, three brokers)": Row("kafka-7128",      2.0, F),
+    "clean: fetch-epoch-fencing and isr-expand-epoch-start (swarm walks, three brokers)": Row("kip-320", 35.0, F),
 }
 UNCLASSIFIED = Row("unclassified", 0.0, F)
 

@@ -79,7 +79,8 @@ TEETH: list[tuple[str, str, tuple, dict, tuple | None, str]] = [
 # stated `max_depth` with no violation (twice the depth at which the tooth finds its bug:
 # exhausting these costs minutes, e.g. one pause 591 k states); "walks" are seeded random walks (the fix's tooth is a
 # walk); "script" follows the golden trace's scripted schedule with every fix on, which must
-# stop (a step the fixes forbid) or end clean. Costs: BENCHMARKS.md "Clean stages".
+# stop (a step the fixes forbid) or end clean; "swarm" walks the seeds of SWARM_TEETH at the
+# three-broker defaults with every fix on and must find nothing. Costs: BENCHMARKS.md "Clean stages".
 CLEAN_GENERATION = "kip-966"
 CLEAN: list[tuple[str, str, str, dict, dict]] = [
     ("clean: controller-epoch-fencing (one pause)", "controller-epoch-fencing", "explore",
@@ -103,6 +104,8 @@ CLEAN: list[tuple[str, str, str, dict, dict]] = [
      {}, {"recipe": "model-kafka7128-isr-expansion.jsonl"}),
     ("clean: fetch-epoch-fencing (KIP-320 schedule)", "fetch-epoch-fencing", "script",
      {}, {"recipe": "model-kip320-stale-fetch.jsonl"}),
+    ("clean: fetch-epoch-fencing and isr-expand-epoch-start (swarm walks, three brokers)",
+     "fetch-epoch-fencing", "swarm", {}, {}),
     # Producers and groups (spec/producer.py, spec/group.py): kip-966 has these fixes too.
     ("idempotent producer clean across a leader move (max.in.flight 2)", "idempotent-producer", "explore",
      PRODUCER_FAULT_BOUNDS, {}),
@@ -124,6 +127,20 @@ SIM_TEETH: list[tuple[str, tuple, int, int, tuple, str]] = [
      ("LogMatching",), "LogMatching"),
     ("without truncate-on-epoch-change (random walks)", ("truncate-on-epoch-change",), 1, 1_500_000,
      ("LogMatching",), "LogMatching"),
+]
+
+# The fixes whose bugs need three brokers and a schedule deeper than breadth-first search
+# reaches at three brokers, shown by the search portfolio's own swarm walks
+# (checkers/portfolio.py) at the three-broker defaults of `kafkaverify explore --brokers 3`
+# (checkers/model_trace.cli_defaults): one worker, walk seeds 0, 1, 2, ... in turn, 20,000 steps
+# each, at most SWARM_SEEDS seeds. Bounded by seeds, not time, so every machine gets the same
+# answer; the walk is shrunk and the counterexample is the shrunk one. (name, without, expected
+# invariant). The same fixes' golden traces stay as scripted regressions.
+SWARM_SEEDS = 32
+SWARM_TEETH: list[tuple[str, tuple, str]] = [
+    ("without fetch-epoch-fencing (swarm walks, three brokers)", ("fetch-epoch-fencing",), "StrongIsr"),
+    ("without isr-expand-epoch-start (swarm walks, three brokers)", ("isr-expand-epoch-start",),
+     "LeaderCandidateCompleteness"),
 ]
 
 
@@ -207,6 +224,38 @@ def _simulate_stage(name: str, without: tuple, seed: int, steps: int,
     return StageResult(name, verdict, secs, f"no violation in {r.steps:,} steps (seed {seed})", cmd, (cfg, r))
 
 
+def _swarm_stage(name: str, generation: str, without: tuple, expect: str | None,
+                 seeds: int = SWARM_SEEDS) -> StageResult:
+    """The portfolio's swarm walks at the three-broker defaults, bounded by seeds (SWARM_TEETH).
+    A tooth (`expect` set) must find `expect`; a clean stage (`expect` None) must walk every seed
+    with no violation."""
+    from checkers.model_trace import cli_defaults
+    from checkers.portfolio import ROUND_STEPS, swarm
+    from checkers.shrink_trace import shrink_path
+    from kafkaverify.cmd_model import _config_args
+    from spec import Model, make_config
+    t0 = time.monotonic()
+    cfg = make_config(generation, without, **{**cli_defaults(3), "brokers": 3})
+    model = Model(cfg)
+    hit, steps, _walks, tried = swarm(model, 0, float("inf"), 1, True, max_rounds=seeds)
+    cmd = f"kafkaverify explore {_config_args(cfg)} --workers 1 --seed 0"
+    if hit is None:
+        secs = time.monotonic() - t0
+        detail = f"no violation in {steps:,} steps over walk seeds 0-{tried - 1}"
+        return StageResult(name, "fail" if expect else "pass", secs, detail, cmd)
+    inv, _msg, path = hit.violation
+    spath, states, msg = shrink_path(model, path, inv)
+    secs = time.monotonic() - t0
+    from types import SimpleNamespace          # the shape ci_report reads a counterexample from
+    found = SimpleNamespace(path=spath, states=states, invariant=inv, message=msg)
+    detail = (f"{inv} in {len(spath)} steps (walk seed {hit.seed} of 0-{seeds - 1}, after "
+              f"{steps:,} steps of {ROUND_STEPS:,} per seed, walk of {len(path)} shrunk)")
+    if expect is None:
+        return StageResult(name, "fail", secs, f"{detail}: {msg}", cmd, (cfg, found))
+    if inv != expect:
+        return StageResult(name, "fail", secs, f"expected {expect}, found {detail}", cmd, (cfg, found))
+    return StageResult(name, "pass", secs, detail, cmd, (cfg, found))
+
 def _script_clean_stage(name: str, recipe_file: str) -> StageResult:
     """A golden trace's scripted schedule with every fix on: the schedule must stop at a step the
     fixes forbid, or run to its end with no invariant violated (all of them checked, not only
@@ -238,6 +287,8 @@ def _clean_stage(name: str, kind: str, bounds: dict, limits: dict) -> StageResul
                                generation=CLEAN_GENERATION, bounds=bounds, expect_violation=False)
     if kind == "script":
         return _script_clean_stage(name, limits["recipe"])
+    if kind == "swarm":
+        return _swarm_stage(name, CLEAN_GENERATION, (), None)
     raise ValueError(f"unknown clean-stage kind {kind!r}")
 
 
@@ -357,6 +408,8 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
         for name, without, seed, steps, invs, expect in SIM_TEETH:
             out.append((name, lambda n=name, w=without, sd=seed, st=steps, i=invs, e=expect:
                         _simulate_stage(n, w, sd, st, i, e)))
+        for name, without, expect in SWARM_TEETH:
+            out.append((name, lambda n=name, w=without, e=expect: _swarm_stage(n, "current", w, e)))
     return out
 
 

@@ -76,3 +76,42 @@ def test_scripted_clean_stages_pass_with_every_fix(row):
     name, _fix, kind, bounds, limits = row
     r = suite._clean_stage(name, kind, bounds, limits)
     assert r.verdict == "pass", r.detail
+
+
+def test_every_replication_fix_of_current_is_caught_by_search():
+    """`kafkaverify check` catches each of current's replication fixes by a search (breadth-first,
+    seeded walks or the portfolio's swarm walks), not only by a scripted golden trace. KIP-903
+    (isr-broker-epoch) is current's only fix whose bug needs a lost disk, with which current
+    itself loses data (KIP-966's case): it is shown under kip-966 by its golden trace."""
+    from spec.config import CLIENT_FIXES, GENERATIONS
+    searched = ({f for t in suite.TEETH for f in t[2]} | {f for t in suite.SIM_TEETH for f in t[1]}
+                | {f for t in suite.SWARM_TEETH for f in t[1]})
+    eight = GENERATIONS["current"] - CLIENT_FIXES - {"isr-broker-epoch"}
+    assert len(eight) == 8 and eight <= searched, eight - searched
+    names = {n for n, _ in suite.stages()}
+    assert {t[0] for t in suite.SWARM_TEETH} <= names and {t[0] for t in suite.SWARM_TEETH} <= set(budget.TABLE)
+
+
+def test_swarm_tooth_finds_its_bug_and_names_another():
+    """The swarm tooth for KAFKA-7128 finds LeaderCandidateCompleteness from the first seeds, and
+    its counterexample is the shrunk walk, replayable on its config."""
+    from spec import Model
+    name, without, expect = next(t for t in suite.SWARM_TEETH if t[1] == ("isr-expand-epoch-start",))
+    r = suite._swarm_stage(name, "current", without, expect, seeds=4)
+    assert r.verdict == "pass" and r.detail.startswith("LeaderCandidateCompleteness"), r.detail
+    cfg, found = r.evidence
+    m = Model(cfg)
+    s = m.initial()
+    for a in found.path:
+        assert a in m.enabled(s)
+        s = m.step(s, a)
+    assert m.violation(s)[0] == "LeaderCandidateCompleteness"
+
+
+def test_swarm_stages_fail_on_another_bug(monkeypatch):
+    monkeypatch.setattr(rules, "leader_hw", _hw_ignores_followers)
+    r = suite._swarm_stage("tooth", "current", ("isr-expand-epoch-start",), "LeaderCandidateCompleteness",
+                           seeds=2)
+    assert r.verdict == "fail" and r.detail.startswith("expected LeaderCandidateCompleteness, found "), r.detail
+    r = suite._swarm_stage("clean", suite.CLEAN_GENERATION, (), None, seeds=2)
+    assert r.verdict == "fail" and "walk seed" in r.detail, r.detail
