@@ -65,6 +65,58 @@ def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False
     return [c if z3.is_expr(c) else z3.BoolVal(bool(c)) for c in cons]
 
 
+def _fields(exprs, key_of: dict) -> set:
+    """The state fields (keys) that z3 terms mention: a walk of their shared DAG."""
+    seen, out, todo = set(), set(), [e for e in exprs if z3.is_expr(e)]
+    while todo:
+        e = todo.pop()
+        i = e.get_id()
+        if i in seen:
+            continue
+        seen.add(i)
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            k = key_of.get(e.decl().name())
+            if k is not None:
+                out.add(k)
+        else:
+            todo.extend(e.children())
+    return out
+
+
+def independent_pairs(enc: Encoding) -> list[tuple[int, int]]:
+    """Pairs (a, b), a < b, of action instances that commute everywhere: neither writes a field
+    the other reads (guard or successor) or writes. Read and write sets come from the symbolic
+    guard and successor over a state of free variables, so they over-approximate (a field a
+    successor rebuilds unchanged counts as written). The `oob` flag is left out: every
+    instance only ORs into it, and a path that sets it is excluded in either order."""
+    s = variables(enc, "por")
+    key_of = {v.decl().name(): k for k, v in s.items()}
+    oob = ("g", "oob")
+    rw = []
+    for inst in enc.insts:
+        g = inst.guard(s, inst)
+        t = enc.succ(inst, s)
+        w = {k for k, v in t.items() if v is not s[k]} - {oob}
+        r = _fields([_zb(g)] + [_zb(t[k]) for k in w], key_of) - {oob}
+        rw.append((r, w))
+    out = []
+    for a in range(len(rw)):
+        ra, wa = rw[a]
+        for b in range(a + 1, len(rw)):
+            rb, wb = rw[b]
+            if not (wa & (rb | wb)) and not (wb & ra):
+                out.append((a, b))
+    return out
+
+
+def _choice_var(name: str, count: int, bits: int):
+    """The step's instance number (-1: stutter). Over bit-vectors, wide enough for `count`
+    instances whatever the fields' width (a narrower one would wrap instance numbers)."""
+    if not bits:
+        return int_var(name)
+    return z3.BitVec(name, max(bits, count.bit_length() + 1))
+
+
 def _zb(x):
     return x if z3.is_expr(x) else z3.BoolVal(bool(x))
 
@@ -87,7 +139,9 @@ def bad(enc: Encoding, names: list[str], prev, s):
 
 def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
-        exhaustive: bool = False, writes: int | None = None, bits: int = 0) -> BmcResult:
+        exhaustive: bool = False, writes: int | None = None, bits: int = 0,
+        skip: bool = False, slots: int = 3, epochs: int | None = None,
+        por: bool = False) -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
@@ -95,14 +149,38 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     not excluded but sought as well (found: "unknown", the bounds were too small), so the
     encoding's slots may be chosen small (`writes`: producer writes and log slots) without
     losing soundness. `bits`: integer fields as signed bit-vectors of that width, solved by
-    bit-blasting to SAT (sym.bitvectors)."""
+    bit-blasting to SAT (sym.bitvectors).
+
+    `skip`: one query at `depth` over paths of at most `depth` steps (trailing stutter, as
+    `exhaustive`), steps past the encoding's bounds excluded as depth by depth: a refutation
+    search that skips the shallower depths ("clean" then means only: no violation within
+    `depth` steps inside the encoding's bounds). `slots` (in-flight LeaderAndIsr requests per
+    broker) and `epochs` (leader epochs) are the encoding's own bounds: smaller ones shrink
+    the unrolling; a path they cut is not sought (depth by depth, `skip`) or is reported
+    unknown (`exhaustive`).
+
+    `por`: partial-order reduction. Two consecutive steps that take independent instances
+    (`independent_pairs`) must take them in increasing instance order. Any path can be
+    reordered so (swap adjacent independent steps until sorted: each swap keeps both steps
+    enabled and the end state the same), so every state reachable in k steps is still
+    reached in k steps, and a violating end state still found; intermediate states may
+    differ, so a depth-by-depth search may report a later first violation along the
+    path it finds, never a deeper first depth."""
     with bitvectors(bits):
-        return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits)
+        return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
+                    skip, slots, epochs, por)
 
 
-def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits) -> BmcResult:
+def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
+         skip=False, slots=3, epochs=None, por=False) -> BmcResult:
     cfg = model.config
-    enc = Encoding(cfg, writes=writes)
+    enc = Encoding(cfg, writes=writes, slots=slots, epochs=epochs)
+    # b -> the instances a < b independent of it, which may not directly follow it
+    before: dict[int, list[int]] = {}
+    if por:
+        for a, b in independent_pairs(enc):
+            before.setdefault(b, []).append(a)
+    one = exhaustive or skip          # one query at `depth`, paths may stop early
     names = names_for(cfg, invariants)
     t0 = time.monotonic()
     s0 = enc.from_state(model.initial())
@@ -115,23 +193,27 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         if left <= 0:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
-        ch = int_var(f"a{k}")
-        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive, keep_oob=exhaustive)
-        if exhaustive and choices:
+        ch = _choice_var(f"a{k}", len(enc.insts), bits)
+        cons += transition(enc, states[-1], nxt, ch, stutter=one, keep_oob=exhaustive)
+        if one and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
+        if before and choices:
+            prev = choices[-1]
+            for b, earlier in before.items():
+                cons.append(z3.Implies(prev == b, AND(*(ch != a for a in earlier))))
         states.append(nxt)
         choices.append(ch)
         b = bad(enc, names, states[-2], nxt)
         viol.append(b)
         if exhaustive:
             oob.append(nxt[("g", "oob")])
-        if exhaustive and k < depth:
+        if one and k < depth:
             continue
         # One query per depth through a simplifying tactic pipeline: measured faster than an
         # incremental solver (reference/spark.md).
         sol = _bit_solver() if bits else _solver()
         sol.add(cons)
-        b = OR(*viol, *oob) if exhaustive else b
+        b = OR(*viol, *oob) if one else b
         sol.add(b if z3.is_expr(b) else z3.BoolVal(bool(b)))
         sol.set("timeout", max(1, int(left * 1000)))
         r = sol.check()
@@ -144,7 +226,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
                                      "requests than its slots): no verdict")
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
-                           viol if exhaustive else None)
+                           viol if one else None)
         if r == z3.unknown:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
     return BmcResult("clean", depth, time.monotonic() - t0)

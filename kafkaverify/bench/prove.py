@@ -10,6 +10,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
     nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
     nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
+    nice -n 10 python -m kafkaverify.bench.prove three --bits 8 --time-limit 300
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
 each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
@@ -43,6 +44,54 @@ BMC_THREE = [
     ("current", ("fetch-epoch-fencing",), {**THREE, "unflushed_loss": False}, None),
     ("current", ("isr-expand-epoch-start",), {**THREE, "unflushed_loss": False, "losses": 0}, None),
 ]
+
+# The three-replica fixes at the tightest bounds where the explorer's counterexample exists (its
+# shortest at those bounds for KAFKA-7128, breadth-first; the golden scripts' shrunk walks for
+# the others): (fix, bounds, invariant, depth = that counterexample's length).
+TIGHT = {"brokers": 3, "records": 2, "crashes": 1, "elections": 1, "losses": 0}
+THREE_TIGHT = [
+    ("isr-expand-epoch-start", TIGHT, "LeaderCandidateCompleteness", 14),
+    ("epoch-end-offset", {**TIGHT, "crashes": 2, "elections": 2, "unflushed_loss": True}, "StrongIsr", 19),
+    ("fetch-epoch-fencing", {**TIGHT, "crashes": 2, "elections": 2}, "StrongIsr", 19),
+    ("truncate-on-epoch-change", {**TIGHT, "crashes": 3, "losses": 1, "unflushed_loss": True},
+     "LogMatching", 30),
+]
+
+
+def run_three(time_limit: float, bits: int, slots: int, only: list[str] | None = None,
+              explorer: bool = True) -> None:
+    """Both engines on each three-replica fix at its tight bounds, one after the other in one
+    run, the same time limit: BMC as one query at the explorer's depth (`skip`: paths of at
+    most that many steps), bit-blasted, with partial-order reduction, replayed on spec; then
+    the explorer's portfolio (breadth-first search, then swarm walks). Seconds to the first
+    counterexample of each, and the machine's 1-minute load average."""
+    import os
+    from checkers.portfolio import search
+    print("| config | invariant | BMC (one query at depth D) | BMC s | explorer | explorer s | load |\n"
+          "|---|---|---|---:|---|---:|---:|")
+    for fix, bounds, inv, depth in THREE_TIGHT:
+        if only and fix not in only:
+            continue
+        m = Model(make_config("current", (fix,), **bounds))
+        name = f"--without {fix}" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+        load = os.getloadavg()[0]
+        epochs = bounds["crashes"] + bounds["elections"] + 2
+        r = bmc(m, depth, invariants=(inv,), time_limit=time_limit, skip=True, por=True, bits=bits,
+                slots=slots, epochs=epochs)
+        if r.status == "violation":
+            bm = f"{r.invariant} in {r.depth} steps" + (f" (spec disagrees: {r.problem})" if r.problem
+                                                        else ", replayed on spec")
+        else:
+            bm = f"{r.status} (D = {depth})"
+        xs, ex = float("nan"), "not run"
+        if explorer:
+            t0 = time.monotonic()
+            x = search(m, time_limit=time_limit, invariants=(inv,))
+            xs = time.monotonic() - t0
+            ex = (f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
+                  if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})")
+        print(f"| {name} | {inv} | {bm} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+
 
 # Per fix: the smallest bounds where its removal shows, and the invariant it breaks there.
 SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}
@@ -152,7 +201,10 @@ def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "producers"])
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "producers"])
+    ap.add_argument("--slots", type=int, default=1,
+                    help="three: in-flight LeaderAndIsr slots per broker in the encoding")
+    ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
     ap.add_argument("--bits", type=int, default=16,
                     help="producers: bit-vector width of the unrolling (0: z3 integers, the baseline)")
@@ -168,6 +220,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     if a.what == "producers":
         run_producers(a.time_limit, a.upto, a.bits)
+    elif a.what == "three":
+        run_three(a.time_limit, a.bits or 8, a.slots, a.fix, not a.no_explorer)
     elif a.what == "fixes":
         run_fixes(a.depth or 30, a.time_limit, a.fix)
     elif a.what == "induction":
