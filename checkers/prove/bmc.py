@@ -232,6 +232,21 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     return BmcResult("clean", depth, time.monotonic() - t0)
 
 
+def _spec_action(enc: Encoding, inst, d: dict, s: State) -> Action:
+    """The spec action of an instance at z3's state d, spec being at s. A Deliver or Lose names
+    its message by slot: the slot-th request to that broker in spec's message order (the
+    encoding keeps versions as growing integers where spec renumbers them densely, so the
+    version in z3's message may differ from spec's by that renaming; the other fields must
+    agree, or the action is left as z3 names it and replay reports the disagreement)."""
+    a = enc.spec_action(inst, d)
+    if inst.kind in ("Deliver", "Lose"):
+        dst, k = inst.arg
+        mine = [m[1:] for m in s.msgs if m[0] == dst]
+        if k < len(mine) and mine[k][:4] == a.arg[:4]:
+            return Action(a.kind, a.b, mine[k])
+    return a
+
+
 def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=None) -> BmcResult:
     """Turn the z3 path into spec actions and run them on spec. With `viol` (exhaustive mode:
     z3's violation formula per step), the path is cut at spec's first violation, where z3's
@@ -246,7 +261,7 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
     for depth, k in enumerate(real, 1):
         d = concretize(m, states[k])
         inst = enc.insts[picked[k]]
-        a = enc.spec_action(inst, d)
+        a = _spec_action(enc, inst, d, s)
         if a not in model.enabled(s):
             return BmcResult("violation", depth, time.monotonic() - t0, actions=actions, states=out,
                              problem=f"step {depth}: z3 takes '{a.describe()}', which spec does not enable")
