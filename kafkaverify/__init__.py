@@ -1,2 +1,14 @@
 """kafkaverify: the CLI, the suite runner and the reports."""
+import os
+
 __version__ = "0.1.0"
+
+# polars' allocator (jemalloc, configured by _RJEM_MALLOC_CONF when it starts: so here, before
+# anything imports polars) serves allocations of 8 MiB and more, i.e. every column of 10^6
+# rows, from an arena that hands freed pages back to the kernel at once; the next column then
+# faults in fresh zeroed pages. At 10^6 history operations that was ~375,000 page faults and
+# ~40% of check-history's CPU time on one core. Without that arena the pages are reused
+# (jemalloc's usual decay): ~30% fewer faults, ~15% less CPU and no higher peak RSS
+# (BENCHMARKS.md, check-history end to end, fourth round). A setting the user made wins.
+ALLOCATOR_TUNED = "_RJEM_MALLOC_CONF" not in os.environ     # set here, not by the user
+os.environ.setdefault("_RJEM_MALLOC_CONF", "oversize_threshold:0")

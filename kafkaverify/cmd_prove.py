@@ -20,6 +20,11 @@ MAX_PROVE_BROKERS = 7
 # Exhaustive BMC bit-blasts: integer fields as 16-bit signed bit-vectors (checkers/prove/sym.py
 # says why that width cannot overflow at any depth this command reaches).
 EXHAUSTIVE_BITS = 16
+# The guided search (--guided) is a refutation search whose paths are replayed on spec: 8-bit
+# fields suffice at the depths it is used at (values move by at most one per step from small
+# starts; --guided takes at most MAX_GUIDED_DEPTH), and a wrap-around could only lose a path.
+GUIDED_BITS = 8
+MAX_GUIDED_DEPTH = 100
 
 
 def prove_config(generation, without, brokers, log_length, **bounds):
@@ -62,12 +67,17 @@ def _config(generation, without, brokers, log_length, idempotence=None, **bounds
 
 def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
               out: Path | None, echo=click.echo, progress=None, exhaustive: bool = False,
-              write_slots: int | None = None) -> tuple[int, list[tuple]]:
+              write_slots: int | None = None, guided: int | None = None) -> tuple[int, list[tuple]]:
     """BMC to `depth` over the chosen invariants, then induction for each not refuted.
     With `exhaustive`, BMC is one query over every path of at most `depth` steps; when it is
     clean and `depth` reaches the diameter of the reachable state space (an explicit
     breadth-first search of spec measures it), the invariants are proved at these bounds.
-    The producer invariants have no inductive strengthening: only that proof applies to them.
+    The producer invariants are proved by induction with the strengthening of
+    checkers/prove/strengthen_producers.py where it applies (one idempotent producer on a quiet
+    single broker, strengthen_producers.applies); elsewhere only exhaustive BMC settles them.
+    With `guided` (a number of steps N), BMC is instead one query over paths of at most
+    `depth` steps whose states keep the producer strengthening but in the last N steps
+    (strengthen_producers.guide): a search for a refutation only, which proves nothing.
     Returns (exit code, rows of (invariant, method, verdict, seconds, note))."""
     from checkers.model_trace import config_args, write_trace
     from checkers.prove.bmc import bmc
@@ -80,9 +90,16 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     refuted: set[str] = set()
     settled: set[str] = set()
     left = lambda: max(1.0, time_limit - (time.monotonic() - t0))   # noqa: E731
+    method = "BMC depth {}"
     if depth > 0:
+        extra = {}
+        if guided is not None:
+            from checkers.prove.strengthen_producers import guide
+            extra = {"one_query": True, "guide": guide(cfg), "guide_tail": guided}
+            method = f"BMC depth {{}}, guided (strengthening kept but in the last {guided} steps)"
+        bits = GUIDED_BITS if guided is not None else EXHAUSTIVE_BITS if exhaustive else 0
         r = bmc(model, depth, invariants=invariants, time_limit=left(), exhaustive=exhaustive,
-                writes=write_slots, bits=EXHAUSTIVE_BITS if exhaustive else 0,
+                writes=write_slots, bits=bits, **extra,
                 progress=(lambda k, s: progress(f"BMC depth {k} done, {s:.1f}s")) if progress else None)
         if r.status == "violation" and r.problem is None:
             refuted.add(r.invariant)
@@ -94,12 +111,12 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
                             bounds={"depth": depth}, command=cmd,
                             invariants=tuple(i for i in invariants if i != "MonotonicEpochs") or None)
                 note += f"; trace {path} (kafkaverify replay {path})"
-            rows.append((r.invariant, f"BMC depth {r.depth}", "refuted", r.seconds, note))
+            rows.append((r.invariant, method.format(r.depth), "refuted", r.seconds, note))
             settled.add(r.invariant)
             from kafkaverify.cmd_model import print_story
             print_story(r.actions, r.states, r.invariant, r.message)
         elif r.status == "violation":
-            rows.append(("(all)", f"BMC depth {r.depth}", "unknown", r.seconds,
+            rows.append(("(all)", method.format(r.depth), "unknown", r.seconds,
                          f"the engines disagree: {r.problem}"))
         elif exhaustive and r.status == "clean":
             from checkers.prove.differential import diameter
@@ -118,16 +135,11 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
                                  f"below the diameter {dia}" if dia is not None else
                                  "the state space is too large to measure its diameter")))
         else:
-            rows.append(("(all)", f"BMC depth {r.depth}", "unknown" if r.status == "unknown" else "clean",
+            rows.append(("(all)", method.format(r.depth), "unknown" if r.status == "unknown" else "clean",
                          r.seconds, "no violation within the depth" if r.status == "clean" else
                          r.message or "time limit"))
     for name in invariants:
         if name in refuted or name in settled:
-            continue
-        if name in CLIENT_PROPS:
-            rows.append((name, "induction", "unknown", 0.0,
-                         "no inductive strengthening for the producer invariants: use "
-                         "--exhaustive with --depth at least the diameter"))
             continue
         if progress:
             progress(f"induction: {name}")
@@ -135,8 +147,13 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
         note = ""
         if p.verdict != "proved":
             note = f"not inductive: breaks {p.failing}" if p.cti else (p.failing or "")
+            if name in CLIENT_PROPS and not p.cti:
+                note += "; exhaustive BMC may settle it: --exhaustive with --depth at least the diameter"
             if p.cti:
                 echo(f"counterexample to induction for {name} (breaks {p.failing}):\n{p.cti}")
+        elif name in CLIENT_PROPS:
+            note = ("inductive with the producer strengthening (strengthen_producers): holds in "
+                    "every reachable state at these bounds, at any depth")
         rows.append((name, "induction", p.verdict, p.seconds, note))
     verdicts = {r[2] for r in rows}
     code = (exitcodes.VIOLATION if "refuted" in verdicts else
@@ -176,9 +193,13 @@ def register(group: click.Group) -> None:
     @click.option("--write-slots", type=int, default=None,
                   help="with --exhaustive: producer writes (and log entries) the encoding holds "
                        "[producers x records x (retries + 1)]; a path needing more is unknown")
+    @click.option("--guided", type=int, default=None, metavar="N",
+                  help="with --depth: one BMC query over paths whose states keep the producer "
+                       "strengthening but in the last N steps: a search for a refutation "
+                       "(replayed on spec), never a proof")
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
               crashes, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
-              retries, idempotence, exhaustive, write_slots):
+              retries, idempotence, exhaustive, write_slots, guided):
         """Prove invariants with z3: bounded model checking and induction."""
         from checkers.prove.induction import CORE
         from checkers.prove.props import CLIENT_PROPS, names_for
@@ -196,8 +217,16 @@ def register(group: click.Group) -> None:
             raise InputError("--depth must be >= 0 and --time-limit positive")
         if exhaustive and not depth:
             raise InputError("--exhaustive needs --depth")
-        if write_slots is not None and (not exhaustive or write_slots < 1):
-            raise InputError("--write-slots needs --exhaustive and is at least 1")
+        if write_slots is not None and (not (exhaustive or guided is not None) or write_slots < 1):
+            raise InputError("--write-slots needs --exhaustive or --guided and is at least 1")
+        if guided is not None:
+            from checkers.prove.strengthen_producers import guide
+            if exhaustive or not depth or guided < 0 or guided > depth or depth > MAX_GUIDED_DEPTH:
+                raise InputError(f"--guided N needs --depth (at most {MAX_GUIDED_DEPTH}), "
+                                 "0 <= N <= depth, and not --exhaustive")
+            why = guide(cfg)
+            if isinstance(why, str):
+                raise InputError(f"--guided: {why}")
         if depth and brokers > 5:
             raise InputError("BMC traces replay on spec, which takes at most 5 brokers: "
                              "use --depth 0 (induction only) above 5")
@@ -219,7 +248,8 @@ def register(group: click.Group) -> None:
             chosen = tuple(n for n in CORE if n in known)
         click.echo(f"generation={cfg.generation} fixes={','.join(sorted(cfg.fixes)) or '-'} "
                    f"brokers={cfg.brokers} log-length={cfg.records} depth={depth}"
-                   + (" exhaustive" if exhaustive else ""))
+                   + (" exhaustive" if exhaustive else "")
+                   + (f" guided={guided}" if guided is not None else ""))
         if cfg.producers:
             click.echo(f"producers={cfg.producers} records_each={cfg.records} "
                        f"max_in_flight={cfg.max_in_flight} retries={cfg.retries} "
@@ -231,7 +261,7 @@ def register(group: click.Group) -> None:
             click.echo(f"  [{time.monotonic() - t0:6.1f}s] {msg}", err=True)
 
         code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress,
-                               exhaustive=exhaustive, write_slots=write_slots)
+                               exhaustive=exhaustive, write_slots=write_slots, guided=guided)
         table = Table(title="kafkaverify prove")
         for col in ("invariant", "method", "verdict", "seconds", "note"):
             table.add_column(col)

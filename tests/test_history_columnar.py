@@ -235,6 +235,35 @@ def test_ids_out_of_invoke_order_agree(tmp_path):
         assert {"lost-write", "poll-skip"} <= r.verdict.types()
 
 
+@pytest.mark.parametrize("kind", ["nonmonotonic-poll", "nonmonotonic-send", "send-reorder", "poll-skip"])
+def test_screens_out_of_time_order_agree(kind, tmp_path):
+    """Operations whose id order is not their time order: the order screens (a consumer's
+    polls, a producer's sends) then sort by (key, invoke time, id) instead of stably by key,
+    and verdicts stay the oracle's."""
+    import random
+
+    import polars as pl
+
+    from checkers.history import columnar
+    h = generate(Params(seed=5, ops=1500, partitions=3, consumers=2), {kind: 0.1})
+    ids = [op.id for op in h.ops]
+    shuffled = ids[:]
+    random.Random(5).shuffle(shuffled)
+    to = dict(zip(ids, shuffled))
+    for op in h.ops:
+        op.id = to[op.id]
+    path = tmp_path / "perm.parquet"
+    write(path, h.header, history_events(h.ops))
+    r = _same(load(path), path)
+    assert kind in r.verdict.types()
+    from traces import history_columnar as hc
+    _, lf, _ = hc.read(str(path), lazy=True)
+    ev = columnar.prepare(columnar.encode(
+        lf.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")).select(
+            "run", "_i", *columnar.NEEDED))).collect()
+    assert not columnar._in_time_order(columnar._partition_ops(columnar.pair(ev).ops))
+
+
 def test_file_without_optional_columns_agrees(tmp_path):
     """A Parquet file may omit optional columns: the scan supplies them as nulls."""
     import pyarrow.parquet as pq
@@ -286,11 +315,36 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
             assert kind in r.verdict.types(), (kind, seed)
 
 
-def test_chunked_check_sends_broken_input_to_the_object_reader(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", [None, "lost-write", "poll-skip", "delivery-at-least-once"])
+def test_chunked_check_with_sparse_ids_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
+    """Ids too sparse for the dense id table are routed to their chunks by a join: the same
+    verdicts as the oracle, operations straddling slices."""
+    from checkers.history import columnar_file as columnar
+    monkeypatch.setattr(columnar, "CHUNK_EVENTS", 700)
+    monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
+    monkeypatch.setattr(columnar, "DENSE_IDS_PER_EVENT", 0)
+    monkeypatch.setattr(columnar, "DENSE_MARGIN", 0)
+    h = generate(Params(seed=3, ops=1500, partitions=4, consumers=2), {kind: 0.05} if kind else None)
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    oracle = check_history(load(path))
+    r = check_file(str(path))
+    assert "chunks" in r.engine, r.engine
+    assert _fingerprint(r.verdict) == _fingerprint(oracle), kind
+    if kind:
+        assert kind in r.verdict.types()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_chunked_check_sends_broken_input_to_the_object_reader(sparse, tmp_path, monkeypatch):
     """An id invoked twice, in two different chunks, passes each chunk's own screen: the
-    chunked path must still refuse it with the object reader's message (exit 3 material)."""
+    chunked path must still refuse it with the object reader's message (exit 3 material),
+    whether ids are routed by the dense table or by a join."""
     from checkers.history import columnar_file as columnar
     from traces.history import HistoryError
+    if sparse:
+        monkeypatch.setattr(columnar, "DENSE_IDS_PER_EVENT", 0)
+        monkeypatch.setattr(columnar, "DENSE_MARGIN", 0)
     monkeypatch.setattr(columnar, "CHUNK_EVENTS", 500)
     monkeypatch.setattr(columnar, "SLICE_EVENTS", 200)
     h = generate(Params(seed=2, ops=1200, partitions=4))

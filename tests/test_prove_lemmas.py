@@ -11,6 +11,7 @@ from checkers.prove.differential import bfs_states, draw_states
 from checkers.prove.encoding import Encoding
 from checkers.prove.induction import named_brokers, prove, representatives
 from checkers.prove.strengthen import NEEDS, STRENGTHENING
+from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING, applies
 from spec import Model, make_config
 
 CONFIGS = [({}, 1), ({"brokers": 3, "records": 3}, 2)]
@@ -31,6 +32,70 @@ def test_every_lemma_holds_on_reachable_states():
                 assert lemma(enc, d), (bounds, name, s)
     used = {x for v in NEEDS.values() for x in v}
     assert used <= set(STRENGTHENING)
+
+
+# the producer strengthening's bounds (strengthen_producers.applies): one idempotent producer on a
+# quiet broker, K records and K in flight, retries 2, one or two dropped connections
+PRODUCER_BOUNDS = [{"records": k, "max_in_flight": k, "losses": 1} for k in range(1, 6)] + [
+    {"records": 3, "max_in_flight": 3, "losses": 2}, {"records": 4, "max_in_flight": 2, "losses": 2}]
+QUIET = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 0, "elections": 0, "min_isr": 1}
+
+
+def test_every_producer_lemma_holds_on_reachable_states():
+    """Every state the explorer reaches at those bounds (no sampling), in the encoding with the
+    slots the proof uses (one write per record) and with the default slots."""
+    seen = 0
+    for bounds in PRODUCER_BOUNDS:
+        cfg = make_config("current", **QUIET, **bounds)
+        assert applies(cfg) is None, bounds
+        encs = (Encoding(cfg), Encoding(cfg, writes=cfg.records))
+        for s in bfs_states(Model(cfg), 100_000):
+            for enc in encs:
+                d = enc.from_state(s)
+                for name, lemma in PRODUCER_STRENGTHENING.items():
+                    assert lemma(enc, d), (bounds, name, s)
+            seen += 1
+    assert seen > 3000
+    assert set(PRODUCER_STRENGTHENING) <= set(STRENGTHENING)
+    assert set(NEEDS["ProducerExactlyOnce"]) == set(PRODUCER_STRENGTHENING)
+
+
+def test_quiet_leader_holds_past_five_records():
+    """QuietLeader asks only for a quiet broker: it holds on every state the explorer reaches
+    with 6 records and 6 in flight too (the guided search keeps it to the end of a path)."""
+    cfg = make_config("current", **QUIET, records=6, max_in_flight=6)
+    enc = Encoding(cfg, writes=7)
+    states = [s for s in bfs_states(Model(cfg), 100_000) if s.produced <= 7]
+    assert len(states) > 3000
+    for s in states:
+        assert PRODUCER_STRENGTHENING["QuietLeader"](enc, enc.from_state(s)), s
+
+
+def test_producer_lemmas_say_where_they_do_not_apply():
+    """Outside its bounds the strengthening asserts nothing, and says why: six records outgrow
+    the broker's five retained batches (where the duplicate is), a second broker, a crash, more
+    drops than retries."""
+    for extra, why, quiet in (({"records": 6, "max_in_flight": 6}, "retained", True),
+                              ({"brokers": 2}, "one broker", False), ({"crashes": 1}, "crashes", False),
+                              ({"losses": 3}, "retries", True)):
+        cfg = make_config("current", **{**QUIET, "records": 2, "max_in_flight": 2, **extra})
+        assert why in applies(cfg)
+        enc = Encoding(cfg)
+        d = enc.from_state(Model(cfg).initial())
+        d[("p", 0, "nxt")] = d[("g", "produced")] = 99        # far from any reachable state
+        for name, lemma in PRODUCER_STRENGTHENING.items():
+            # QuietLeader asks only for a quiet broker (and then sees the bad write count)
+            assert lemma(enc, d) is (False if quiet and name == "QuietLeader" else True), (extra, name)
+
+
+def test_a_producer_lemma_can_fail():
+    """A state where the connection answers a record not yet written breaks the lemmas."""
+    cfg = make_config("current", **QUIET, records=2, max_in_flight=2)
+    enc = Encoding(cfg)
+    hit = next(s for s in bfs_states(Model(cfg), 100_000) if s.prods[0].resps)
+    d = enc.from_state(hit)
+    d[("p", 0, "ro", 0)] = d[("p", 0, "ro", 0)] + 1
+    assert not PRODUCER_STRENGTHENING["ProducerConnection"](enc, d)
 
 
 def test_a_lemma_can_fail():

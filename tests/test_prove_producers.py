@@ -4,16 +4,23 @@ successors, every producer action exercised); BMC (through the CLI) finds the re
 producer with two batches in flight and the path replays on the explicit model to the same
 violation; exhaustive BMC to the diameter proves an idempotent producer neither reorders nor
 duplicates (1 in flight here; 2 through the CLI; the rest: python -m kafkaverify.bench.prove
-producers); `kafkaverify prove` asks all of it with explore's option names."""
+producers), and induction with the producer strengthening proves it at 4 and 5 in flight (and
+can fail); a guided BMC query finds the 6-in-flight duplicate (slow); `kafkaverify prove` asks
+all of it with explore's option names."""
 from __future__ import annotations
 
 from collections import Counter
+
+import pytest
 
 from checkers.prove import producers as pm
 from checkers.prove.bmc import bmc
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, diameter,
                                          draw_states, z3_agrees)
 from checkers.prove.encoding import Encoding
+from checkers.prove.induction import prove
+from checkers.prove.strengthen import NEEDS
+from checkers.prove.strengthen_producers import guide
 from spec import Model, make_config
 from tests.conftest import run_kafkaverify
 
@@ -111,6 +118,69 @@ def test_idempotent_producer_proved_at_the_diameter():
     assert r2.status == "unknown" and "bounds" in r2.message
 
 
+def test_idempotent_producer_proved_by_induction_at_4_and_5_in_flight():
+    """Induction with the producer strengthening (checkers/prove/strengthen_producers.py, each
+    lemma checked on reachable states in tests/test_prove_lemmas.py): both promises hold in
+    every reachable state with 4 and with 5 batches in flight, whatever the depth (and with 4
+    records, 2 in flight and 2 dropped connections)."""
+    for k, in_flight, drops in ((4, 4, 1), (5, 5, 1), (4, 2, 2)):
+        model = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": in_flight,
+                                                "losses": drops}))
+        for name in ("ProducerSendOrder", "ProducerExactlyOnce"):
+            r = prove(model, name, time_limit=120)
+            assert r.verdict == "proved", (k, in_flight, drops, name, r.failing, r.cti)
+
+
+def test_producer_induction_can_fail(monkeypatch):
+    """The induction step can fail: a leader remembering only its last 2 batches answers a
+    retry of the third-newest with OUT_OF_ORDER_SEQUENCE_NUMBER (the lemmas say every answer is
+    OK), and without the lemma on the connection the invariants alone are not inductive."""
+    model = Model(make_config("current", **{**DROPS, "records": 3, "max_in_flight": 3}))
+    r = prove(model, "ProducerExactlyOnce", strengthening=tuple(
+        n for n in NEEDS["ProducerExactlyOnce"] if n != "ProducerConnection"), time_limit=120)
+    assert r.verdict == "unknown" and r.cti
+    monkeypatch.setattr(pm, "RETAINED", 2)
+    r = prove(model, "ProducerExactlyOnce", time_limit=120)
+    assert r.verdict == "unknown" and r.cti and "ProducerConnection" in r.failing
+    assert "handles producer p0's next request" in r.cti
+
+
+def test_producer_induction_outside_its_bounds_is_unknown():
+    model = Model(make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6}))
+    r = prove(model, "ProducerExactlyOnce", time_limit=60)
+    assert r.verdict == "unknown" and "retained" in r.failing
+
+
+def test_guided_search_is_a_refutation_search_only():
+    """The guided search (paths that keep the producer strengthening but in their last steps)
+    under-approximates: finding nothing is "unknown", never "clean"; it needs one_query."""
+    model = Model(make_config("current", **{**DROPS, "records": 1, "max_in_flight": 1}))
+    r = bmc(model, 7, invariants=("ProducerExactlyOnce",), one_query=True, writes=1, bits=8,
+            guide=guide(model.config), guide_tail=2, time_limit=60)
+    assert r.status == "unknown" and "proves nothing" in r.message
+    with pytest.raises(ValueError):
+        bmc(model, 7, guide=guide(model.config), time_limit=60)
+    assert "one broker" in guide(make_config("current", **{**DROPS, "brokers": 2}))
+
+
+@pytest.mark.slow
+def test_guided_search_refutes_the_6_in_flight_duplicate(tmp_path):
+    """One guided BMC query at the explorer's depth finds the duplicate with 6 batches in
+    flight (17-18 s of CPU in the measured runs, BENCHMARKS.md) and the trace replays on spec
+    to the same violation:
+    pytest -m slow tests/test_prove_producers.py."""
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "6",
+                        "--max-in-flight", "6", "--retries", "2", "--idempotence", "on",
+                        "--crashes", "0", "--elections", "0", "--min-isr", "1", "--depth", "25",
+                        "--guided", "5", "--write-slots", "7", "--invariant", "ProducerExactlyOnce",
+                        "--out", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refuted" in r.stdout and "guided" in r.stdout
+    (trace,) = tmp_path.glob("*.jsonl")
+    rep = run_kafkaverify("replay", str(trace))
+    assert "VIOLATION of ProducerExactlyOnce" in rep.stdout
+
+
 def test_prove_cli_refutes_reordering_and_replay_reproduces(tmp_path):
     """BMC finds the reordering (one exhaustive query over paths of at most 16 steps); the
     z3 path, checked on spec by bmc, is written as a trace that `kafkaverify replay` runs on
@@ -137,11 +207,27 @@ def test_prove_cli_proves_idempotent_producer():
                         "--exhaustive", "--write-slots", "1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("proved") == 2 and "ProducerExactlyOnce" in r.stdout
-    # below the diameter nothing is proved: exit 2
+    # below the diameter BMC proves nothing ("clean"); induction then does, where the producer
+    # strengthening applies ...
     r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "1",
                         "--max-in-flight", "1", "--retries", "2", "--crashes", "0",
                         "--elections", "0", "--min-isr", "1", "--depth", "5", "--exhaustive")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "clean" in r.stdout and r.stdout.count("induction") >= 2
+    # ... and where it does not (more dropped connections than retries), nothing is proved: exit 2
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "1",
+                        "--max-in-flight", "1", "--retries", "2", "--crashes", "0", "--losses", "3",
+                        "--elections", "0", "--min-isr", "1", "--depth", "5", "--exhaustive")
     assert r.returncode == 2, r.stdout + r.stderr
+    assert "proved" not in r.stdout
+
+
+def test_prove_cli_proves_5_in_flight_by_induction():
+    r = run_kafkaverify("prove", "--brokers", "1", "--producers", "1", "--records", "5",
+                        "--max-in-flight", "5", "--retries", "2", "--idempotence", "on",
+                        "--crashes", "0", "--elections", "0", "--min-isr", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("induction") == 2 and r.stdout.count("proved") == 2
 
 
 def test_prove_cli_producer_usage_errors():
@@ -151,7 +237,12 @@ def test_prove_cli_producer_usage_errors():
                   "--write-slots", "2"],
                  ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--retries", "1",
                   "--idempotence", "off", "--max-in-flight", "2", "--depth", "3"],
-                 ["--invariant", "ProducerSendOrder"]):
+                 ["--invariant", "ProducerSendOrder"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--guided", "2"],
+                 ["--producers", "1", "--brokers", "1", "--min-isr", "1", "--depth", "5",
+                  "--exhaustive", "--guided", "2"],
+                 ["--producers", "1", "--brokers", "2", "--min-isr", "1", "--depth", "5",
+                  "--guided", "2"]):
         r = run_kafkaverify("prove", *args)
         assert r.returncode == 3, (args, r.stdout, r.stderr)
         assert "Traceback" not in r.stderr

@@ -71,6 +71,14 @@ def _by(df: pl.DataFrame, key: str) -> pl.DataFrame:
     return df.sort(key)
 
 
+def _in_time_order(df: pl.DataFrame) -> bool:
+    """Whether the rows are sorted by (inv, id): one pass, no sort."""
+    if not df.get_column("inv").is_sorted():
+        return False
+    c = pl.col
+    return not df.select(((c("inv").diff() == 0) & (c("id").diff() <= 0)).any()).item()
+
+
 def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
     """Runs holding a repeated `key` (the cheap unique-count test first: the usual answer)."""
     if df.get_column(key).n_unique() == df.height:
@@ -298,10 +306,18 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
     polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
         "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
-    lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
-        c("_i").alias("comp_row"), "offsets", "vhs").collect()
-    recs = (_by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
-            .explode(["offsets", "vhs"])
+    i = ev.get_column("_i")
+    if i.len() and (i.diff().drop_nulls() == 1).all():
+        # `_i` counts rows (one history, whole): each poll's lists are at its completion's
+        # row, a gather instead of a join (about 2x cheaper on one core).
+        at = polls.get_column("comp_row") - i[0]
+        recs = polls.drop("comp_row").with_columns(ev.get_column("offsets").gather(at),
+                                                   ev.get_column("vhs").gather(at))
+    else:
+        lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+            c("_i").alias("comp_row"), "offsets", "vhs").collect()
+        recs = _by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
+    recs = (recs.explode(["offsets", "vhs"])
             .rename({"offsets": "offset", "vhs": "vh"})
             .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
     # A null inside a poll's lists (a record without offset or value): the object reader.
@@ -314,28 +330,42 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
 # 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
 # is what matters: a flagged partition gets every object check.
 
+def _partition_ops(ops: pl.DataFrame) -> pl.DataFrame:
+    """The operations on a partition (producer configurations name none)."""
+    return ops.filter(pl.col("pk").is_not_null() & (pl.col("f") != "producer_config"))
+
+
 def flag_partitions(pd: Paired, deadline: float | None = None,
-                    assigns: pl.DataFrame | None = None) -> tuple[set[int], pl.DataFrame]:
+                    assigns: pl.DataFrame | None = None,
+                    p: pl.DataFrame | None = None) -> tuple[set[int], pl.DataFrame]:
     """(flagged pks, per-run counts: undecided writes, consumer-offsets examined). `assigns`:
     every assign/subscribe of the runs when `pd` holds only some of their partitions (a
-    consumer's group and a group's generations and mode span partitions)."""
+    consumer's group and a group's generations and mode span partitions). `p`: the partition
+    operations (_partition_ops), if the caller has them."""
     c = pl.col
     ops, recs = pd.ops, pd.recs
     flags: list[pl.Series] = []
-    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+    if p is None:
+        p = _partition_ops(ops)
     rk = (c("pk") * LIMIT32 + c("offset")).alias("rk")
     sp = (c("pk") * LIMIT32 + c("process")).alias("sp")
     sends = p.filter(c("f") == "send").select("pk", "id", "type", "inv", "comp", "offset", "process", "vh")
     acked = sends.filter(c("type") == "ok").with_columns(rk, sp).with_row_index("ai")
     polls = p.filter((c("f") == "poll") & (c("type") == "ok")).select(
         "run", "pk", "id", "process", "inv", "comp", "final", "n", "o0", "ol", "omax")
+    # The acknowledged sends by record key, sorted once for the record join and the
+    # linearizability screen.
+    acked_rk = _by(acked, "rk")
+    # Rows in (inv, id) order (the usual case: a file in time order): then "sort by (key, inv,
+    # id)" is a stable sort by the key alone, about 3x cheaper on one core.
+    timed = _in_time_order(p)
     _late(deadline)
     # Two acknowledgements of one offset.
     if acked.get_column("rk").n_unique() != acked.height:
         flags.append(acked.filter(c("rk").is_duplicated()).get_column("pk"))
     # Records that disagree with the acknowledgement at their offset ("odd": an info send's
     # value, or a contradiction). Every other record is an acknowledged send read in place.
-    m = _by(recs, "rk").join(_by(acked.select("rk", "ai", c("vh").alias("avh")), "rk"), on="rk", how="left")
+    m = _by(recs, "rk").join(acked_rk.select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
     odd = m.filter(c("avh").is_null() | (c("avh") != c("vh")))
     placed = pl.DataFrame(schema={"pk": pl.Int64, "offset": pl.Int64, "inv": pl.Int64, "sid": pl.Int64})
     if odd.height:
@@ -393,30 +423,46 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     # subscribe), each resumes right after the previous one.
     step = c("offset") - c("offset").shift(1)
     flags.append(recs.filter((c("pid") == c("pid").shift(1)) & (step != 1)).get_column("pk"))
+    resets = c("f").is_in(["assign", "subscribe"])
     if assigns is None:
-        assigns = p.filter(c("f").is_in(["assign", "subscribe"]))
+        assigns = p.filter(resets)
     assigns = assigns.filter(c("type") != "fail")
-    seq = pl.concat([
-        polls.filter(c("n") > 0).select(
-            sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"), "o0", "ol"),
-        assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
-                       pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
-    ]).sort("sp", "inv", "id").with_columns(c("reset").cum_sum().alias("seg"))
-    seq = seq.filter(c("reset") == 0)
+    if timed:
+        # Polls and resets are both rows of `p`, already in (inv, id) order. (A reset counts
+        # only for its own topic-partition, `sp`, so a chunk's own assigns are all it needs of
+        # the history-wide ones.)
+        is_poll = (c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)
+        seq = (p.filter(is_poll | (resets & (c("type") != "fail")))
+               .select(sp, "pk", (~is_poll).cast(pl.Int64).alias("reset"),
+                       pl.when(is_poll).then(c("o0")).alias("o0"),
+                       pl.when(is_poll).then(c("ol")).alias("ol"))
+               .sort("sp", maintain_order=True))
+    else:
+        seq = pl.concat([
+            polls.filter(c("n") > 0).select(
+                sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"), "o0", "ol"),
+            assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
+                           pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
+        ]).sort("sp", "inv", "id")
+    seq = seq.with_columns(c("reset").cum_sum().alias("seg")).filter(c("reset") == 0)
     same = (c("sp") == c("sp").shift(1)) & (c("seg") == c("seg").shift(1))
     flags.append(seq.filter(same & (c("o0") != c("ol").shift(1) + 1)).get_column("pk"))
     _late(deadline)
     # sends: each producer's acknowledged offsets increase in send order.
-    a = acked.select("sp", "pk", "inv", "id", "offset").sort("sp", "inv", "id")
+    a = acked.select("sp", "pk", "inv", "id", "offset")
+    a = a.sort("sp", maintain_order=True) if timed else a.sort("sp", "inv", "id")
     flags.append(a.filter((c("sp") == c("sp").shift(1)) & (c("offset") <= c("offset").shift(1)))
                  .get_column("pk"))
     # linearizable (offsets as the witness, linearizable.py): a deadline (an append's own
     # completion, or that of a poll whose highest record is there) before the latest invoke
     # of an append at or below it.
-    at = (pl.concat([acked.select("pk", "offset", "inv", "comp"),
-                     placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"))])
-          .with_columns(rk).sort("rk")
-          .with_columns(c("inv").cum_max().over("pk").alias("latest")))
+    if placed.height:
+        at = (pl.concat([acked.select("pk", "offset", "inv", "comp"),
+                         placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"))])
+              .with_columns(rk).sort("rk"))
+    else:
+        at = acked_rk.select("pk", "offset", "inv", "comp", "rk")
+    at = at.with_columns(c("inv").cum_max().over("pk").alias("latest"))
     below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
     flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
     pm = (polls.filter(c("n") > 0)
@@ -580,11 +626,11 @@ def screen(pd: Paired, deadline: float | None = None, assigns: pl.DataFrame | No
     c = pl.col
     ops = pd.ops
     done = True
+    p = _partition_ops(ops)
     try:
-        flagged, counts = flag_partitions(pd, deadline, assigns)
+        flagged, counts = flag_partitions(pd, deadline, assigns, p)
     except TimeUp:
         done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
-    p = ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
     stats = (ops.group_by("run").agg(pl.len().cast(pl.Int64).alias("ops"))
              .join(p.group_by("run").agg((c("f") == "send").sum().cast(pl.Int64).alias("sends"),
                                          ((c("f") == "poll") & (c("type") == "ok")).sum().cast(pl.Int64).alias("polls")),

@@ -140,8 +140,8 @@ def bad(enc: Encoding, names: list[str], prev, s):
 def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
         exhaustive: bool = False, writes: int | None = None, bits: int = 0,
-        skip: bool = False, slots: int = 3, epochs: int | None = None,
-        por: bool = False) -> BmcResult:
+        one_query: bool = False, guide: list | None = None, guide_tail: int = 0,
+        slots: int = 3, epochs: int | None = None, por: bool = False) -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
@@ -151,13 +151,19 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     losing soundness. `bits`: integer fields as signed bit-vectors of that width, solved by
     bit-blasting to SAT (sym.bitvectors).
 
-    `skip`: one query at `depth` over paths of at most `depth` steps (trailing stutter, as
-    `exhaustive`), steps past the encoding's bounds excluded as depth by depth: a refutation
-    search that skips the shallower depths ("clean" then means only: no violation within
-    `depth` steps inside the encoding's bounds). `slots` (in-flight LeaderAndIsr requests per
-    broker) and `epochs` (leader epochs) are the encoding's own bounds: smaller ones shrink
-    the unrolling; a path they cut is not sought (depth by depth, `skip`) or is reported
-    unknown (`exhaustive`).
+    `one_query`, a search for a refutation only: one query at `depth` over paths that may stop
+    early (trailing stutter), asking for a violation in the final state, paths past the
+    encoding's slots excluded. It under-approximates (a violation that later goes away, or a
+    path needing more slots, is not sought), so "clean" proves nothing: the answer is then
+    "unknown"; a path found is replayed on spec like any other. `guide` (with `one_query`):
+    (formula over an encoded state, to_end) pairs; every state of the path must satisfy the
+    formulas with to_end, every state but the last `guide_tail` the others
+    (strengthen_producers.guide: the search follows the producer's normal behaviour and
+    leaves it only near the end) — a further under-approximation, far cheaper to search.
+
+    `slots` (in-flight LeaderAndIsr requests per broker) and `epochs` (leader epochs) are the
+    encoding's own bounds: smaller ones shrink the unrolling; a path they cut is not sought
+    (depth by depth, `one_query`) or is reported unknown (`exhaustive`).
 
     `por`: partial-order reduction. Two consecutive steps that take independent instances
     (`independent_pairs`) must take them in increasing instance order. Any path can be
@@ -166,13 +172,15 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     reached in k steps, and a violating end state still found; intermediate states may
     differ, so a depth-by-depth search may report a later first violation along the
     path it finds, never a deeper first depth."""
+    if guide and not one_query:
+        raise ValueError("a guide under-approximates: only with one_query")
     with bitvectors(bits):
         return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-                    skip, slots, epochs, por)
+                    one_query, guide, guide_tail, slots, epochs, por)
 
 
 def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-         skip=False, slots=3, epochs=None, por=False) -> BmcResult:
+         one_query=False, guide=None, guide_tail=0, slots=3, epochs=None, por=False) -> BmcResult:
     cfg = model.config
     enc = Encoding(cfg, writes=writes, slots=slots, epochs=epochs)
     # b -> the instances a < b independent of it, which may not directly follow it
@@ -180,7 +188,6 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     if por:
         for a, b in independent_pairs(enc):
             before.setdefault(b, []).append(a)
-    one = exhaustive or skip          # one query at `depth`, paths may stop early
     names = names_for(cfg, invariants)
     t0 = time.monotonic()
     s0 = enc.from_state(model.initial())
@@ -194,26 +201,29 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
         ch = _choice_var(f"a{k}", len(enc.insts), bits)
-        cons += transition(enc, states[-1], nxt, ch, stutter=one, keep_oob=exhaustive)
-        if one and choices:
+        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
+                           keep_oob=exhaustive)
+        if (exhaustive or one_query) and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
         if before and choices:
             prev = choices[-1]
             for b, earlier in before.items():
                 cons.append(z3.Implies(prev == b, AND(*(ch != a for a in earlier))))
+        if guide:
+            cons += [_zb(f(enc, nxt)) for f, to_end in guide if to_end or k <= depth - guide_tail]
         states.append(nxt)
         choices.append(ch)
         b = bad(enc, names, states[-2], nxt)
         viol.append(b)
         if exhaustive:
             oob.append(nxt[("g", "oob")])
-        if one and k < depth:
+        if (exhaustive or one_query) and k < depth:
             continue
         # One query per depth through a simplifying tactic pipeline: measured faster than an
         # incremental solver (reference/spark.md).
         sol = _bit_solver() if bits else _solver()
         sol.add(cons)
-        b = OR(*viol, *oob) if one else b
+        b = OR(*viol, *oob) if exhaustive else b
         sol.add(b if z3.is_expr(b) else z3.BoolVal(bool(b)))
         sol.set("timeout", max(1, int(left * 1000)))
         r = sol.check()
@@ -226,9 +236,13 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
                                      "requests than its slots): no verdict")
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
-                           viol if one else None)
+                           viol if exhaustive or one_query else None)
         if r == z3.unknown:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
+        if one_query:
+            return BmcResult("unknown", depth, time.monotonic() - t0,
+                             message=f"no path of at most {depth} steps within the slots ends in "
+                                     f"a violation (a search for a refutation: proves nothing)")
     return BmcResult("clean", depth, time.monotonic() - t0)
 
 

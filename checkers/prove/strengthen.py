@@ -66,12 +66,17 @@ Positions     a running leader's own position is its log end; a follower it has 
 LeaderStays   without pauses a running leader (or a request making one) keeps the store's
               leadership and election session; no other broker leads a later epoch.
 
+For the producer invariants (ProducerSendOrder, ProducerExactlyOnce) on a quiet single broker,
+documented in checkers/prove/strengthen_producers.py (that file owns them; their names here):
+QuietLeader, ProducerLog, ProducerWindow, ProducerConnection, ProducerOutcomes.
+
 Each is checked on states the explicit model reaches (tests/test_prove_lemmas.py).
 Which strengthening each invariant's proof uses: NEEDS below.
 """
 from __future__ import annotations
 
 from checkers.prove.encoding import Encoding
+from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING
 from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, ite, sel
 from spec.state import FOLLOWER, LEADER, NONE
 
@@ -554,6 +559,8 @@ STRENGTHENING = {
     "HwExposed": hw_exposed,
     "Positions": positions,
     "LeaderStays": leader_stays,
+    # the producer invariants' (checkers/prove/strengthen_producers.py documents them)
+    **PRODUCER_STRENGTHENING,
 }
 
 _ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
@@ -571,4 +578,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "LogMatching": _LOGS,
     # StrongIsr: below a HW is the exposed prefix, which every ISR member holds
     "StrongIsr": _LOGS + ("LogMatching", "FetchInRange", "HwExposed", "Positions", "LeaderStays"),
+    # the producers' promises, on a quiet single broker (strengthen_producers.applies)
+    "ProducerSendOrder": tuple(PRODUCER_STRENGTHENING),
+    "ProducerExactlyOnce": tuple(PRODUCER_STRENGTHENING),
 }

@@ -11,7 +11,9 @@ thread pools get one core, as the issue asks), time reading + checking:
   new: checkers.history.columnar_file.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
 and report ops/s end to end, CPU seconds, the subprocess's peak RSS, and the whole process's
 wall time from the parent (interpreter start-up and imports included: what a user waits for).
-Prints seed= and the options first."""
+With --baseline DIR (a checkout of an earlier revision, e.g. `git worktree add DIR REV`), the
+new engine of that checkout runs on the same files in the same run ("base"), so a speed-up is
+a same-run ratio. Prints seed= and the options first."""
 from __future__ import annotations
 
 import json
@@ -26,6 +28,8 @@ import time
 from pathlib import Path
 
 import click
+
+import kafkaverify
 
 
 def _one(path: str, engine: str) -> dict:
@@ -77,8 +81,10 @@ def _peak_mib() -> float:
               help="write and time JSON lines only up to this size")
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
               help="where to write the histories (default: a temporary directory)")
+@click.option("--baseline", type=click.Path(file_okay=False, exists=True), default=None,
+              help="a checkout of an earlier revision: its new engine runs too, as 'base'")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
-def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, one):
+def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, one):
     """End-to-end check-history benchmark (reading included), old vs new."""
     if one is not None:
         print(json.dumps(_one(*one)))
@@ -86,14 +92,14 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
     sizes = sizes or (1_000_000,)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
-          f"tile_above={tile_above} pinned={'one core' if pin else 'no'} "
+          f"tile_above={tile_above} baseline={baseline} pinned={'one core' if pin else 'no'} "
           f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
-    d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-"))
+    d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
     from checkers.history.generate import Params, generate_valid
     from traces.history import history_events, write
     print(f"{'ops':>9} {'format':>8} {'engine':>6} {'seconds':>8} {'ops/s':>10} {'cpu s':>6} {'process s':>9} "
-          f"{'proc ops/s':>10} {'peak MiB':>9} {'speedup':>8}  status")
+          f"{'proc ops/s':>10} {'peak MiB':>9} {'speedup':>9}  status")
     env = dict(os.environ, POLARS_MAX_THREADS="1")
     for n in sizes:
         paths = {"parquet": d / f"h{n}.parquet"}
@@ -114,18 +120,32 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
             tile(base, paths["parquet"], n // tile_above)
         for fmt, p in paths.items():
             res = {}
-            for engine in (["old"] if old and n <= old_max else []) + ["new"]:
-                cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(p), engine]
+            engines = (["old"] if old and n <= old_max else []) + (["base"] if baseline else []) + ["new"]
+            for engine in engines:
+                cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(p),
+                             "new" if engine == "base" else engine]
+                run_env = env
+                if engine == "base":     # the earlier checkout's modules first on the path
+                    run_env = dict(env, PYTHONPATH=os.pathsep.join(
+                        [str(Path(baseline).resolve())] + [q for q in [env.get("PYTHONPATH")] if q]))
+                    if kafkaverify.ALLOCATOR_TUNED:   # the checkout's own allocator settings
+                        run_env.pop("_RJEM_MALLOC_CONF", None)
                 t0 = time.perf_counter()
-                out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+                # `-m` puts the working directory first on the path: the checkout's own.
+                out = subprocess.run(cmd, capture_output=True, text=True, env=run_env,
+                                     cwd=str(Path(baseline).resolve()) if engine == "base" else None)
                 wall = time.perf_counter() - t0
                 if out.returncode:
                     raise SystemExit(out.stderr)
                 r = res[engine] = json.loads(out.stdout)
-                speed = (f"{res['old']['seconds'] / r['seconds']:.1f}x" if engine == "new" and "old" in res else "")
+                speed = ""
+                if engine == "new" and "base" in res:   # same-run ratio of CPU seconds
+                    speed = f"{res['base']['cpu_s'] / r['cpu_s']:.2f}x cpu"
+                elif engine == "new" and "old" in res:
+                    speed = f"{res['old']['seconds'] / r['seconds']:.1f}x"
                 print(f"{r['ops']:>9} {fmt:>8} {engine:>6} {r['seconds']:>8.2f} {r['ops_per_s']:>10.0f} "
                       f"{r['cpu_s']:>6.2f} {wall:>9.2f} {r['ops'] / wall:>10.0f} "
-                      f"{r['peak_rss_mib']:>9.0f} {speed:>8}  {r['status']}", flush=True)
+                      f"{r['peak_rss_mib']:>9.0f} {speed:>9}  {r['status']}", flush=True)
     if not workdir:
         shutil.rmtree(d, ignore_errors=True)
 

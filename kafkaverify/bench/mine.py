@@ -14,12 +14,14 @@ sampled (JVM and Python workers included), times on the same data:
   spark-sql      the same rule set with Spark DataFrame window functions, local[2]
 The three "rule set" engines answer a smaller question than the kernel (two rules of the
 eight, no witnesses): their ratios say what the engine costs, not what the checks cost.
-Prints seed= and options first; events/s, seconds, peak MiB and the ratio to the fastest."""
+Prints seed= and options first; events/s, seconds, CPU-seconds and peak MiB of each engine's
+process tree, the 1-minute load average, and the ratio to the fastest."""
 from __future__ import annotations
 
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -33,10 +35,13 @@ import click
 ENGINES = ("kernel-local", "kernel-spark", "kernel-spark-jvm", "polars", "duckdb", "spark-sql")
 
 
-def _tree_rss_kib(root: int) -> int:
-    """RSS of `root` and all its descendants (from /proc)."""
+def _tree(root: int) -> tuple[int, dict[int, float]]:
+    """RSS (KiB) of `root` and all its descendants, and each one's CPU seconds so far (from
+    /proc: user + system time of the process itself, not of its reaped children)."""
     kids: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -50,22 +55,39 @@ def _tree_rss_kib(root: int) -> int:
             continue
         kids.setdefault(ppid, []).append(int(d))
         rss[int(d)] = pages * os.sysconf("SC_PAGE_SIZE") // 1024
-    total, todo = 0, [root]
+        cpu[int(d)] = (int(parts[11]) + int(parts[12])) / tick
+    total, seen, todo = 0, {}, [root]
     while todo:
         p = todo.pop()
         total += rss.get(p, 0)
+        if p in cpu:
+            seen[p] = cpu[p]
         todo += kids.get(p, [])
-    return total
+    return total, seen
+
+
+def _children_cpu() -> float:
+    """CPU seconds of every reaped descendant so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _run_sampled(cmd: list[str]) -> tuple[dict, float]:
+    """Runs `cmd`, sampling its process tree every 0.2 s: peak RSS, and CPU seconds as the sum
+    over every process seen of its last sampled CPU time (a JVM that outlives its parent and is
+    never reaped here is counted too; at most 0.2 s of each process's last CPU is missed), or
+    the reaped children's CPU if that is larger."""
+    cpu0 = _children_cpu()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0]
+    last: dict[int, float] = {}
     stop = threading.Event()
 
     def sample():
         while not stop.wait(0.2):
-            peak[0] = max(peak[0], _tree_rss_kib(p.pid))
+            rss, cpu = _tree(p.pid)
+            peak[0] = max(peak[0], rss)
+            last.update(cpu)
     t = threading.Thread(target=sample, daemon=True)
     t.start()
     out, err = p.communicate()
@@ -73,7 +95,9 @@ def _run_sampled(cmd: list[str]) -> tuple[dict, float]:
     t.join()
     if p.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return json.loads(out.strip().splitlines()[-1]), peak[0] / 1024
+    r = json.loads(out.strip().splitlines()[-1])
+    r["cpu_seconds"] = max(_children_cpu() - cpu0, sum(last.values()))
+    return r, peak[0] / 1024
 
 
 # -- the rule set, three ways (pairing; send order per producer; poll contiguity per consumer)
@@ -189,27 +213,37 @@ def one(engine: str, ds: str) -> dict:
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--buckets", type=int, default=16, show_default=True)
 @click.option("--engines", default=",".join(ENGINES), show_default=True)
-@click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None)
+@click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
+              help="keep the dataset in DIR/ds (default: a temporary directory, removed)")
+@click.option("--dataset", type=click.Path(exists=True, file_okay=False), default=None,
+              help="mine this existing dataset (e.g. an earlier --dir's ds) instead of generating one")
 @click.option("--one", "one_args", nargs=2, type=str, default=None, hidden=True)
-def main(runs, distinct, ops, seed, buckets, engines, workdir, one_args):
+def main(runs, distinct, ops, seed, buckets, engines, workdir, dataset, one_args):
     """Generate and mine runs; compare engines."""
     if one_args:
         print(json.dumps(one(*one_args)))
         return
+    if dataset and workdir:
+        raise click.UsageError("--dataset mines an existing dataset; --dir says where to generate one")
     print(f"seed={seed} runs={runs} distinct={distinct} ops={ops} buckets={buckets} engines={engines} "
           f"python={platform.python_version()} cpus={os.cpu_count()}", flush=True)
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-bench-mine-"))
-    ds = d / "ds"
-    if ds.exists():
-        shutil.rmtree(ds)
-    from checkers.history.gen_runs import generate_dataset
-    t0 = time.perf_counter()
-    g = generate_dataset(str(ds), runs=runs, seed=seed, ops=ops, buckets=buckets, distinct=distinct)
-    gen_s = time.perf_counter() - t0
-    size = sum(f.stat().st_size for f in ds.rglob("*.parquet"))
-    print(f"generated {g['runs']} runs ({g['distinct']} distinct), {g['events']} events, "
-          f"{g['planted']} planted, {size / 2**20:.0f} MiB Parquet in {gen_s:.1f} s "
-          f"({g['events'] / gen_s:,.0f} events/s)", flush=True)
+    ds = Path(dataset) if dataset else d / "ds"
+    if dataset:
+        print(f"mining the existing dataset {ds} (no generation)", flush=True)
+    else:
+        if ds.exists():
+            shutil.rmtree(ds)
+        from checkers.history.gen_runs import generate_dataset
+        t0, c0 = time.perf_counter(), time.process_time()
+        g = generate_dataset(str(ds), runs=runs, seed=seed, ops=ops, buckets=buckets, distinct=distinct)
+        gen_s, gen_cpu = time.perf_counter() - t0, time.process_time() - c0
+        gen_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        size = sum(f.stat().st_size for f in ds.rglob("*.parquet"))
+        print(f"generated {g['runs']} runs ({g['distinct']} distinct), {g['events']} events, "
+              f"{g['planted']} planted, {size / 2**20:.0f} MiB Parquet in {gen_s:.1f} s, "
+              f"{gen_cpu:.1f} CPU-s ({g['events'] / gen_s:,.0f} events/s), peak {gen_peak:.0f} MiB "
+              f"(one process)", flush=True)
     rows = []
     for e in engines.split(","):
         r, peak = _run_sampled([sys.executable, "-m", "kafkaverify.bench.mine", "--one", e, str(ds)])
@@ -218,14 +252,15 @@ def main(runs, distinct, ops, seed, buckets, engines, workdir, one_args):
         extra = (f"invalid runs {r['invalid_runs']}" if "invalid_runs" in r else f"flagged runs {r['flagged_runs']}")
         job = f" (job {r['seconds_in_job']:.1f} s)" if "seconds_in_job" in r else ""
         print(f"{e:>13}: {r['seconds']:7.1f} s{job}  {r['events'] / r['seconds']:>12,.0f} events/s  "
-              f"peak {peak:6.0f} MiB (process tree)  {extra}", flush=True)
+              f"{r['cpu_seconds']:7.1f} CPU-s  peak {peak:6.0f} MiB (process tree)  {extra}  "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
     for kind in (("kernel-local", "kernel-spark", "kernel-spark-jvm"), ("polars", "duckdb", "spark-sql")):
         sub = [r for r in rows if r["engine"] in kind]
         if len(sub) > 1:
             best = min(sub, key=lambda r: r["seconds"])
             print("ratios to " + best["engine"] + ": " + ", ".join(
                 f"{r['engine']} {r['seconds'] / best['seconds']:.2f}x" for r in sub))
-    if not workdir:
+    if not workdir and not dataset:
         shutil.rmtree(d, ignore_errors=True)
 
 

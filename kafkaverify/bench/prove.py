@@ -10,7 +10,8 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
     nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
     nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
-    nice -n 10 python -m kafkaverify.bench.prove three --time-limit 300
+    nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
+    nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
 each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
@@ -63,7 +64,7 @@ THREE_TIGHT = [
 def run_three(time_limit: float, bits: int | None, only: list[str] | None = None,
               explorer: bool = True) -> None:
     """Both engines on each three-replica fix at its tight bounds, one after the other in one
-    run, the same time limit: BMC as one query at the explorer's depth (`skip`: paths of at
+    run, the same time limit: BMC as one query at the explorer's depth (`one_query`: paths of at
     most that many steps), bit-blasted, with partial-order reduction, replayed on spec; then
     the explorer's portfolio (breadth-first search, then swarm walks). Seconds to the first
     counterexample of each, and the machine's 1-minute load average. `bits` None: the
@@ -80,13 +81,13 @@ def run_three(time_limit: float, bits: int | None, only: list[str] | None = None
         m = Model(make_config("current", (fix,), **bounds))
         name = f"--without {fix}" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
         load = os.getloadavg()[0]
-        r = bmc(m, depth, invariants=(inv,), time_limit=time_limit, skip=True, por=True,
+        r = bmc(m, depth, invariants=(inv,), time_limit=time_limit, one_query=True, por=True,
                 bits=width, slots=slots, epochs=epochs)
         if r.status == "violation":
             bm = f"{r.invariant} in {r.depth} steps" + (f" (spec disagrees: {r.problem})" if r.problem
                                                         else ", replayed on spec")
         else:
-            bm = f"{r.status} (D = {depth})"
+            bm = f"{r.status} (D = {depth}): " + ("no path within the bounds" if r.message else "time limit")
         bm += f"; {width}-bit, {slots} slot(s), {epochs} epochs"
         xs, ex = float("nan"), "not run"
         if explorer:
@@ -204,9 +205,74 @@ def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
               f"{load:.1f} |", flush=True)
 
 
+def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
+                           start: int = 1) -> None:
+    """Induction with the producer strengthening for 1..5 in flight (K records, K in flight),
+    beside the same run's exhaustive BMC to the diameter (the earlier proof) as the baseline;
+    with upto 6, the guided refutation of the duplicate beside the same query unguided."""
+    guided_upto, upto = upto, min(upto, 5)
+    import os
+    import resource
+
+    from checkers.prove.differential import diameter
+
+    def cpu():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+    print("| in flight | invariants | method | verdict | s | CPU s | baseline: exhaustive BMC to the "
+          "diameter | baseline s | ratio | load (1 min) |\n|---|---|---|---|---:|---:|---|---:|---:|---:|")
+    invs = ("ProducerSendOrder", "ProducerExactlyOnce")
+    for k in range(start, upto + 1):
+        m = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": k}))
+        load = os.getloadavg()[0]
+        t0, c0 = time.monotonic(), cpu()
+        rs = [prove(m, name, time_limit=time_limit) for name in invs]
+        secs, cs = time.monotonic() - t0, cpu() - c0
+        verdict = ", ".join(sorted({r.verdict + (f" ({r.failing})" if r.failing else "") for r in rs}))
+        base, bs, ratio = "-", float("nan"), "-"
+        if baseline_limit > 0:
+            dia = diameter(m)
+            b = bmc(m, dia, invariants=invs, time_limit=baseline_limit, exhaustive=True, writes=k,
+                    bits=bits)
+            bs = b.seconds
+            base = f"depth {dia}: " + ("proved" if b.status == "clean" else b.status +
+                                       (" (time limit)" if b.status == "unknown" else ""))
+            if b.status == "clean" and all(r.verdict == "proved" for r in rs):
+                ratio = f"{bs / max(secs, 1e-3):.1f}"
+            elif b.status == "unknown":
+                ratio = f"> {bs / max(secs, 1e-3):.0f}"
+        print(f"| {k} | {', '.join(invs)} | induction, producer strengthening | {verdict} | {secs:.1f} | "
+              f"{cs:.1f} | {base} | {bs:.1f} | {ratio} | {load:.1f} |", flush=True)
+    if guided_upto >= 6:
+        # the duplicate (ProducerExactlyOnce): one guided query at the explorer's depth (25), 7
+        # write slots, 8-bit fields (kafkaverify prove --guided), beside the same query unguided
+        from checkers.prove.strengthen_producers import guide
+        invs = ("ProducerExactlyOnce",)
+        m = Model(make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6}))
+        load = os.getloadavg()[0]
+        t0, c0 = time.monotonic(), cpu()
+        r = bmc(m, 25, invariants=invs, time_limit=time_limit, one_query=True, writes=7, bits=8,
+                guide=guide(m.config), guide_tail=5)
+        secs, cs = time.monotonic() - t0, cpu() - c0
+        verdict = (f"refuted: {r.invariant} in {r.depth} steps" + (f" ({r.problem})" if r.problem else
+                                                                   ", replayed on spec")
+                   if r.status == "violation" else r.status)
+        base, bs, ratio = "-", float("nan"), "-"
+        if baseline_limit > 0:
+            b = bmc(m, 25, invariants=invs, time_limit=baseline_limit, one_query=True, writes=7, bits=8)
+            bs = b.seconds
+            base = "one query, unguided: " + (f"{b.invariant} in {b.depth} steps" if b.status == "violation"
+                                              else b.status + " (time limit)")
+            ratio = (f"{bs / max(secs, 1e-3):.1f}" if b.status == "violation" else
+                     f"> {bs / max(secs, 1e-3):.1f}")
+        print(f"| 6 | {', '.join(invs)} | BMC depth 25, guided (last 5 steps free), 7 write slots, 8-bit | "
+              f"{verdict} | {secs:.1f} | {cs:.1f} | {base} | {bs:.1f} | {ratio} | {load:.1f} |", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "producers"])
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "producers",
+                                     "producer-induction"])
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
     ap.add_argument("--bits", type=int, default=None,
@@ -221,9 +287,16 @@ def main(argv=None) -> None:
     ap.add_argument("--baseline", action="store_true",
                     help="also run each proof over every action instance (no symmetry reduction) "
                          "and print the ratio, same run")
+    ap.add_argument("--from", dest="start", type=int, default=1,
+                    help="producer-induction: first in-flight case")
+    ap.add_argument("--baseline-limit", type=float, default=120.0,
+                    help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
-    if a.what == "producers":
-        run_producers(a.time_limit, a.upto, 16 if a.bits is None else a.bits)
+    bits = 16 if a.bits is None else a.bits
+    if a.what == "producer-induction":
+        run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
+    elif a.what == "producers":
+        run_producers(a.time_limit, a.upto, bits)
     elif a.what == "three":
         run_three(a.time_limit, a.bits, a.fix, not a.no_explorer)
     elif a.what == "fixes":
