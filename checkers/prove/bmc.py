@@ -65,6 +65,58 @@ def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False
     return [c if z3.is_expr(c) else z3.BoolVal(bool(c)) for c in cons]
 
 
+def _fields(exprs, key_of: dict) -> set:
+    """The state fields (keys) that z3 terms mention: a walk of their shared DAG."""
+    seen, out, todo = set(), set(), [e for e in exprs if z3.is_expr(e)]
+    while todo:
+        e = todo.pop()
+        i = e.get_id()
+        if i in seen:
+            continue
+        seen.add(i)
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            k = key_of.get(e.decl().name())
+            if k is not None:
+                out.add(k)
+        else:
+            todo.extend(e.children())
+    return out
+
+
+def independent_pairs(enc: Encoding) -> list[tuple[int, int]]:
+    """Pairs (a, b), a < b, of action instances that commute everywhere: neither writes a field
+    the other reads (guard or successor) or writes. Read and write sets come from the symbolic
+    guard and successor over a state of free variables, so they over-approximate (a field a
+    successor rebuilds unchanged counts as written). The `oob` flag is left out: every
+    instance only ORs into it, and a path that sets it is excluded in either order."""
+    s = variables(enc, "por")
+    key_of = {v.decl().name(): k for k, v in s.items()}
+    oob = ("g", "oob")
+    rw = []
+    for inst in enc.insts:
+        g = inst.guard(s, inst)
+        t = enc.succ(inst, s)
+        w = {k for k, v in t.items() if v is not s[k]} - {oob}
+        r = _fields([_zb(g)] + [_zb(t[k]) for k in w], key_of) - {oob}
+        rw.append((r, w))
+    out = []
+    for a in range(len(rw)):
+        ra, wa = rw[a]
+        for b in range(a + 1, len(rw)):
+            rb, wb = rw[b]
+            if not (wa & (rb | wb)) and not (wb & ra):
+                out.append((a, b))
+    return out
+
+
+def _choice_var(name: str, count: int, bits: int):
+    """The step's instance number (-1: stutter). Over bit-vectors, wide enough for `count`
+    instances whatever the fields' width (a narrower one would wrap instance numbers)."""
+    if not bits:
+        return int_var(name)
+    return z3.BitVec(name, max(bits, count.bit_length() + 1))
+
+
 def _zb(x):
     return x if z3.is_expr(x) else z3.BoolVal(bool(x))
 
@@ -88,7 +140,8 @@ def bad(enc: Encoding, names: list[str], prev, s):
 def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
         exhaustive: bool = False, writes: int | None = None, bits: int = 0,
-        one_query: bool = False, guide: list | None = None, guide_tail: int = 0) -> BmcResult:
+        one_query: bool = False, guide: list | None = None, guide_tail: int = 0,
+        slots: int = 3, epochs: int | None = None, por: bool = False) -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
@@ -106,18 +159,35 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     (formula over an encoded state, to_end) pairs; every state of the path must satisfy the
     formulas with to_end, every state but the last `guide_tail` the others
     (strengthen_producers.guide: the search follows the producer's normal behaviour and
-    leaves it only near the end) — a further under-approximation, far cheaper to search."""
+    leaves it only near the end) — a further under-approximation, far cheaper to search.
+
+    `slots` (in-flight LeaderAndIsr requests per broker) and `epochs` (leader epochs) are the
+    encoding's own bounds: smaller ones shrink the unrolling; a path they cut is not sought
+    (depth by depth, `one_query`) or is reported unknown (`exhaustive`).
+
+    `por`: partial-order reduction. Two consecutive steps that take independent instances
+    (`independent_pairs`) must take them in increasing instance order. Any path can be
+    reordered so (swap adjacent independent steps until sorted: each swap keeps both steps
+    enabled and the end state the same), so every state reachable in k steps is still
+    reached in k steps, and a violating end state still found; intermediate states may
+    differ, so a depth-by-depth search may report a later first violation along the
+    path it finds, never a deeper first depth."""
     if guide and not one_query:
         raise ValueError("a guide under-approximates: only with one_query")
     with bitvectors(bits):
         return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-                    one_query, guide, guide_tail)
+                    one_query, guide, guide_tail, slots, epochs, por)
 
 
 def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-         one_query=False, guide=None, guide_tail=0) -> BmcResult:
+         one_query=False, guide=None, guide_tail=0, slots=3, epochs=None, por=False) -> BmcResult:
     cfg = model.config
-    enc = Encoding(cfg, writes=writes)
+    enc = Encoding(cfg, writes=writes, slots=slots, epochs=epochs)
+    # b -> the instances a < b independent of it, which may not directly follow it
+    before: dict[int, list[int]] = {}
+    if por:
+        for a, b in independent_pairs(enc):
+            before.setdefault(b, []).append(a)
     names = names_for(cfg, invariants)
     t0 = time.monotonic()
     s0 = enc.from_state(model.initial())
@@ -130,11 +200,15 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         if left <= 0:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
-        ch = int_var(f"a{k}")
+        ch = _choice_var(f"a{k}", len(enc.insts), bits)
         cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
                            keep_oob=exhaustive)
         if (exhaustive or one_query) and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
+        if before and choices:
+            prev = choices[-1]
+            for b, earlier in before.items():
+                cons.append(z3.Implies(prev == b, AND(*(ch != a for a in earlier))))
         if guide:
             cons += [_zb(f(enc, nxt)) for f, to_end in guide if to_end or k <= depth - guide_tail]
         states.append(nxt)
@@ -172,6 +246,21 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     return BmcResult("clean", depth, time.monotonic() - t0)
 
 
+def _spec_action(enc: Encoding, inst, d: dict, s: State) -> Action:
+    """The spec action of an instance at z3's state d, spec being at s. A Deliver or Lose names
+    its message by slot: the slot-th request to that broker in spec's message order (the
+    encoding keeps versions as growing integers where spec renumbers them densely, so the
+    version in z3's message may differ from spec's by that renaming; the other fields must
+    agree, or the action is left as z3 names it and replay reports the disagreement)."""
+    a = enc.spec_action(inst, d)
+    if inst.kind in ("Deliver", "Lose"):
+        dst, k = inst.arg
+        mine = [m[1:] for m in s.msgs if m[0] == dst]
+        if k < len(mine) and mine[k][:4] == a.arg[:4]:
+            return Action(a.kind, a.b, mine[k])
+    return a
+
+
 def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=None) -> BmcResult:
     """Turn the z3 path into spec actions and run them on spec. With `viol` (exhaustive mode:
     z3's violation formula per step), the path is cut at spec's first violation, where z3's
@@ -186,7 +275,7 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
     for depth, k in enumerate(real, 1):
         d = concretize(m, states[k])
         inst = enc.insts[picked[k]]
-        a = enc.spec_action(inst, d)
+        a = _spec_action(enc, inst, d, s)
         if a not in model.enabled(s):
             return BmcResult("violation", depth, time.monotonic() - t0, actions=actions, states=out,
                              problem=f"step {depth}: z3 takes '{a.describe()}', which spec does not enable")

@@ -11,6 +11,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
     nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
+    nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
 each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
@@ -44,6 +45,59 @@ BMC_THREE = [
     ("current", ("fetch-epoch-fencing",), {**THREE, "unflushed_loss": False}, None),
     ("current", ("isr-expand-epoch-start",), {**THREE, "unflushed_loss": False, "losses": 0}, None),
 ]
+
+# The three-replica fixes at the tightest bounds where the explorer's counterexample exists (its
+# shortest at those bounds for KAFKA-7128, breadth-first; the golden scripts' shrunk walks for
+# the others): (fix, bounds, invariant, depth = that counterexample's length, the encoding's
+# in-flight slots and leader epochs that path needs).
+TIGHT = {"brokers": 3, "records": 2, "crashes": 1, "elections": 1, "losses": 0}
+THREE_TIGHT = [
+    ("isr-expand-epoch-start", TIGHT, "LeaderCandidateCompleteness", 14, 1, 2),
+    ("epoch-end-offset", {**TIGHT, "crashes": 2, "elections": 2, "unflushed_loss": True}, "StrongIsr",
+     19, 2, 3),
+    ("fetch-epoch-fencing", {**TIGHT, "crashes": 2, "elections": 2}, "StrongIsr", 19, 2, 3),
+    ("truncate-on-epoch-change", {**TIGHT, "crashes": 3, "losses": 1, "unflushed_loss": True},
+     "LogMatching", 30, 1, 3),
+]
+
+
+def run_three(time_limit: float, bits: int | None, only: list[str] | None = None,
+              explorer: bool = True) -> None:
+    """Both engines on each three-replica fix at its tight bounds, one after the other in one
+    run, the same time limit: BMC as one query at the explorer's depth (`one_query`: paths of at
+    most that many steps), bit-blasted, with partial-order reduction, replayed on spec; then
+    the explorer's portfolio (breadth-first search, then swarm walks). Seconds to the first
+    counterexample of each, and the machine's 1-minute load average. `bits` None: the
+    narrowest signed width that holds a version grown by one per step to the depth (values
+    past it wrap, and a wrapped path would fail its replay on spec, never pass it)."""
+    import os
+    from checkers.portfolio import search
+    print("| config | invariant | BMC (one query at depth D) | BMC s | explorer | explorer s | load |\n"
+          "|---|---|---|---:|---|---:|---:|")
+    for fix, bounds, inv, depth, slots, epochs in THREE_TIGHT:
+        if only and fix not in only:
+            continue
+        width = bits or max(5, (depth + 1).bit_length() + 1)
+        m = Model(make_config("current", (fix,), **bounds))
+        name = f"--without {fix}" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+        load = os.getloadavg()[0]
+        r = bmc(m, depth, invariants=(inv,), time_limit=time_limit, one_query=True, por=True,
+                bits=width, slots=slots, epochs=epochs)
+        if r.status == "violation":
+            bm = f"{r.invariant} in {r.depth} steps" + (f" (spec disagrees: {r.problem})" if r.problem
+                                                        else ", replayed on spec")
+        else:
+            bm = f"{r.status} (D = {depth}): " + ("no path within the bounds" if r.message else "time limit")
+        bm += f"; {width}-bit, {slots} slot(s), {epochs} epochs"
+        xs, ex = float("nan"), "not run"
+        if explorer:
+            t0 = time.monotonic()
+            x = search(m, time_limit=time_limit, invariants=(inv,))
+            xs = time.monotonic() - t0
+            ex = (f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
+                  if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})")
+        print(f"| {name} | {inv} | {bm} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+
 
 # Per fix: the smallest bounds where its removal shows, and the invariant it breaks there.
 SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}
@@ -217,11 +271,13 @@ def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "producers",
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "producers",
                                      "producer-induction"])
+    ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
-    ap.add_argument("--bits", type=int, default=16,
-                    help="producers: bit-vector width of the unrolling (0: z3 integers, the baseline)")
+    ap.add_argument("--bits", type=int, default=None,
+                    help="bit-vector width of the unrolling (0: z3 integers, the baseline); "
+                         "producers: default 16; three: default the narrowest for the depth")
     ap.add_argument("--brokers", type=int, nargs="*", default=[3, 5])
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--invariant", nargs="*", default=["HwBelowLeo", "MonotonicEpochs"])
@@ -236,10 +292,13 @@ def main(argv=None) -> None:
     ap.add_argument("--baseline-limit", type=float, default=120.0,
                     help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
+    bits = 16 if a.bits is None else a.bits
     if a.what == "producer-induction":
-        run_producer_induction(a.time_limit, a.upto, a.baseline_limit, a.bits, a.start)
+        run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
     elif a.what == "producers":
-        run_producers(a.time_limit, a.upto, a.bits)
+        run_producers(a.time_limit, a.upto, bits)
+    elif a.what == "three":
+        run_three(a.time_limit, a.bits, a.fix, not a.no_explorer)
     elif a.what == "fixes":
         run_fixes(a.depth or 30, a.time_limit, a.fix)
     elif a.what == "induction":
