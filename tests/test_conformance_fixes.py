@@ -333,6 +333,10 @@ def test_without_isr_broker_epoch_caught(make_cluster):
     the acknowledged records are gone. Conformance names the ineligible addition."""
     c, a, f, old, new = empty_disk_rejoin(make_cluster, "isr-broker-epoch")
     wait_until(lambda: f in c.partition_state(T, 0)["isr"], what=f"{f} committed into the ISR")
+    # the store shows the commit a moment before a traces it: kill a only once its trace has
+    # the commit, or the step conformance judges dies with it
+    wait_until(lambda: [x for x in trace_events(c, a, "isr_changed") if f in x["isr"]],
+               what=f"{a} traces the commit of {f} into the ISR")
     c.kill(a)
     wait_until(lambda: c.leader_of(T, 0) == f, what=f"{f} elected")
     ds = divergences(c, 2)
