@@ -52,9 +52,18 @@ def make_cluster(tmp_path, request):
                 print(f"--- broker-{i}.log (tail) ---\n" + p.read_text(errors="replace")[-3000:])
 
 
+def live_bootstrap(cluster: Cluster) -> str:
+    """The bootstrap list of the brokers running now: a client bootstrapping from a list with
+    killed brokers in it picks among them at random with growing back-off, and can run out of
+    its bootstrap time on the dead ones before it tries a live one."""
+    alive = cluster.alive()
+    return ",".join(f"{h}:{p}" for i, (h, p) in enumerate(zip(cluster.hosts, cluster.ports))
+                    if i in alive) or cluster.bootstrap
+
+
 def producer(cluster: Cluster, acks="all", **kw):
     from kafka import KafkaProducer
-    return KafkaProducer(bootstrap_servers=cluster.bootstrap, enable_idempotence=False, acks=acks,
+    return KafkaProducer(bootstrap_servers=live_bootstrap(cluster), enable_idempotence=False, acks=acks,
                          request_timeout_ms=kw.pop("request_timeout_ms", 10000),
                          retries=kw.pop("retries", 0), max_in_flight_requests_per_connection=1,
                          linger_ms=kw.pop("linger_ms", 0), **kw)
@@ -64,7 +73,7 @@ def consume_all(cluster: Cluster, topic: str, partition: int = 0, idle_ms: int =
                 timeout_s: float = 20) -> list[tuple[int, bytes]]:
     """(offset, value) of every committed record in the partition, via an assigned consumer."""
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, enable_auto_commit=False, group_id=None,
+    c = KafkaConsumer(bootstrap_servers=live_bootstrap(cluster), enable_auto_commit=False, group_id=None,
                       consumer_timeout_ms=idle_ms, request_timeout_ms=15000)
     try:
         tp = TopicPartition(topic, partition)
