@@ -339,6 +339,10 @@ def test_without_isr_broker_epoch_caught(make_cluster):
                what=f"{a} traces the commit of {f} into the ISR")
     c.kill(a)
     wait_until(lambda: c.leader_of(T, 0) == f, what=f"{f} elected")
+    # likewise the store names f leader a moment before f traces it: judge once f's trace has it
+    epoch = c.partition_state(T, 0)["leader_epoch"]
+    wait_until(lambda: [x for x in trace_events(c, f, "became_leader") if x["leader_epoch"] == epoch],
+               what=f"{f} traces its leadership of epoch {epoch}")
     ds = divergences(c, 2)
     assert any(f"committed broker {f} into the ISR on a fetch made with broker epoch {old}" in d
                and f"registered with epoch {new}" in d for d in ds), ds
