@@ -176,6 +176,8 @@ def register(group: click.Group) -> None:
     @click.option("--time-limit", type=float, default=300.0, show_default=True, help="seconds in all")
     @click.option("--out", type=click.Path(file_okay=False), help="directory for refutation traces")
     @click.option("--crashes", type=int, default=None, help="crashes in all [2]")
+    @click.option("--pauses", type=int, default=None,
+                  help="pauses that outlast the coordination session (zombie controllers) [0]")
     @click.option("--elections", type=int, default=None, help="leader elections in all [2]")
     @click.option("--losses", type=int, default=None,
                   help="lost control messages, and with producers dropped connections [1]")
@@ -198,7 +200,7 @@ def register(group: click.Group) -> None:
                        "strengthening but in the last N steps: a search for a refutation "
                        "(replayed on spec), never a proof")
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
-              crashes, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
+              crashes, pauses, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
               retries, idempotence, exhaustive, write_slots, guided):
         """Prove invariants with z3: bounded model checking and induction."""
         from checkers.prove.induction import CORE
@@ -206,7 +208,7 @@ def register(group: click.Group) -> None:
         from rich.console import Console
         from rich.table import Table
         cfg = _config(generation, without, brokers, log_length, idempotence, crashes=crashes,
-                      elections=elections, losses=losses, min_isr=min_isr,
+                      pauses=pauses, elections=elections, losses=losses, min_isr=min_isr,
                       unflushed_loss=unflushed_loss, producers=producers,
                       max_in_flight=max_in_flight, retries=retries)
         known = names_for(cfg, CLIENT_PROPS + tuple(names_for(cfg)))

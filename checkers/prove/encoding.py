@@ -11,10 +11,11 @@ names from the same `Config` (spec/config.py's generation table, never copied).
 
 What is encoded: Produce, FetchRequest, FetchResponse, Truncate, Flush, Crash (process crash
 and power failure losing the unflushed suffix), Restart, ControllerElect, ControllerReact,
-ControllerAlterIsr, AlterIsrResponse, ProposeShrink, Deliver, Lose, and the synchronous ISR
-write of pre-AlterIsr generations. Left out (`supported` refuses such configs): Pause, Resume,
-SessionExpire, Reregister and ZombieElect (pauses > 0), disk loss (Crash with a lost disk), and
-the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a log holds at
+ControllerAlterIsr, AlterIsrResponse, ProposeShrink, Deliver, Lose, the synchronous ISR write of
+pre-AlterIsr generations, and pauses: Pause, Resume, SessionExpire, Reregister and ZombieElect
+(a paused broker does nothing but resume, crash or lose its session; a deposed controller acts
+on its stale cache). Left out (`supported` refuses such configs): disk loss (Crash with a lost
+disk) and the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a log holds at
 most `records` entries (each record is appended once), K in-flight requests per broker and E
 leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
 
@@ -42,8 +43,6 @@ class Unsupported(ValueError):
 
 def supported(cfg: Config) -> str | None:
     """None when the encoding covers `cfg`, else why not."""
-    if cfg.pauses:
-        return "pauses (Pause/Resume/SessionExpire/Reregister/ZombieElect) are not encoded"
     if cfg.disk_loss:
         return "disk loss is not encoded"
     if "eligible-leader-replicas" in cfg.fixes:
@@ -55,13 +54,14 @@ def supported(cfg: Config) -> str | None:
 ENCODED_KINDS = ("AlterIsrResponse", "BumpEpoch", "CompleteProduce", "ControllerAlterIsr",
                  "ControllerElect", "ControllerReact", "Crash", "Deliver", "Disconnect",
                  "FetchRequest", "FetchResponse", "Flush", "HandleProduce", "InitProducerId", "Lose",
-                 "Produce", "ProposeShrink", "Receive", "Restart", "Send", "Truncate")
+                 "Pause", "Produce", "ProposeShrink", "Receive", "Reregister", "Restart", "Resume",
+                 "Send", "SessionExpire", "Truncate", "ZombieElect")
 
 BROKER_INT = ("leo", "flushed", "hw", "clen", "le", "role", "leader", "ver", "f_src", "f_le",
               "f_off", "f_n", "f_hw", "ce", "ctl", "cc_l", "cc_le", "cc_ver", "pgen", "resp")
-BROKER_BOOL = ("alive", "haspend", "trunc", "hasf", "f_oor", "hascc")
+BROKER_BOOL = ("alive", "paused", "haspend", "trunc", "hasf", "f_oor", "hascc")
 ZK_INT = ("controller", "ce", "leader", "le", "ver", "lsess")
-G_INT = ("produced", "elen", "crashes", "elections", "losses", "lossy")
+G_INT = ("produced", "elen", "crashes", "pauses", "elections", "losses", "lossy")
 
 
 @dataclass(frozen=True)
@@ -143,14 +143,14 @@ class Encoding:
         n, L, C, K, E = self.n, self.L, self.C, self.K, self.E
         d: dict = {}
         for i, b in enumerate(s.brokers):
-            if b.paused or b.gen != 2:
-                raise Unsupported("paused broker or unnormalised session")
+            if b.gen != 2:
+                raise Unsupported("unnormalised session")
             if b.leo > L or len(b.cache) > C:
                 raise Unsupported("log longer than the encoding's bound")
             role_pos = b.role == LEADER
             if bool(b.pos) != role_pos and b.alive:
                 raise Unsupported("fetch positions without leadership")
-            put = {"alive": b.alive, "leo": b.leo, "flushed": b.flushed, "hw": b.hw,
+            put = {"alive": b.alive, "paused": b.paused, "leo": b.leo, "flushed": b.flushed, "hw": b.hw,
                    "clen": len(b.cache), "le": b.le, "role": b.role, "leader": b.leader,
                    "ver": b.ver, "haspend": b.pending >= 0, "trunc": b.trunc,
                    "hasf": bool(b.fetch), "ce": b.ce, "ctl": b.ctl, "hascc": bool(b.ctl_cache),
@@ -249,7 +249,7 @@ class Encoding:
                 cc = (g("b", i, "cc_l"), g("b", i, "cc_le"), mask(("b", i, "ccisr")),
                       g("b", i, "cc_ver"), tuple(g("b", i, "cch", j) for j in range(n)))
             brokers.append(Broker(
-                alive=bool(g("b", i, "alive")), paused=False, gen=2, log=log,
+                alive=bool(g("b", i, "alive")), paused=bool(g("b", i, "paused")), gen=2, log=log,
                 flushed=g("b", i, "flushed"), hw=g("b", i, "hw"), cache=cache, le=g("b", i, "le"),
                 role=role, leader=g("b", i, "leader"), ver=g("b", i, "ver"),
                 isr=mask(("b", i, "isr")),
@@ -278,7 +278,7 @@ class Encoding:
             acked=sum(1 << r for r in range(self.R) if g("g", "acked", r)),
             produced=g("g", "produced"),
             exposed=tuple(g("g", "exp", k) for k in range(g("g", "elen"))),
-            epoch_leaders=tuple(el), crashes=g("g", "crashes"), pauses=0,
+            epoch_leaders=tuple(el), crashes=g("g", "crashes"), pauses=g("g", "pauses"),
             elections=g("g", "elections"), losses=g("g", "losses"), lossy=g("g", "lossy"),
             doomed=sum(1 << r for r in range(self.R) if g("g", "doomed", r)),
             damaged=mask(("g", "damaged")), writes=writes, prods=prods)
@@ -290,7 +290,8 @@ class Encoding:
             m = tuple(d[("m", dst, k, f)] for f in ("ce", "le", "leader"))
             isr = sum(1 << j for j in range(self.n) if d[("m", dst, k, "isr", j)])
             return Action(inst.kind, dst, (m[0], m[1], m[2], isr, d[("m", dst, k, "ver")]))
-        if inst.kind in ("Crash", "ControllerReact", "ControllerAlterIsr", "ProposeShrink", "Send"):
+        if inst.kind in ("Crash", "ControllerReact", "ControllerAlterIsr", "ProposeShrink", "Send",
+                         "ZombieElect"):
             return Action(inst.kind, inst.b, inst.arg)
         return Action(inst.kind, inst.b)
 
@@ -300,7 +301,8 @@ class Encoding:
         return s[("b", i, f) + k]
 
     def up(self, s, i):
-        return s[("b", i, "alive")]     # no pauses in the encoding
+        """spec's _up: running, and not paused."""
+        return AND(s[("b", i, "alive")], NOT(s[("b", i, "paused")]))
 
     def cache_assign(self, s, i, epoch, start):
         """LeaderEpochFileCache.assign on broker i's cache, in place on dict s."""
@@ -493,7 +495,7 @@ class Encoding:
 
     def down(self, s, i):
         n = self.n
-        s.update({("b", i, "alive"): False, ("b", i, "role"): NONE, ("b", i, "leader"): -1,
+        s.update({("b", i, "alive"): False, ("b", i, "paused"): False, ("b", i, "role"): NONE, ("b", i, "leader"): -1,
                   ("b", i, "haspend"): False, ("b", i, "trunc"): False, ("b", i, "hasf"): False,
                   ("b", i, "ctl"): 0, ("b", i, "hascc"): False, ("b", i, "pgen"): 0,
                   ("b", i, "resp"): -1})
@@ -568,6 +570,13 @@ class Encoding:
                 out.append(Inst("ControllerReact", i, x, self._g_react, self._s_react))
             for l in range(n):
                 out.append(Inst("ControllerAlterIsr", i, l, self._g_calter, self._s_calter))
+            if self.cfg.pauses:
+                out.append(Inst("Pause", i, -1, self._g_pause, self._s_pause))
+                out.append(Inst("Resume", i, -1, self._g_resume, self._s_resume))
+                out.append(Inst("SessionExpire", i, -1, self._g_expire, self._s_expire))
+                out.append(Inst("Reregister", i, -1, self._g_reregister, self._s_reregister))
+                for x in range(n):
+                    out.append(Inst("ZombieElect", i, x, self._g_zombie, self._s_zombie))
         for d in range(n):
             for k in range(K):
                 out.append(Inst("Deliver", d, (d, k), self._g_deliver, self._s_deliver))
@@ -595,10 +604,14 @@ class Encoding:
         s[("b", i, "le")] = -1
         s[("b", i, "role")] = NONE
         s[("b", i, "ce")] = s[("z", "ce")]
+        self.new_session(s, i)
+
+    def new_session(self, s, i):
+        """Broker i registers with a new session number (Restart, Reregister), then spec's
+        _normalize_sessions: what controllers handled, a pending expansion's broker epoch, and
+        the leader's election session for broker i all become "an older session" (1)."""
+        n = self.n
         s[("z", "sess", i)] = True
-        # spec's _normalize_sessions after the broker's session number grows: what controllers
-        # handled, a pending expansion's broker epoch, and the leader's election session for
-        # broker i all become "an older session" (1).
         for c in range(n):
             s[("b", c, "cch", i)] = ite(EQ(s[("b", c, "cch", i)], 2), 1, s[("b", c, "cch", i)])
             first = -1
@@ -631,6 +644,66 @@ class Encoding:
                 lost_r = OR(*[AND(lost[k], EQ(s[("b", i, "lr", k)], r)) for k in range(L)])
                 s[("g", "doomed", r)] = OR(s[("g", "doomed", r)], AND(lost_r, NOT(held)))
             s[("g", "damaged", i)] = OR(s[("g", "damaged", i)], s[("z", "isr", i)])
+
+    # Pauses (spec/model.py _pause, _resume, _session_expire, _reregister, _zombie_elect): a
+    # paused broker only resumes, crashes or loses its session; once running again it notices
+    # the lost session and registers anew; a deposed controller acts on its stale cache.
+
+    def _g_pause(self, s, a):
+        i = a.b
+        return AND(s[("b", i, "alive")], NOT(s[("b", i, "paused")]),
+                   s[("g", "pauses")] < self.cfg.pauses)
+
+    def _s_pause(self, s, a):
+        s[("b", a.b, "paused")] = True
+        s[("g", "pauses")] = s[("g", "pauses")] + 1
+
+    def _g_resume(self, s, a):
+        return AND(s[("b", a.b, "alive")], s[("b", a.b, "paused")])
+
+    def _s_resume(self, s, a):
+        # queued /controller watch notifications are processed on resume
+        i = a.b
+        s[("b", i, "paused")] = False
+        s[("b", i, "ce")] = MAX(s[("b", i, "ce")], s[("z", "ce")])
+
+    def _g_expire(self, s, a):
+        i = a.b
+        return AND(s[("b", i, "alive")], s[("b", i, "paused")], s[("z", "sess", i)])
+
+    def _s_expire(self, s, a):
+        i = a.b
+        s[("z", "sess", i)] = False
+        s[("z", "controller")] = ite(EQ(s[("z", "controller")], i), -1, s[("z", "controller")])
+
+    def _g_reregister(self, s, a):
+        return AND(self.up(s, a.b), NOT(s[("z", "sess", a.b)]))
+
+    def _s_reregister(self, s, a):
+        i = a.b
+        s[("b", i, "ctl")] = 0
+        self._clear_cc(s, i)
+        s[("b", i, "ce")] = MAX(s[("b", i, "ce")], s[("z", "ce")])
+        self.new_session(s, i)
+
+    def _g_zombie(self, s, a):
+        # spec: not the current controller, and a controller epoch older than the store's
+        # (which already rules out being the current controller)
+        i, x = a.b, a.arg
+        ctl = s[("b", i, "ctl")]
+        return AND(self.up(s, i), NE(ctl, 0), ctl < s[("z", "ce")], s[("b", i, "hascc")],
+                   s[("g", "elections")] < self.cfg.elections, s[("b", i, "ccisr", x)],
+                   NE(s[("b", i, "cc_l")], x))
+
+    def _s_zombie(self, s, a):
+        # its store write fails (the session is gone), but the requests go to every broker
+        i, x, n = a.b, a.arg, self.n
+        le = s[("b", i, "cc_le")] + 1
+        isr = [s[("b", i, "ccisr", j)] for j in range(n)]
+        self.send(s, [True] * n, s[("b", i, "ctl")], le, x, isr, s[("b", i, "cc_ver")])
+        s[("b", i, "cc_l")] = x
+        s[("b", i, "cc_le")] = le
+        s[("g", "elections")] = s[("g", "elections")] + 1
 
     def _g_flush(self, s, a):
         return AND(self.up(s, a.b), s[("b", a.b, "flushed")] < s[("b", a.b, "leo")])
