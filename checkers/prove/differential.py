@@ -10,8 +10,9 @@ concrete path computes.
 from __future__ import annotations
 
 import random
-from itertools import islice
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 
 import z3
 
@@ -32,6 +33,7 @@ class DiffReport:
     skipped: int = 0           # states outside the encoding's bounds
     transitions: int = 0       # successors compared
     oob: int = 0               # successors past the encoding's bounds (not compared)
+    kinds: Counter = field(default_factory=Counter)    # successors compared, per action kind
     problems: list = field(default_factory=list)
 
 
@@ -63,6 +65,7 @@ def compare_state(enc: Encoding, model: Model, s: State, report: DiffReport) -> 
     report.oob += len(oob)
     for a, t in mine.items():
         report.transitions += 1
+        report.kinds[a.kind] += 1
         want = canon_versions(model.step(s, a))
         if t != want:
             report.problems.append((s, a, _diff(t, want)))

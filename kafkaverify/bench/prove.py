@@ -109,9 +109,9 @@ FIX_BOUNDS = {
     "epoch-end-offset": (BMC_THREE[1][2], BMC_THREE[1][3]),
     "fetch-epoch-fencing": (BMC_THREE[2][2], BMC_THREE[2][3]),
     "isr-expand-epoch-start": (BMC_THREE[3][2], BMC_THREE[3][3]),
-    # The bugs of these need what the encoding leaves out: a paused (zombie) controller, and a
-    # broker returning with an empty disk.
-    "controller-epoch-fencing": ({"pauses": 1}, None),
+    # a deposed (zombie) controller's stale LeaderAndIsr: a pause outlasting its session
+    "controller-epoch-fencing": ({**SMALL, "crashes": 0, "pauses": 1}, ("UniqueLeaderPerEpoch",)),
+    # needs what the encoding leaves out: a broker returning with an empty disk
     "isr-broker-epoch": ({"disk_loss": True}, None),
 }
 
