@@ -301,7 +301,11 @@ class Encoding:
         return s[("b", i, f) + k]
 
     def up(self, s, i):
-        """spec's _up: running, and not paused."""
+        """spec's _up: running, and not paused. Without pauses in the config no broker is ever
+        paused: the flag is left out, so such formulas (and induction's free pre-states) are
+        exactly what they were before pauses were encoded."""
+        if not self.cfg.pauses:
+            return s[("b", i, "alive")]
         return AND(s[("b", i, "alive")], NOT(s[("b", i, "paused")]))
 
     def cache_assign(self, s, i, epoch, start):
