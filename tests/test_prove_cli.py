@@ -103,3 +103,11 @@ def test_check_stage_passes():
     verdict, secs, detail = prove_stage()
     assert verdict == "pass", detail
     assert "replayed" in detail and "MonotonicEpochs proved" in detail
+
+
+def test_pauses_are_encoded():
+    """`--pauses`: the encoding covers paused brokers and zombie controllers; HwBelowLeo stays
+    inductive with them (the lemmas that assume no pauses are not among its strengthening)."""
+    r = kv("prove", "--brokers", "2", "--pauses", "1", "--invariant", "HwBelowLeo")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "proved" in r.stdout and "induction" in r.stdout
