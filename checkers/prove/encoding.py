@@ -249,7 +249,7 @@ class Encoding:
                 cc = (g("b", i, "cc_l"), g("b", i, "cc_le"), mask(("b", i, "ccisr")),
                       g("b", i, "cc_ver"), tuple(g("b", i, "cch", j) for j in range(n)))
             brokers.append(Broker(
-                alive=bool(g("b", i, "alive")), paused=bool(g("b", i, "paused")), gen=2, log=log,
+                alive=bool(g("b", i, "alive")), paused=bool(self.cfg.pauses and g("b", i, "paused")), gen=2, log=log,
                 flushed=g("b", i, "flushed"), hw=g("b", i, "hw"), cache=cache, le=g("b", i, "le"),
                 role=role, leader=g("b", i, "leader"), ver=g("b", i, "ver"),
                 isr=mask(("b", i, "isr")),
