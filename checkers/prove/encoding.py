@@ -15,8 +15,8 @@ ControllerAlterIsr, AlterIsrResponse, ProposeShrink, Deliver, Lose, the synchron
 pre-AlterIsr generations, and pauses: Pause, Resume, SessionExpire, Reregister and ZombieElect
 (a paused broker does nothing but resume, crash or lose its session; a deposed controller acts
 on its stale cache). Left out (`supported` refuses such configs): disk loss (Crash with a lost
-disk) and the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a log holds at
-most `records` entries (each record is appended once), K in-flight requests per broker and E
+disk) and the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a log
+holds at most `records` entries (each record is appended once), K in-flight requests per broker and E
 leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
 
 With `producers`, the producers of spec/producer.py join (checkers/prove/producers.py: their
@@ -249,7 +249,8 @@ class Encoding:
                 cc = (g("b", i, "cc_l"), g("b", i, "cc_le"), mask(("b", i, "ccisr")),
                       g("b", i, "cc_ver"), tuple(g("b", i, "cch", j) for j in range(n)))
             brokers.append(Broker(
-                alive=bool(g("b", i, "alive")), paused=bool(self.cfg.pauses and g("b", i, "paused")), gen=2, log=log,
+                alive=bool(g("b", i, "alive")),
+                paused=bool(self.cfg.pauses and g("b", i, "paused")), gen=2, log=log,
                 flushed=g("b", i, "flushed"), hw=g("b", i, "hw"), cache=cache, le=g("b", i, "le"),
                 role=role, leader=g("b", i, "leader"), ver=g("b", i, "ver"),
                 isr=mask(("b", i, "isr")),
@@ -499,8 +500,8 @@ class Encoding:
 
     def down(self, s, i):
         n = self.n
-        s.update({("b", i, "alive"): False, ("b", i, "paused"): False, ("b", i, "role"): NONE, ("b", i, "leader"): -1,
-                  ("b", i, "haspend"): False, ("b", i, "trunc"): False, ("b", i, "hasf"): False,
+        s.update({("b", i, "alive"): False, ("b", i, "paused"): False, ("b", i, "role"): NONE,
+                  ("b", i, "leader"): -1, ("b", i, "haspend"): False, ("b", i, "trunc"): False, ("b", i, "hasf"): False,
                   ("b", i, "ctl"): 0, ("b", i, "hascc"): False, ("b", i, "pgen"): 0,
                   ("b", i, "resp"): -1})
         for j in range(n):
