@@ -16,8 +16,8 @@ pre-AlterIsr generations, and pauses: Pause, Resume, SessionExpire, Reregister a
 (a paused broker does nothing but resume, crash or lose its session; a deposed controller acts
 on its stale cache). Left out (`supported` refuses such configs): disk loss (Crash with a lost
 disk) and the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a log
-holds at most `records` entries (each record is appended once), K in-flight requests per broker and E
-leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
+holds at most `records` entries (each record is appended once), K in-flight requests per broker
+and E leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
 
 With `producers`, the producers of spec/producer.py join (checkers/prove/producers.py: their
 actions, state and rules); the implicit client's Produce is then off, and records in logs are
