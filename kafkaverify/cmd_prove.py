@@ -67,8 +67,10 @@ def _config(generation, without, brokers, log_length, idempotence=None, **bounds
 
 def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
               out: Path | None, echo=click.echo, progress=None, exhaustive: bool = False,
-              write_slots: int | None = None, guided: int | None = None) -> tuple[int, list[tuple]]:
-    """BMC to `depth` over the chosen invariants, then induction for each not refuted.
+              write_slots: int | None = None, guided: int | None = None, k: int | None = None,
+              lemmas: tuple[str, ...] = ()) -> tuple[int, list[tuple]]:
+    """BMC to `depth` over the chosen invariants, then induction for each not refuted (with `k`:
+    k-induction for k = 1 .. `k` instead, strengthened by `lemmas` only: checkers/prove/kinduction.py).
     With `exhaustive`, BMC is one query over every path of at most `depth` steps; when it is
     clean and `depth` reaches the diameter of the reachable state space (an explicit
     breadth-first search of spec measures it), the invariants are proved at these bounds.
@@ -79,7 +81,6 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     `depth` steps whose states keep the producer strengthening but in the last N steps
     (strengthen_producers.guide): a search for a refutation only, which proves nothing.
     Returns (exit code, rows of (invariant, method, verdict, seconds, note))."""
-    from checkers.model_trace import config_args, write_trace
     from checkers.prove.bmc import bmc
     from checkers.prove.induction import prove
     from checkers.prove.props import CLIENT_PROPS
@@ -100,21 +101,12 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
         bits = GUIDED_BITS if guided is not None else EXHAUSTIVE_BITS if exhaustive else 0
         r = bmc(model, depth, invariants=invariants, time_limit=left(), exhaustive=exhaustive,
                 writes=write_slots, bits=bits, **extra,
-                progress=(lambda k, s: progress(f"BMC depth {k} done, {s:.1f}s")) if progress else None)
+                progress=(lambda d, s: progress(f"BMC depth {d} done, {s:.1f}s")) if progress else None)
         if r.status == "violation" and r.problem is None:
             refuted.add(r.invariant)
-            note = r.message
-            if out is not None:
-                path = out / f"prove-{cfg.generation}-{r.invariant}-depth{r.depth}.jsonl"
-                cmd = "kafkaverify prove " + config_args(cfg) + f" --depth {depth}"
-                write_trace(path, cfg, r.actions, r.states, (r.invariant, r.message),
-                            bounds={"depth": depth}, command=cmd,
-                            invariants=tuple(i for i in invariants if i != "MonotonicEpochs") or None)
-                note += f"; trace {path} (kafkaverify replay {path})"
+            note = _refutation(cfg, r, invariants, out, f" --depth {depth}", depth)
             rows.append((r.invariant, method.format(r.depth), "refuted", r.seconds, note))
             settled.add(r.invariant)
-            from kafkaverify.cmd_model import print_story
-            print_story(r.actions, r.states, r.invariant, r.message)
         elif r.status == "violation":
             rows.append(("(all)", method.format(r.depth), "unknown", r.seconds,
                          f"the engines disagree: {r.problem}"))
@@ -141,6 +133,9 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     for name in invariants:
         if name in refuted or name in settled:
             continue
+        if k is not None:
+            rows.append(_kinduction_row(model, name, k, lemmas, left(), out, echo, progress))
+            continue
         if progress:
             progress(f"induction: {name}")
         p = prove(model, name, time_limit=left())
@@ -159,6 +154,45 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     code = (exitcodes.VIOLATION if "refuted" in verdicts else
             exitcodes.UNKNOWN if "unknown" in verdicts else exitcodes.VALID)
     return code, rows
+
+
+def _refutation(cfg, r, invariants, out: Path | None, args: str, depth: int) -> str:
+    """A BMC refutation (spec replayed it): its story printed, its trace written to `out`.
+    Returns the row's note."""
+    from checkers.model_trace import config_args, write_trace
+    from kafkaverify.cmd_model import print_story
+    note = r.message
+    if out is not None:
+        path = out / f"prove-{cfg.generation}-{r.invariant}-depth{r.depth}.jsonl"
+        cmd = "kafkaverify prove " + config_args(cfg) + args
+        write_trace(path, cfg, r.actions, r.states, (r.invariant, r.message),
+                    bounds={"depth": depth}, command=cmd,
+                    invariants=tuple(i for i in invariants if i != "MonotonicEpochs") or None)
+        note += f"; trace {path} (kafkaverify replay {path})"
+    print_story(r.actions, r.states, r.invariant, r.message)
+    return note
+
+
+def _kinduction_row(model, name, K, lemmas, time_limit, out, echo, progress) -> tuple:
+    """k-induction of one invariant for k = 1 .. K: (invariant, method, verdict, seconds, note).
+    A base-case violation is a refutation like BMC's (trace, story); the last counterexample
+    to k-induction is printed as a path of k + 1 states."""
+    from checkers.prove.kinduction import kinduction
+    r = kinduction(model, name, K, strengthening=lemmas, time_limit=time_limit, progress=progress)
+    method = f"k-induction (k={r.k})"
+    with_lemmas = f" with {', '.join(lemmas)}" if lemmas else " without lemmas"
+    if r.verdict == "refuted" and r.bmc is not None:
+        note = f"base case: BMC depth {r.bmc.depth}; " + _refutation(
+            model.config, r.bmc, (name,), out, f" --invariant {name} --k {K}", r.bmc.depth)
+    elif r.verdict == "proved":
+        note = (f"{r.k}-inductive{with_lemmas}; no violation within {r.k - 1} steps (BMC)"
+                if r.k > 1 else f"inductive{with_lemmas}")
+    else:
+        note = r.failing or ""
+        if r.cti:
+            echo(f"counterexample to {r.k}-induction for {name} (breaks {r.failing}), "
+                 f"{r.k + 1} states:\n{r.cti}")
+    return name, method, r.verdict, r.seconds, note
 
 
 def register(group: click.Group) -> None:
@@ -199,9 +233,14 @@ def register(group: click.Group) -> None:
                   help="with --depth: one BMC query over paths whose states keep the producer "
                        "strengthening but in the last N steps: a search for a refutation "
                        "(replayed on spec), never a proof")
+    @click.option("--k", "k", type=int, default=None, metavar="K",
+                  help="k-induction for k = 1 .. K instead of induction: the smallest k that "
+                       "proves, the base case by BMC; strengthened only by --lemma")
+    @click.option("--lemma", "lemmas", multiple=True, metavar="NAME",
+                  help="with --k: a strengthening lemma of checkers/prove/strengthen.py (repeatable)")
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
               crashes, pauses, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
-              retries, idempotence, exhaustive, write_slots, guided):
+              retries, idempotence, exhaustive, write_slots, guided, k, lemmas):
         """Prove invariants with z3: bounded model checking and induction."""
         from checkers.prove.induction import CORE
         from checkers.prove.props import CLIENT_PROPS, names_for
@@ -229,6 +268,18 @@ def register(group: click.Group) -> None:
             why = guide(cfg)
             if isinstance(why, str):
                 raise InputError(f"--guided: {why}")
+        if k is not None and k < 1:
+            raise InputError("--k must be at least 1")
+        if lemmas:
+            from checkers.prove.strengthen import STRENGTHENING
+            if k is None:
+                raise InputError("--lemma needs --k (induction chooses its own strengthening)")
+            for n in lemmas:
+                if n not in STRENGTHENING:
+                    raise InputError(f"unknown lemma {n!r} (one of {', '.join(STRENGTHENING)})")
+        if k is not None and k > 1 and brokers > 5:
+            raise InputError("k-induction's base case is BMC, whose traces replay on spec, which "
+                             "takes at most 5 brokers: --k 1 above 5")
         if depth and brokers > 5:
             raise InputError("BMC traces replay on spec, which takes at most 5 brokers: "
                              "use --depth 0 (induction only) above 5")
@@ -251,7 +302,8 @@ def register(group: click.Group) -> None:
         click.echo(f"generation={cfg.generation} fixes={','.join(sorted(cfg.fixes)) or '-'} "
                    f"brokers={cfg.brokers} log-length={cfg.records} depth={depth}"
                    + (" exhaustive" if exhaustive else "")
-                   + (f" guided={guided}" if guided is not None else ""))
+                   + (f" guided={guided}" if guided is not None else "")
+                   + (f" k-induction k<={k} lemmas={','.join(lemmas) or '-'}" if k is not None else ""))
         if cfg.producers:
             click.echo(f"producers={cfg.producers} records_each={cfg.records} "
                        f"max_in_flight={cfg.max_in_flight} retries={cfg.retries} "
@@ -263,7 +315,8 @@ def register(group: click.Group) -> None:
             click.echo(f"  [{time.monotonic() - t0:6.1f}s] {msg}", err=True)
 
         code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress,
-                               exhaustive=exhaustive, write_slots=write_slots, guided=guided)
+                               exhaustive=exhaustive, write_slots=write_slots, guided=guided,
+                               k=k, lemmas=tuple(lemmas))
         table = Table(title="kafkaverify prove")
         for col in ("invariant", "method", "verdict", "seconds", "note"):
             table.add_column(col)

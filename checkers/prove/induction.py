@@ -143,24 +143,42 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
 
 def cti_story(enc: Encoding, m, s, t, inst) -> str:
     """The CTI in the explorer's story format: the pre-state, the action, the post-state."""
+    return path_story(enc, [concretize(m, s), concretize(m, t)], [inst])
+
+
+def path_story(enc: Encoding, states: list[dict], insts: list) -> str:
+    """Concrete encoded states s0 .. sk and the k instances between them in the explorer's story
+    format: for one step a pre-state and a post-state, for a longer path (a counterexample to
+    k-induction) its states numbered 0 .. k, each action numbered before the state it leads to."""
     from spec.state import summary
-    d, e = concretize(m, s), concretize(m, t)
-    a = enc.spec_action(inst, d)
-    def state(x):
-        try:
-            return None if x[("g", "oob")] else enc.to_state(x)
-        except KeyError:        # a count past its slots (a pre-state the strengthening allows)
-            return None
-    lines = ["  pre-state:"]
-    for st, head in ((state(d), None), (state(e), a)):
-        if head is not None:
-            lines.append(f"    1. {head.describe()}")
-            lines.append("  post-state:")
-        if st is None:
+
+    one = len(insts) == 1
+    lines = ["  pre-state:" if one else "  state 0:"]
+    for i, d in enumerate(states):
+        if i:
+            lines.append(f"    {i}. {enc.spec_action(insts[i - 1], states[i - 1]).describe()}")
+            lines.append("  post-state:" if one else f"  state {i}:")
+        if d[("g", "oob")]:
             lines.append("         past the encoding's slots (more writes, batches, requests or "
                          "answers than it holds)")
             continue
-        sm = summary(st)
+        try:
+            st = enc.to_state(d)
+            sm = summary(st)
+        except (IndexError, KeyError, ValueError, TypeError):
+            # values outside the model's types (a pre-state no lemma constrains): the raw fields
+            lines += [f"         {x}" for x in raw_fields(enc, d)]
+            continue
         lines += [f"         {x}" for x in [sm["zk"]] + sm["brokers"]]
         lines.append(f"         acked={sm['acked']} exposed={list(st.exposed)} in_flight={sm['in_flight']}")
     return "\n".join(lines)
+
+
+def raw_fields(enc: Encoding, d: dict) -> list[str]:
+    """An encoded state that is not a state of the model, one line for the store and one per
+    broker: its scalar fields as the encoding holds them."""
+    from checkers.prove.encoding import BROKER_BOOL, BROKER_INT, ZK_INT
+    out = ["(outside the model's types) zk " + " ".join(f"{f}={d[('z', f)]}" for f in ZK_INT)]
+    for i in range(enc.n):
+        out.append(f"b{i} " + " ".join(f"{f}={d[('b', i, f)]}" for f in BROKER_INT + BROKER_BOOL))
+    return out
