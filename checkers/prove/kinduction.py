@@ -73,9 +73,13 @@ def _first_representatives(enc: Encoding) -> list[int]:
 
 
 def step_case(model: Model, name: str, k: int, *, strengthening: tuple[str, ...] = (),
-              time_limit: float = 60.0, symmetric: bool = True):
-    """The step case at k. Returns ("unsat" | "unknown", None) or ("sat", (story, broken,
-    encoding, concrete states, instances))."""
+              time_limit: float = 60.0, symmetric: bool = True, ending: list[dict] | None = None,
+              avoid: list[dict] | None = None):
+    """The step case at k. Returns ("unsat" | "unknown", None or z3's reason) or ("sat", (story,
+    broken, encoding, concrete states, instances)). `ending`: concrete encoded states the path
+    must end with (is a CTI at a smaller k the tail of one at k?); the first action is then
+    not reduced by symmetry. `avoid`: concrete encoded states the path may not start from (to
+    enumerate CTIs)."""
     enc = Encoding(model.config)
     conj = {n: STRENGTHENING[n] for n in strengthening}
     if name != "MonotonicEpochs":
@@ -89,7 +93,12 @@ def step_case(model: Model, name: str, k: int, *, strengthening: tuple[str, ...]
         cons += transition(enc, states[-1], nxt, ch)
         states.append(nxt)
         choices.append(ch)
-    if symmetric and not model.config.producers:
+    if ending:
+        for st, want in zip(states[k + 1 - len(ending):], ending):
+            cons += [_z(st[f] == v) for f, v in want.items()]
+    for want in avoid or ():
+        cons.append(z3.Or([_z(states[0][f] != v) for f, v in want.items()]))
+    if symmetric and not model.config.producers and not ending:
         cons.append(z3.Or([choices[0] == i for i in _first_representatives(enc)]))
     for i in range(k):
         cons += [_z(f(enc, states[i])) for f in conj.values()]

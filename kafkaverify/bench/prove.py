@@ -12,6 +12,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
+    nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
 each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
@@ -269,10 +270,47 @@ def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, 
               f"{verdict} | {secs:.1f} | {cs:.1f} | {base} | {bs:.1f} | {ratio} | {load:.1f} |", flush=True)
 
 
+def run_kinduction(brokers: list[int], records: list[int], invariants: list[str], K: int,
+                   time_limit: float, lemmas: tuple[str, ...]) -> None:
+    """Per core invariant and replica count, in one run: induction without strengthening,
+    k-induction (checkers/prove/kinduction.py) with only `lemmas` for k = 1 .. K (each step
+    case's verdict and seconds, then the base case and the verdict), and the baseline:
+    induction with the invariant's strengthening (strengthen.NEEDS). The 1-minute load average
+    per row: the machine is shared."""
+    import os
+    from checkers.prove.induction import CORE
+    from checkers.prove.kinduction import kinduction
+    from checkers.prove.strengthen import NEEDS
+    print(f"k-induction lemmas: {', '.join(lemmas) or 'none'}")
+    print("| invariant | replicas | log length | induction, no lemmas | "
+          + " | ".join(f"step k={k}" for k in range(1, K + 1))
+          + " | k-induction | with NEEDS lemmas (baseline) | load |\n|---|---:|---:|---|"
+          + "---|" * K + "---|---|---:|")
+    for inv in invariants or CORE:
+        for n in brokers:
+            for r in records:
+                m = Model(prove_config("current", (), n, r))
+                load = os.getloadavg()[0]
+                plain = prove(m, inv, strengthening=(), time_limit=time_limit)
+                ki = kinduction(m, inv, K, strengthening=lemmas, time_limit=time_limit)
+                done = {k: f"{v} {s:.1f}" for k, v, s in ki.steps or []}
+                base = (f", base BMC depth {ki.bmc.depth} {ki.bmc.seconds:.1f}" if ki.bmc is not None
+                        else "")
+                full = prove(m, inv, time_limit=time_limit)
+                print(f"| {inv} | {n} | {r} | {plain.verdict} {plain.seconds:.1f} | "
+                      + " | ".join(done.get(k, "-") for k in range(1, K + 1))
+                      + f" | {ki.verdict} (k={ki.k}) {ki.seconds:.1f}{base} | "
+                      f"{full.verdict} {full.seconds:.1f} ({len(NEEDS.get(inv, ()))} lemmas) "
+                      f"| {load:.1f} |", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "producers",
-                                     "producer-induction"])
+                                     "producer-induction", "kinduction"])
+    ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
+    ap.add_argument("--lemma", nargs="*", default=[],
+                    help="kinduction: strengthening lemmas of the k-induction (default none)")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
     ap.add_argument("--bits", type=int, default=None,
@@ -280,7 +318,8 @@ def main(argv=None) -> None:
                          "producers: default 16; three: default the narrowest for the depth")
     ap.add_argument("--brokers", type=int, nargs="*", default=[3, 5])
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
-    ap.add_argument("--invariant", nargs="*", default=["HwBelowLeo", "MonotonicEpochs"])
+    ap.add_argument("--invariant", nargs="*", default=None,
+                    help="induction: default HwBelowLeo MonotonicEpochs; kinduction: the core ones")
     ap.add_argument("--depth", type=int, default=None, help="BMC depth (default 8; fixes: 30)")
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--fix", nargs="*", help="fixes: only these fixes (or v0.10)")
@@ -293,7 +332,9 @@ def main(argv=None) -> None:
                     help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
     bits = 16 if a.bits is None else a.bits
-    if a.what == "producer-induction":
+    if a.what == "kinduction":
+        run_kinduction(a.brokers, a.records, a.invariant or [], a.k, a.time_limit, tuple(a.lemma))
+    elif a.what == "producer-induction":
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
     elif a.what == "producers":
         run_producers(a.time_limit, a.upto, bits)
@@ -306,7 +347,7 @@ def main(argv=None) -> None:
         if a.baseline:
             head += " all instances s | ratio |"
         print(head + "\n|---|---|---|---|---|" + ("---|---|" if a.baseline else ""))
-        for inv in a.invariant:
+        for inv in a.invariant or ["HwBelowLeo", "MonotonicEpochs"]:
             for n in a.brokers:
                 for r in a.records:
                     m = Model(prove_config("current", (), n, r))
