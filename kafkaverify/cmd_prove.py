@@ -1,8 +1,8 @@
 """`kafkaverify prove`: the z3 engine (checkers/prove) from the command line, and the z3 stage
 of `kafkaverify check`.
 
-Contract: a table of invariant / method / verdict / time; refutations (BMC) written as trace
-files that `kafkaverify replay` reproduces on the explicit model; exit 0 all proved, 1 any
+Contract: a table of invariant / method (induction, k-induction (k=N), BMC depth k) / verdict /
+time; refutations (BMC, and k-induction's base case) written as trace files that `kafkaverify replay` reproduces on the explicit model; exit 0 all proved, 1 any
 refuted, 2 any unknown, 3 usage error.
 """
 from __future__ import annotations
@@ -241,7 +241,7 @@ def register(group: click.Group) -> None:
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
               crashes, pauses, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
               retries, idempotence, exhaustive, write_slots, guided, k, lemmas):
-        """Prove invariants with z3: bounded model checking and induction."""
+        """Prove invariants with z3: bounded model checking, induction and k-induction."""
         from checkers.prove.induction import CORE
         from checkers.prove.props import CLIENT_PROPS, names_for
         from rich.console import Console
