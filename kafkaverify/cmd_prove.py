@@ -2,8 +2,9 @@
 of `kafkaverify check`.
 
 Contract: a table of invariant / method (induction, k-induction (k=N), BMC depth k) / verdict /
-time; refutations (BMC, and k-induction's base case) written as trace files that `kafkaverify replay` reproduces on the explicit model; exit 0 all proved, 1 any
-refuted, 2 any unknown, 3 usage error.
+time; refutations (BMC, and k-induction's base case) written as trace files that `kafkaverify
+replay` reproduces on the explicit model; exit 0 all proved, 1 any refuted, 2 any unknown,
+3 usage error.
 """
 from __future__ import annotations
 
@@ -190,8 +191,8 @@ def _kinduction_row(model, name, K, lemmas, time_limit, out, echo, progress) -> 
     else:
         note = r.failing or ""
         if r.cti:
-            echo(f"counterexample to {r.k}-induction for {name} (breaks {r.failing}), "
-                 f"{r.k + 1} states:\n{r.cti}")
+            echo(f"counterexample to {r.cti_k}-induction for {name} ({r.failing}), "
+                 f"{r.cti_k + 1} states:\n{r.cti}")
     return name, method, r.verdict, r.seconds, note
 
 

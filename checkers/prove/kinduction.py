@@ -60,6 +60,7 @@ class KResult:
     failing: str | None = None    # what the CTI breaks, or why unknown
     bmc: object = None            # the base case's BmcResult (a refutation's path)
     steps: list | None = None     # per k: (k, "unsat" | "sat" | "unknown", seconds)
+    cti_k: int = 0                # the k of `cti`
 
 
 def _z(x):
@@ -163,7 +164,7 @@ def kinduction(model: Model, name: str, K: int, *, strengthening: tuple[str, ...
         if not f(enc, init):
             return KResult(name, "refuted" if n == name else "unknown", time.monotonic() - t0, 0,
                            failing=f"{n} fails in the initial state")
-    steps, cti, broken, proved_at, why = [], None, None, None, None
+    steps, cti, cti_k, broken, proved_at, why = [], None, 0, None, None, None
     for k in range(1, K + 1):
         if left() <= 0:
             why = "time limit"
@@ -183,7 +184,7 @@ def kinduction(model: Model, name: str, K: int, *, strengthening: tuple[str, ...
         if r == "unknown":
             why = f"solver gave up at k={k}: {info}"
             break
-        cti, broken = info[0], info[1]
+        cti, cti_k, broken = info[0], k, info[1]
     last = proved_at or (steps[-1][0] if steps else 0)
     depth = (proved_at or last) - 1
     base = None
@@ -199,9 +200,11 @@ def kinduction(model: Model, name: str, K: int, *, strengthening: tuple[str, ...
             return KResult(name, "unknown", time.monotonic() - t0, last, cti=cti,
                            failing=(f"base case: the engines disagree: {base.problem}" if base.problem
                                     else f"base case: BMC {base.status} to depth {base.depth}"),
-                           bmc=base, steps=steps)
+                           bmc=base, steps=steps, cti_k=cti_k)
     if proved_at is not None and (depth < 1 or base is not None):
         return KResult(name, "proved", time.monotonic() - t0, proved_at, bmc=base, steps=steps)
+    if proved_at is not None:
+        why = f"{proved_at}-inductive, but the time limit came before the base case"
     return KResult(name, "unknown", time.monotonic() - t0, last, cti=cti,
-                   failing=why or (f"not {last}-inductive: breaks {broken}" if cti else "time limit"),
-                   bmc=base, steps=steps)
+                   failing=why or (f"not {cti_k}-inductive: breaks {broken}" if cti else "time limit"),
+                   bmc=base, steps=steps, cti_k=cti_k)
