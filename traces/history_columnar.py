@@ -125,14 +125,20 @@ def _blocks(fh) -> Iterator[tuple[bytes, int]]:
         yield rest, 1
 
 
-def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataFrame]:
+def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataFrame | pl.LazyFrame]:
     """pyarrow.json (C++, strict: explicit schema, unknown field = error) over blocks of about
     JSON_BLOCK bytes cut at line ends, so memory holds the columns and one block of text, never
     the file's lines as Python objects. One parser thread when polars has one (a pinned core):
     pyarrow's own pool then only costs CPU (0.8 CPU-s per 10^6 operations, measured). A block
     whose row count differs from its line count had a blank line, which pyarrow skips and the
     object reader counts: event rows would no longer be line numbers, so the object reader
-    takes such a file. Measured against other parsers in kafkaverify/bench/jsonl_parse.py."""
+    takes such a file. Measured against other parsers in kafkaverify/bench/jsonl_parse.py.
+
+    Up to SPILL_EVENTS events the columns stay in memory (a DataFrame). A longer file is
+    spilled as it is parsed, SPILL_BLOCK events at a time, to uncompressed Arrow IPC files in a
+    temporary directory, and comes back as a LazyFrame scanning them: memory is then bounded by
+    a spill block, and the caller decodes only the columns and slices it asks for, as from
+    Parquet. The directory goes when that LazyFrame does (or at exit)."""
     import pyarrow as pa
     import pyarrow.json as pj
     try:
@@ -142,36 +148,89 @@ def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataF
     threads = pl.thread_pool_size() > 1
     parse = pj.ParseOptions(explicit_schema=_json_schema(), unexpected_field_behavior="error",
                             newlines_in_values=False)
-    batches = []
-    with fh:
-        first = fh.readline()
-        try:
-            header = check_header(path, "line 1", json.loads(first))
-        except (json.JSONDecodeError, UnicodeDecodeError, HistoryError):
-            raise NotColumnar() from None
-        for buf, lines in _blocks(fh):
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeUp()
-            # Threaded, pyarrow splits the block into parts of block_size (a line longer than
-            # a part is an error: the object reader then reads the file); otherwise one part.
-            size = max(1 << 20, len(buf) // pl.thread_pool_size()) if threads else len(buf) + 1
+    held, rows, spill = [], 0, _Spill()
+    try:
+        with fh:
+            first = fh.readline()
             try:
-                t = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(
-                    block_size=size, use_threads=threads), parse_options=parse)
-            except (pa.ArrowException, ValueError):
+                header = check_header(path, "line 1", json.loads(first))
+            except (json.JSONDecodeError, UnicodeDecodeError, HistoryError):
                 raise NotColumnar() from None
-            if t.num_rows != lines:
-                raise NotColumnar()
-            batches.extend(t.to_batches())
+            for buf, lines in _blocks(fh):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeUp()
+                # Threaded, pyarrow splits the block into parts of block_size (a line longer
+                # than a part is an error: the object reader then reads the file); else one part.
+                size = max(1 << 20, len(buf) // pl.thread_pool_size()) if threads else len(buf) + 1
+                try:
+                    t = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(
+                        block_size=size, use_threads=threads), parse_options=parse)
+                except (pa.ArrowException, ValueError):
+                    raise NotColumnar() from None
+                if t.num_rows != lines:
+                    raise NotColumnar()
+                held.extend(t.to_batches())
+                rows += t.num_rows
+                if rows > SPILL_EVENTS or (spill.files and rows >= SPILL_BLOCK):
+                    spill.write(_frame(held))
+                    held, rows = [], 0
+        tid = header.get("trace_id") or ""
+        if not spill.files:
+            # trace_id is the header's for every event (the events have no such field): a
+            # constant, never a column of a million copies.
+            df = _frame(held)
+            return header, _conform(df.lazy(), dict(df.schema), tid).collect()
+        if held:
+            spill.write(_frame(held))
+        del held
+        lf = pl.scan_ipc([str(f) for f in spill.files])
+        lf = _conform(lf, {n: t for n, t in polars_schema().items() if n in FIELDS}, tid)
+        spill.keep_while(lf)
+        return header, lf
+    except BaseException:
+        spill.remove()
+        raise
+
+
+# Events held in memory before a JSON-lines file is spilled, and events per spill file.
+SPILL_EVENTS = 2_500_000
+SPILL_BLOCK = 1 << 20
+
+
+def _frame(batches: list) -> pl.DataFrame:
+    import pyarrow as pa
     if batches:
-        df = pl.from_arrow(pa.Table.from_batches(batches), rechunk=False)
-    else:
-        schema = polars_schema()
-        df = pl.DataFrame(schema={n: schema[n] for n in FIELDS})
-    # trace_id is the header's for every event (the events have no such field): a constant,
-    # never a column of a million copies.
-    df = _conform(df.lazy(), dict(df.schema), header.get("trace_id") or "").collect()
-    return header, df
+        return pl.from_arrow(pa.Table.from_batches(batches), rechunk=False)
+    schema = polars_schema()
+    return pl.DataFrame(schema={n: schema[n] for n in FIELDS})
+
+
+class _Spill:
+    """The spill files of one JSON-lines file, in a temporary directory of their own."""
+
+    def __init__(self):
+        self.dir: Path | None = None
+        self.files: list[Path] = []
+
+    def write(self, df: pl.DataFrame) -> None:
+        import tempfile
+        if self.dir is None:
+            self.dir = Path(tempfile.mkdtemp(prefix="kv-jsonl-"))
+        f = self.dir / f"part-{len(self.files):05d}.arrow"
+        df.write_ipc(f, compression="uncompressed")
+        self.files.append(f)
+
+    def keep_while(self, owner: object) -> None:
+        """Remove the directory once `owner` is gone (or at interpreter exit)."""
+        import shutil
+        import weakref
+        if self.dir is not None:
+            weakref.finalize(owner, shutil.rmtree, str(self.dir), True)
+
+    def remove(self) -> None:
+        import shutil
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def read(path: str | Path, fmt: str | None = None, deadline: float | None = None,
@@ -190,5 +249,12 @@ def read(path: str | Path, fmt: str | None = None, deadline: float | None = None
             except (pl.exceptions.PolarsError, OSError):
                 raise NotColumnar() from None
         return h, lf, "row"
-    h, df = read_jsonl(p, deadline)      # one history: trace_id is the header's
-    return h, (df.lazy() if lazy else df), "line"
+    h, ev = read_jsonl(p, deadline)      # one history: trace_id is the header's
+    if isinstance(ev, pl.LazyFrame):     # spilled (a long file)
+        if lazy:
+            return h, ev, "line"
+        try:
+            return h, ev.collect(), "line"
+        except (pl.exceptions.PolarsError, OSError):
+            raise NotColumnar() from None
+    return h, (ev.lazy() if lazy else ev), "line"
