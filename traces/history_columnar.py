@@ -6,9 +6,13 @@ Parquet is *scanned* (a polars LazyFrame): the caller projects the columns it ne
 reader decodes only those (check-history never decodes keys, errors or wall clocks). The
 schema is checked from the file's footer alone, without pyarrow. JSON lines are parsed by
 pyarrow's JSON reader in blocks against the explicit schema (a field the schema lacks, or of the
-wrong type, is an error, as in the object reader): strict, where polars' NDJSON reader, some
-1.3x faster, silently drops unknown fields. Any structural problem raises NotColumnar: the
-caller then uses the object reader, whose HistoryError names the line or row. This module
+wrong type, is an error, as in the object reader), and a long file is spilled to Arrow IPC as it
+is parsed (read_jsonl). pyarrow's is the fastest strict reader into columns measured
+(kafkaverify/bench/jsonl_parse.py, BENCHMARKS.md): polars' NDJSON reader and DuckDB's are
+faster but lax (they drop unknown fields; polars reads 7 in a string field as "7", DuckDB
+casts "1" and true to 1), and msgspec's strict typed decoder, 2x faster, yields Python objects
+that cost more to turn into columns than it saves. Any structural problem raises NotColumnar:
+the caller then uses the object reader, whose HistoryError names the line or row. This module
 decides nothing about validity itself.
 """
 from __future__ import annotations

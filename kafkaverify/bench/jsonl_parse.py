@@ -17,6 +17,9 @@ line: the object reader takes the file) is met by `reader` alone:
             fields and casts "1" and true to 1, 1.5 to 2
   msgspec   msgspec.json typed decode (Struct, unknown field = error, strict types), in
             blocks: Python objects, no columns
+  msgspec-cols  the same, then each block's objects turned into Arrow columns (a field at a
+            time: attrgetter over the objects, pyarrow.array) and a polars frame: strict, the
+            reader's output, by way of Python objects
   orjson    orjson.loads line by line: untyped Python objects
 Parsers whose package is not installed are listed as such (duckdb is a test dependency;
 msgspec and orjson are not dependencies of kafkaverify). Prints seed= and the options first."""
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import click
 
-PARSERS = ("reader", "pyarrow", "polars", "duckdb", "msgspec", "orjson")
+PARSERS = ("reader", "pyarrow", "polars", "duckdb", "msgspec", "msgspec-cols", "orjson")
 BLOCK = 8 << 20
 
 
@@ -86,6 +89,24 @@ def _parse(path: str, parser: str) -> int:
         import msgspec
         dec = msgspec.json.Decoder(_msgspec_event())
         return sum(len(dec.decode_lines(b)) for b in _lines(path))
+    if parser == "msgspec-cols":
+        from operator import attrgetter
+
+        import msgspec
+        import polars as pl
+        import pyarrow as pa
+        from msgspec import UNSET
+
+        from traces.history_columnar import _json_schema
+        dec = msgspec.json.Decoder(_msgspec_event())
+        schema = _json_schema()
+        frames = []
+        for b in _lines(path):
+            evs = dec.decode_lines(b)
+            cols = [pa.array([None if v is UNSET else v for v in map(attrgetter(n), evs)], type=schema.field(n).type)
+                    for n in FIELDS]
+            frames.append(pl.from_arrow(pa.table(cols, schema=schema)))
+        return pl.concat(frames).height
     if parser == "orjson":
         import orjson
         n = 0
@@ -116,7 +137,8 @@ def _msgspec_event():
 
 IMPORTS = {"reader": ("polars", "pyarrow.json", "traces.history_columnar"),
            "pyarrow": ("pyarrow.json", "traces.history_columnar"), "polars": ("polars",),
-           "duckdb": ("duckdb", "polars"), "msgspec": ("msgspec",), "orjson": ("orjson",)}
+           "duckdb": ("duckdb", "polars"), "msgspec": ("msgspec",),
+           "msgspec-cols": ("msgspec", "polars", "pyarrow", "traces.history_columnar"), "orjson": ("orjson",)}
 
 
 def _one(path: str, parser: str) -> dict:
@@ -181,15 +203,15 @@ def main(ops, file_, seed, partitions, repeat, parsers, one):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     ref = [r["cpu_s"] for r in res.get("reader", []) if "cpu_s" in r]
-    print(f"{'parser':>8} {'rows':>9} {'best cpu s':>10} {'median':>7} {'peak MiB':>9} {'reader/this':>11}")
+    print(f"{'parser':>12} {'rows':>9} {'best cpu s':>10} {'median':>7} {'peak MiB':>9} {'reader/this':>11}")
     for p in parsers:
         rs = [r for r in res[p] if "cpu_s" in r]
         if not rs:
-            print(f"{p:>8} not installed ({res[p][0]['missing']})")
+            print(f"{p:>12} not installed ({res[p][0]['missing']})")
             continue
         cpus = [r["cpu_s"] for r in rs]
         ratio = f"{min(ref) / min(cpus):.2f}" if ref else ""
-        print(f"{p:>8} {rs[0]['rows']:>9} {min(cpus):>10.2f} {statistics.median(cpus):>7.2f} "
+        print(f"{p:>12} {rs[0]['rows']:>9} {min(cpus):>10.2f} {statistics.median(cpus):>7.2f} "
               f"{max(r['peak_rss_mib'] for r in rs):>9.0f} {ratio:>11}", flush=True)
 
 
