@@ -312,11 +312,13 @@ def test_blank_line_keeps_witness_lines_right(tmp_path, monkeypatch, blank):
 
 
 def test_jsonl_blocks_cut_at_line_ends(tmp_path, monkeypatch):
-    """Blocks are whole lines, a line longer than a block is a block of its own, and a last
-    line without its newline is still read: the frame is the object reader's events, in order."""
+    """Blocks are whole lines, a line longer than a block is a block of its own (and, parsed
+    with threads, longer than a part), and a last line without its newline is still read: the
+    frame is the object reader's events, in order."""
     import polars as pl
     from traces import history_columnar as hc
     monkeypatch.setattr(hc, "JSON_BLOCK", 64)       # shorter than most lines
+    monkeypatch.setattr(hc, "JSON_PART", 16)        # threaded parts shorter than any line
     h = generate(Params(seed=2, ops=200, partitions=2))
     path = tmp_path / "cut.jsonl"
     write(path, h.header, history_events(h.ops))

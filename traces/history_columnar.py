@@ -27,6 +27,7 @@ import polars as pl
 from traces.history import FIELDS, PARQUET_META_KEY, REQUIRED, HistoryError, check_header
 
 JSON_BLOCK = 8 << 20
+JSON_PART = 1 << 20               # threaded: the least pyarrow parses in one part
 _PL_TYPES = {"int64": pl.Int64, "int32": pl.Int32, "string": pl.String, "bool": pl.Boolean,
              "list<int64>": pl.List(pl.Int64), "list<string>": pl.List(pl.String)}
 
@@ -163,14 +164,7 @@ def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataF
             for buf, lines in _blocks(fh):
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeUp()
-                # Threaded, pyarrow splits the block into parts of block_size (a line longer
-                # than a part is an error: the object reader then reads the file); else one part.
-                size = max(1 << 20, len(buf) // pl.thread_pool_size()) if threads else len(buf) + 1
-                try:
-                    t = pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(
-                        block_size=size, use_threads=threads), parse_options=parse)
-                except (pa.ArrowException, ValueError):
-                    raise NotColumnar() from None
+                t = _parse_block(buf, parse, threads)
                 if t.num_rows != lines:
                     raise NotColumnar()
                 held.extend(t.to_batches())
@@ -194,6 +188,24 @@ def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataF
     except BaseException:
         spill.remove()
         raise
+
+
+def _parse_block(buf: bytes, parse, threads: bool):
+    """One block of whole lines as an Arrow table. Threaded, pyarrow splits it into parts of
+    at least JSON_PART bytes, and a line longer than a part is an error there: the block is
+    then parsed again in one part, so that only malformed input leaves the fast path."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+    sizes = [len(buf) + 1]
+    if threads:
+        sizes.insert(0, max(JSON_PART, len(buf) // pl.thread_pool_size()))
+    for size in sizes:
+        try:
+            return pj.read_json(pa.BufferReader(buf), read_options=pj.ReadOptions(
+                block_size=size, use_threads=threads), parse_options=parse)
+        except (pa.ArrowException, ValueError):
+            continue
+    raise NotColumnar()
 
 
 # Events held in memory before a JSON-lines file is spilled, and events per spill file.
