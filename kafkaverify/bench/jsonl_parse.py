@@ -21,7 +21,9 @@ line: the object reader takes the file) is met by `reader` alone:
             time: attrgetter over the objects, pyarrow.array) and a polars frame: strict, the
             reader's output, by way of Python objects
   orjson    orjson.loads line by line: untyped Python objects
-Parsers whose package is not installed are listed as such (duckdb is a test dependency;
+With --baseline DIR (a checkout of an earlier revision), that checkout's reader runs too, as
+`base-reader`, in the same rounds: the same-run baseline. Parsers whose package is not
+installed are listed as such (duckdb is a test dependency;
 msgspec and orjson are not dependencies of kafkaverify). Prints seed= and the options first."""
 from __future__ import annotations
 
@@ -168,16 +170,20 @@ def _one(path: str, parser: str) -> dict:
 @click.option("--repeat", type=int, default=3, show_default=True, help="rounds over all parsers")
 @click.option("--parser", "parsers", type=click.Choice(PARSERS), multiple=True,
               help="parsers to run (default: all)")
+@click.option("--baseline", type=click.Path(file_okay=False, exists=True), default=None,
+              help="a checkout of an earlier revision: its reader runs too, as 'base-reader'")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
-def main(ops, file_, seed, partitions, repeat, parsers, one):
+def main(ops, file_, seed, partitions, repeat, parsers, baseline, one):
     """Bare JSON-lines parsers against check-history's reader, same file, same run."""
     if one is not None:
         print(json.dumps(_one(*one)))
         return
-    parsers = parsers or PARSERS
+    parsers = list(parsers or PARSERS)
+    if baseline:
+        parsers.insert(parsers.index("reader") + 1 if "reader" in parsers else 0, "base-reader")
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     print(f"seed={seed} ops={ops} file={file_} partitions={partitions} repeat={repeat} "
-          f"parsers={','.join(parsers)} pinned={'one core' if pin else 'no'} "
+          f"parsers={','.join(parsers)} baseline={baseline} pinned={'one core' if pin else 'no'} "
           f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
     tmp = None
     if file_ is None:
@@ -194,8 +200,13 @@ def main(ops, file_, seed, partitions, repeat, parsers, one):
     try:
         for _ in range(repeat):
             for p in parsers:
-                out = subprocess.run(pin + [sys.executable, "-m", "kafkaverify.bench.jsonl_parse",
-                                            "--one", file_, p], capture_output=True, text=True, env=env)
+                cmd, run_env, cwd = ["-m", "kafkaverify.bench.jsonl_parse"], env, None
+                if p == "base-reader":  # this script, with the checkout's modules first on the path
+                    base = str(Path(baseline).resolve())
+                    cmd, cwd = [str(Path(__file__).resolve())], base
+                    run_env = dict(env, PYTHONPATH=os.pathsep.join([base] + [q for q in [env.get("PYTHONPATH")] if q]))
+                out = subprocess.run(pin + [sys.executable] + cmd + ["--one", file_, "reader" if p == "base-reader" else p],
+                                     capture_output=True, text=True, env=run_env, cwd=cwd)
                 if out.returncode:
                     raise SystemExit(out.stderr)
                 res[p].append(json.loads(out.stdout))
@@ -203,6 +214,13 @@ def main(ops, file_, seed, partitions, repeat, parsers, one):
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     ref = [r["cpu_s"] for r in res.get("reader", []) if "cpu_s" in r]
+    if baseline and ref:
+        # Same-run ratio, round by round (the rounds alternate base and new).
+        pairs = [(b["cpu_s"], n["cpu_s"]) for b, n in zip(res["base-reader"], res["reader"])]
+        print(f"reader vs base-reader: best {min(b for b, _ in pairs) / min(ref):.2f}x cpu, "
+              f"median {statistics.median(b for b, _ in pairs) / statistics.median(ref):.2f}x cpu, "
+              f"peak {max(r['peak_rss_mib'] for r in res['base-reader']):.0f} -> "
+              f"{max(r['peak_rss_mib'] for r in res['reader']):.0f} MiB")
     print(f"{'parser':>12} {'rows':>9} {'best cpu s':>10} {'median':>7} {'peak MiB':>9} {'reader/this':>11}")
     for p in parsers:
         rs = [r for r in res[p] if "cpu_s" in r]
