@@ -133,8 +133,8 @@ def _blocks(fh) -> Iterator[tuple[bytes, int]]:
 def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataFrame | pl.LazyFrame]:
     """pyarrow.json (C++, strict: explicit schema, unknown field = error) over blocks of about
     JSON_BLOCK bytes cut at line ends, so memory holds the columns and one block of text, never
-    the file's lines as Python objects. One parser thread when polars has one (a pinned core):
-    pyarrow's own pool then only costs CPU (0.8 CPU-s per 10^6 operations, measured). A block
+    the file's lines as Python objects. One parser thread when polars has one (a pinned core,
+    where pyarrow's own pool could only add switching), pyarrow's pool otherwise. A block
     whose row count differs from its line count had a blank line, which pyarrow skips and the
     object reader counts: event rows would no longer be line numbers, so the object reader
     takes such a file. Measured against other parsers in kafkaverify/bench/jsonl_parse.py.
