@@ -123,7 +123,7 @@ def _parse(path: str, parser: str) -> int:
 def _msgspec_event():
     """The schema as a msgspec Struct: absent fields UNSET (null is refused), ints and bools
     kept apart, 32-bit fields bounded; unknown fields refused."""
-    from typing import Annotated, Optional  # noqa: F401  (used by the generated annotations)
+    from typing import Annotated
 
     import msgspec
     from msgspec import UNSET, Meta, UnsetType
