@@ -11,8 +11,10 @@ thread pools get one core, as the issue asks), time reading + checking:
   new: checkers.history.columnar_file.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
 and report ops/s end to end, CPU seconds, the subprocess's peak RSS, and the whole process's
 wall time from the parent (interpreter start-up and imports included: what a user waits for).
-With --baseline DIR (a checkout of an earlier revision, e.g. `git worktree add DIR REV`), the
-new engine of that checkout runs on the same files in the same run ("base"), so a speed-up is
+For JSON lines, each --bare parser also parses the same file alone (no checks; see
+kafkaverify/bench/jsonl_parse.py), and the whole check's CPU seconds over the bare parse's are
+printed as `Nx bare`. With --baseline DIR (a checkout of an earlier revision, e.g.
+`git worktree add DIR REV`), the new engine of that checkout runs on the same files in the same run ("base"), so a speed-up is
 a same-run ratio. Prints seed= and the options first."""
 from __future__ import annotations
 
@@ -83,8 +85,12 @@ def _peak_mib() -> float:
               help="where to write the histories (default: a temporary directory)")
 @click.option("--baseline", type=click.Path(file_okay=False, exists=True), default=None,
               help="a checkout of an earlier revision: its new engine runs too, as 'base'")
+@click.option("--bare", "bare", multiple=True, default=("pyarrow",), show_default=True,
+              type=click.Choice(["pyarrow", "polars", "duckdb", "msgspec", "orjson"]),
+              help="JSON lines: also time this parser alone on the same file (parse only, "
+                   "kafkaverify.bench.jsonl_parse), next to the whole check")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
-def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, one):
+def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, bare, one):
     """End-to-end check-history benchmark (reading included), old vs new."""
     if one is not None:
         print(json.dumps(_one(*one)))
@@ -92,7 +98,7 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
     sizes = sizes or (1_000_000,)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
-          f"tile_above={tile_above} baseline={baseline} pinned={'one core' if pin else 'no'} "
+          f"tile_above={tile_above} baseline={baseline} bare={','.join(bare)} pinned={'one core' if pin else 'no'} "
           f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
@@ -146,6 +152,20 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                 print(f"{r['ops']:>9} {fmt:>8} {engine:>6} {r['seconds']:>8.2f} {r['ops_per_s']:>10.0f} "
                       f"{r['cpu_s']:>6.2f} {wall:>9.2f} {r['ops'] / wall:>10.0f} "
                       f"{r['peak_rss_mib']:>9.0f} {speed:>9}  {r['status']}", flush=True)
+            for parser in (bare if fmt == "jsonl" else ()):
+                # The parser alone (packages imported before its clock): the floor the whole
+                # check stands on. `new/bare` is the whole check's CPU over the bare parse's.
+                out = subprocess.run(pin + [sys.executable, "-m", "kafkaverify.bench.jsonl_parse",
+                                            "--one", str(p), parser], capture_output=True, text=True, env=env)
+                if out.returncode:
+                    raise SystemExit(out.stderr)
+                b = json.loads(out.stdout)
+                if "cpu_s" not in b:
+                    print(f"{'':>9} {fmt:>8} {parser:>6} not installed")
+                    continue
+                ratio = f"{res['new']['cpu_s'] / b['cpu_s']:.2f}x bare"
+                print(f"{'':>9} {fmt:>8} {parser:>6} {'':>8} {'':>10} {b['cpu_s']:>6.2f} {'':>9} {'':>10} "
+                      f"{b['peak_rss_mib']:>9.0f} {ratio:>9}  parse only ({b['rows']} events)", flush=True)
     if not workdir:
         shutil.rmtree(d, ignore_errors=True)
 
