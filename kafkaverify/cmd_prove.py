@@ -218,6 +218,7 @@ def register(group: click.Group) -> None:
                   help="lost control messages, and with producers dropped connections [1]")
     @click.option("--min-isr", type=int, default=None, help="min.insync.replicas [2]")
     @click.option("--unflushed-loss", is_flag=True, default=None, help="crashes may lose unflushed writes")
+    @click.option("--disk-loss", is_flag=True, default=None, help="a crash may lose the whole disk")
     @click.option("--producers", type=int, default=None,
                   help="producers (spec/producer.py; --records is then per producer) [0]")
     @click.option("--max-in-flight", type=int, default=None, help="max.in.flight.requests.per.connection [1]")
@@ -240,8 +241,8 @@ def register(group: click.Group) -> None:
     @click.option("--lemma", "lemmas", multiple=True, metavar="NAME",
                   help="with --k: a strengthening lemma of checkers/prove/strengthen.py (repeatable)")
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
-              crashes, pauses, elections, losses, min_isr, unflushed_loss, producers, max_in_flight,
-              retries, idempotence, exhaustive, write_slots, guided, k, lemmas):
+              crashes, pauses, elections, losses, min_isr, unflushed_loss, disk_loss, producers,
+              max_in_flight, retries, idempotence, exhaustive, write_slots, guided, k, lemmas):
         """Prove invariants with z3: bounded model checking, induction and k-induction."""
         from checkers.prove.induction import CORE
         from checkers.prove.props import CLIENT_PROPS, names_for
@@ -249,7 +250,7 @@ def register(group: click.Group) -> None:
         from rich.table import Table
         cfg = _config(generation, without, brokers, log_length, idempotence, crashes=crashes,
                       pauses=pauses, elections=elections, losses=losses, min_isr=min_isr,
-                      unflushed_loss=unflushed_loss, producers=producers,
+                      unflushed_loss=unflushed_loss, disk_loss=disk_loss, producers=producers,
                       max_in_flight=max_in_flight, retries=retries)
         known = names_for(cfg, CLIENT_PROPS + tuple(names_for(cfg)))
         for n in invariants:

@@ -5,7 +5,11 @@ through z3 itself (model evaluation of the symbolic guard and successor formulas
 
 The configurations with pauses are chosen so that paused brokers, expired sessions and deposed
 controllers are common among the drawn states (no crashes or few: a crash ends a pause), with
-and without controller-epoch-fencing, with 1 and 2 pauses."""
+and without controller-epoch-fencing, with 1 and 2 pauses.
+
+The configurations with disk loss and KIP-966's eligible leader replicas (`kip-966`, with and
+without isr-broker-epoch) are chosen so that lost disks, unclean-shutdown registrations, ELR
+and last-known-ELR sets, and elections from them are common among the drawn states."""
 from __future__ import annotations
 
 import pytest
@@ -38,25 +42,58 @@ CONFIGS = [
         ("current", ("controller-epoch-fencing",),
          {"pauses": 2, "crashes": 1, "brokers": 3, "records": 1}, 15),
     )],
+    *[(gen, without, bounds, seed) for gen, without, bounds, seed in (
+        ("kip-966", ("isr-broker-epoch",), {"disk_loss": True, "crashes": 1}, 16),
+        ("kip-966", (), {"disk_loss": True, "crashes": 2}, 17),
+        ("kip-966", (), {"brokers": 3, "crashes": 3, "disk_loss": True, "records": 1}, 18),
+        ("current", (), {"disk_loss": True, "records": 1}, 19),
+    )],
 ]
 PER_CONFIG = 950
 PAUSE_KINDS = ("Pause", "Resume", "SessionExpire", "Reregister", "ZombieElect")
+# disk loss and KIP-966's paths, counted over the compared states (`elr_paths`)
+ELR_PATHS = ("disk-loss", "unclean-registration", "elr-grows-on-alter", "elr-changes-on-react",
+             "last-known-elr-set", "elect-from-elr", "elect-from-last-known-elr")
 
 
-def _run(gen, without, bounds, seed, per=PER_CONFIG):
+def _run(gen, without, bounds, seed, per=PER_CONFIG, paths=None):
     cfg = make_config(gen, without, **bounds)
     model, enc = Model(cfg), Encoding(cfg)
     rep = DiffReport()
     for s in bfs_states(model, per // 3) + draw_states(model, seed, per - per // 3):
+        before = rep.states
         compare_state(enc, model, s, rep)
+        if paths is not None and rep.states > before:
+            paths.update(elr_paths(model, s))
     return rep
+
+
+def elr_paths(model, s):
+    """Which disk-loss and ELR paths the actions compared in s take (spec's view of them)."""
+    from spec.model import _react_plan
+    out = Counter()
+    zk = s.zk
+    if zk.unclean:
+        out["unclean-registration"] += 1
+    for a in model.enabled(s):
+        if a.kind == "Crash" and a.arg == 2:
+            out["disk-loss"] += 1
+        elif a.kind == "ControllerAlterIsr" and model.step(s, a).zk.elr & ~zk.elr:
+            out["elr-grows-on-alter"] += 1
+        elif a.kind == "ControllerReact":
+            _, isr, need, _, elr, lkelr = _react_plan(model.config, s, a.b)
+            out["elr-changes-on-react"] += elr != zk.elr
+            out["last-known-elr-set"] += lkelr != zk.lkelr
+            if need and a.arg >= 0 and not (isr >> a.arg) & 1:
+                out["elect-from-elr" if (elr >> a.arg) & 1 else "elect-from-last-known-elr"] += 1
+    return out
 
 
 def test_encoding_agrees_with_spec_on_10000_states():
     total = transitions = skipped = 0
-    paused = Counter()
+    paused, paths = Counter(), Counter()
     for gen, without, bounds, seed in CONFIGS:
-        rep = _run(gen, without, bounds, seed)
+        rep = _run(gen, without, bounds, seed, paths=paths)
         assert not rep.problems, (f"{gen} without {without} {bounds}: "
                                   + "\n".join(f"{a}: {p}" for _, a, p in rep.problems[:5]))
         total += rep.states
@@ -71,11 +108,14 @@ def test_encoding_agrees_with_spec_on_10000_states():
     assert skipped <= total // 50
     # the pause actions themselves were compared, not only the states around them
     assert min(paused[k] for k in PAUSE_KINDS) >= 50, paused
+    # so were the lost disks and every ELR path
+    assert min(paths[k] for k in ELR_PATHS) >= 20, paths
 
 
 def test_z3_formulas_agree_with_concrete_evaluation():
     for gen, bounds, seed in (("current", {"unflushed_loss": True}, 21), ("kip-101", {"records": 3}, 22),
-                              ("current", {"pauses": 1, "crashes": 0}, 23)):
+                              ("current", {"pauses": 1, "crashes": 0}, 23),
+                              ("kip-966", {"disk_loss": True, "crashes": 2}, 24)):
         cfg = make_config(gen, **bounds)
         states = draw_states(Model(cfg), seed, 40, walk_length=30)
         assert z3_agrees(Encoding(cfg), states) == []
@@ -137,7 +177,59 @@ def test_a_wrong_pause_rule_is_caught(monkeypatch, method, wrong):
 def test_unsupported_configs_are_refused():
     assert supported(make_config("current")) is None
     assert supported(make_config("current", pauses=2)) is None
-    for cfg in (make_config("current", disk_loss=True), make_config("kip-966")):
+    assert supported(make_config("kip-966", disk_loss=True)) is None
+    for cfg in (make_config("current", consumers=1),
+                make_config("kip-101", producers=1, acks="1", without=("idempotent-producer",))):
         assert supported(cfg)
         with pytest.raises(Unsupported):
             Encoding(cfg)
+
+
+def _disk_loss_keeps_epoch_cache(real):
+    def wrong(self, s, a):
+        clen = s[("b", a.b, "clen")]
+        real(self, s, a)
+        if a.arg == 2:
+            s[("b", a.b, "clen")] = clen
+    return wrong
+
+
+def _restart_not_unclean(real):
+    def wrong(self, s, a):
+        real(self, s, a)
+        s[("z", "unclean", a.b)] = False
+    return wrong
+
+
+def _elr_keeps_unclean_replicas(real):
+    def wrong(self, old_isr, new_isr, elr, unclean_shutdown):
+        return real(self, old_isr, new_isr, elr, [False] * len(elr))
+    return wrong
+
+
+def _no_election_from_last_known_elr(real):
+    def wrong(self, s, c):
+        new, isr, need, cands, live, elr, lkelr = real(self, s, c)
+        cands = [encmod.AND(cands[k], encmod.OR(isr[k], elr[k])) for k in range(self.n)]
+        return new, isr, need, cands, live, elr, lkelr
+    return wrong
+
+
+@pytest.mark.parametrize("method,wrong", [
+    ("_s_crash", _disk_loss_keeps_epoch_cache),
+    ("_s_restart", _restart_not_unclean),
+    ("elr_after_isr_change", _elr_keeps_unclean_replicas),
+    ("react_plan", _no_election_from_last_known_elr),
+], ids=["disk-loss-keeps-cache", "restart-not-unclean", "elr-keeps-unclean",
+        "no-election-from-last-known-elr"])
+def test_a_wrong_disk_loss_or_elr_rule_is_caught(monkeypatch, method, wrong):
+    """The disk-loss and KIP-966 configurations can fail: a wrong effect of a lost disk or a
+    wrong ELR rule disagrees with spec on the states drawn for them."""
+    monkeypatch.setattr(encmod.Encoding, method, wrong(getattr(encmod.Encoding, method)))
+    found = []
+    for gen, without, bounds, seed in CONFIGS:
+        if bounds.get("disk_loss") and gen == "kip-966":
+            found += _run(gen, without, bounds, seed).problems
+            if found:
+                break
+    assert found

@@ -24,7 +24,7 @@ from spec.model import _normalize_versions as canon_versions
 
 
 def _encoded(a: Action) -> bool:
-    return a.kind in ENCODED_KINDS and not (a.kind == "Crash" and a.arg == 2)
+    return a.kind in ENCODED_KINDS
 
 
 @dataclass

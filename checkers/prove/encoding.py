@@ -9,15 +9,18 @@ Each action instance is (spec action kind, broker, argument) plus a guard and a 
 function. The protocol rules of spec/rules.py are re-encoded here, consulting the same fix
 names from the same `Config` (spec/config.py's generation table, never copied).
 
-What is encoded: Produce, FetchRequest, FetchResponse, Truncate, Flush, Crash (process crash
-and power failure losing the unflushed suffix), Restart, ControllerElect, ControllerReact,
-ControllerAlterIsr, AlterIsrResponse, ProposeShrink, Deliver, Lose, the synchronous ISR write of
-pre-AlterIsr generations, and pauses: Pause, Resume, SessionExpire, Reregister and ZombieElect
-(a paused broker does nothing but resume, crash or lose its session; a deposed controller acts
-on its stale cache). Left out (`supported` refuses such configs): disk loss (Crash with a lost
-disk) and the eligible-leader-replicas fix (KIP-966 ELR). Bounds beyond the model's own: a log
-holds at most `records` entries (each record is appended once), K in-flight requests per broker
-and E leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
+What is encoded: Produce, FetchRequest, FetchResponse, Truncate, Flush, Crash (process crash,
+power failure losing the unflushed suffix, and disk loss: the broker returns with an empty log
+and epoch cache), Restart, ControllerElect, ControllerReact, ControllerAlterIsr,
+AlterIsrResponse, ProposeShrink, Deliver, Lose, the synchronous ISR write of pre-AlterIsr
+generations, pauses: Pause, Resume, SessionExpire, Reregister and ZombieElect (a paused broker
+does nothing but resume, crash or lose its session; a deposed controller acts on its stale
+cache), and the eligible-leader-replicas fix (KIP-966): the store's ELR, last known ELR and
+unclean-shutdown registrations, elections from them, and unclean recovery's choice of the
+longest log. Fields appear only when the config needs them (pauses: `paused`; ELR: the three
+store sets), so formulas for other configs stay what they were. Bounds beyond the model's own:
+a log holds at most `records` entries (each record is appended once), K in-flight requests per
+broker and E leader epochs; a successor past those bounds sets the `oob` flag and is not taken.
 
 With `producers`, the producers of spec/producer.py join (checkers/prove/producers.py: their
 actions, state and rules); the implicit client's Produce is then off, and records in logs are
@@ -43,10 +46,6 @@ class Unsupported(ValueError):
 
 def supported(cfg: Config) -> str | None:
     """None when the encoding covers `cfg`, else why not."""
-    if cfg.disk_loss:
-        return "disk loss is not encoded"
-    if "eligible-leader-replicas" in cfg.fixes:
-        return "the eligible-leader-replicas fix (KIP-966 ELR) is not encoded"
     from checkers.prove.producers import why_unsupported
     return why_unsupported(cfg)
 
@@ -61,6 +60,7 @@ BROKER_INT = ("leo", "flushed", "hw", "clen", "le", "role", "leader", "ver", "f_
               "f_off", "f_n", "f_hw", "ce", "ctl", "cc_l", "cc_le", "cc_ver", "pgen", "resp")
 BROKER_BOOL = ("alive", "paused", "haspend", "trunc", "hasf", "f_oor", "hascc")
 ZK_INT = ("controller", "ce", "leader", "le", "ver", "lsess")
+ZK_ELR = ("elr", "lkelr", "unclean")     # KIP-966's store sets, one boolean per broker
 G_INT = ("produced", "elen", "crashes", "pauses", "elections", "losses", "lossy")
 
 
@@ -94,6 +94,7 @@ class Encoding:
         self.K = slots
         self.E = epochs if epochs is not None else 2 * cfg.crashes + cfg.elections + 4
         self.fx = cfg.fixes
+        self.elr = "eligible-leader-replicas" in cfg.fixes
         if cfg.producers:
             self.prods = Producers(self)
         self.insts = self._instances()
@@ -119,6 +120,8 @@ class Encoding:
         out += [(("z", f), "int") for f in ZK_INT]
         for j in range(n):
             out += [(("z", "isr", j), "bool"), (("z", "sess", j), "bool")]
+            if self.elr:
+                out += [(("z", f, j), "bool") for f in ZK_ELR]
         for d in range(n):
             for k in range(K):
                 out += [(("m", d, k, "v"), "bool")] + [(("m", d, k, f), "int")
@@ -180,7 +183,7 @@ class Encoding:
             for r in range(self.R):
                 d[("b", i, "pa", r)] = bool((b.pend_acks >> r) & 1)
         zk = s.zk
-        if zk.elr or zk.lkelr or zk.unclean:
+        if not self.elr and (zk.elr or zk.lkelr or zk.unclean):
             raise Unsupported("eligible leader replicas")
         for f in ZK_INT:
             d[("z", f)] = getattr(zk, f)
@@ -189,6 +192,9 @@ class Encoding:
             if zk.sessions[j] not in (0, 2):
                 raise Unsupported("unnormalised session")
             d[("z", "sess", j)] = zk.sessions[j] == 2
+            if self.elr:
+                for f in ZK_ELR:
+                    d[("z", f, j)] = bool((getattr(zk, f) >> j) & 1)
         per = {dst: [] for dst in range(n)}
         for m in s.msgs:
             per[m[0]].append(m[1:])
@@ -262,7 +268,8 @@ class Encoding:
         zk = Zk(controller=g("z", "controller"), ce=g("z", "ce"), leader=g("z", "leader"),
                 le=g("z", "le"), isr=mask(("z", "isr")), ver=g("z", "ver"),
                 sessions=tuple(2 if g("z", "sess", j) else 0 for j in range(n)),
-                lsess=g("z", "lsess"), elr=0, lkelr=0, unclean=0)
+                lsess=g("z", "lsess"),
+                **{f: mask(("z", f)) if self.elr else 0 for f in ZK_ELR})
         msgs = []
         for dst in range(n):
             for k in range(self.K):
@@ -535,18 +542,68 @@ class Encoding:
         zl = s[("z", "leader")]
         lbounce = AND(zl >= 0, sel(live, zl, False), NE(s[("z", "lsess")], 2))
         bounced = [OR(bounced[k], AND(lbounce, EQ(zl, k))) for k in range(n)]
+        if self.elr:
+            # KAFKA-15586: a registration after an unclean shutdown counts as a bounce for
+            # every controller
+            bounced = [OR(bounced[k], AND(s[("z", "unclean", k)], live[k])) for k in range(n)]
         gone = [OR(NOT(live[k]), bounced[k]) for k in range(n)]
         zisr = [s[("z", "isr", k)] for k in range(n)]
         isr = [AND(zisr[k], NOT(gone[k])) for k in range(n)]
         empty = NOT(OR(*isr))
+        elr = lkelr = None
+        if self.elr:
+            zelr = [s[("z", "elr", k)] for k in range(n)]
+            elr = self.elr_after_isr_change(zisr, isr, zelr, bounced)
+            # the last eligible replicas went through unclean shutdowns: remember them
+            to_lk = AND(OR(*zelr), NOT(OR(*elr)), empty)
+            lkelr = [ite(to_lk, zelr[k], s[("z", "lkelr", k)]) for k in range(n)]
+            # the ISR keeps its last member only while nobody else is eligible
+            empty = AND(empty, NOT(OR(*elr)), NOT(OR(*lkelr)))
         keep_leader = AND(zl >= 0, sel(zisr, zl, False))
         isr = [ite(empty, ite(keep_leader, AND(zisr[k], EQ(zl, k)), zisr[k]), isr[k]) for k in range(n)]
         need = OR(zl < 0, sel(gone, zl, False))
         cands = [AND(isr[k], live[k]) for k in range(n)]
+        if self.elr:
+            # rules.leader_candidates: the ISR, else the ELR, else the last known ELR
+            any_isr = OR(*cands)
+            from_elr = [AND(elr[k], live[k]) for k in range(n)]
+            any_elr = OR(*from_elr)
+            from_lk = [AND(lkelr[k], live[k]) for k in range(n)]
+            cands = [ite(any_isr, cands[k], ite(any_elr, from_elr[k], from_lk[k])) for k in range(n)]
         if self.cfg.unclean:
             anyc = OR(*cands)
             cands = [OR(cands[k], AND(NOT(anyc), live[k])) for k in range(n)]
-        return new, isr, need, cands, live
+        if self.elr:
+            only_lk = AND(OR(*cands), NOT(OR(*[AND(cands[k], isr[k]) for k in range(n)])),
+                          NOT(OR(*[AND(cands[k], elr[k]) for k in range(n)])),
+                          OR(*[AND(cands[k], lkelr[k]) for k in range(n)]))
+            best = self.unclean_recovery_choice(s, cands)
+            cands = [ite(only_lk, best[k], cands[k]) for k in range(n)]
+        return new, isr, need, cands, live, elr, lkelr
+
+    def elr_after_isr_change(self, old_isr, new_isr, elr, unclean_shutdown):
+        """rules.elr_after_isr_change (KIP-966): replicas leaving the ISR while it is below min
+        ISR join the ELR; never an unclean-shutdown replica nor an ISR member; empty at or
+        above min ISR."""
+        n = self.n
+        below = SUM(new_isr) < self.cfg.min_isr
+        return [AND(below, OR(elr[k], AND(old_isr[k], NOT(new_isr[k]))), NOT(unclean_shutdown[k]),
+                    NOT(new_isr[k])) for k in range(n)]
+
+    def unclean_recovery_choice(self, s, cands):
+        """rules.unclean_recovery_choice: the candidates with the largest (last cached leader
+        epoch or -1, log end offset)."""
+        n, C = self.n, self.C
+        key = []
+        for k in range(n):
+            clen = s[("b", k, "clen")]
+            last = ite(clen > 0, sel([s[("b", k, "ce_", q)] for q in range(C)], clen - 1), -1)
+            key.append((last, s[("b", k, "leo")]))
+
+        def above(a, b):
+            return OR(a[0] > b[0], AND(EQ(a[0], b[0]), a[1] > b[1]))
+        return [AND(cands[k], *[NOT(AND(cands[m], above(key[m], key[k])))
+                                for m in range(n) if m != k]) for k in range(n)]
 
     # --- action instances ------------------------------------------------------------------
 
@@ -559,6 +616,8 @@ class Encoding:
             if self.cfg.unflushed_loss:
                 out.append(Inst("Crash", i, 1, self._g_crash, self._s_crash))
                 out.append(Inst("Flush", i, -1, self._g_flush, self._s_flush))
+            if self.cfg.disk_loss:
+                out.append(Inst("Crash", i, 2, self._g_crash, self._s_crash))
             out.append(Inst("AlterIsrResponse", i, -1, self._g_air, self._s_air))
             if not self.prods:      # with producers the appends are theirs
                 out.append(Inst("Produce", i, -1, self._g_produce, self._s_produce))
@@ -609,6 +668,8 @@ class Encoding:
         s[("b", i, "le")] = -1
         s[("b", i, "role")] = NONE
         s[("b", i, "ce")] = s[("z", "ce")]
+        if self.elr:    # every restart follows an unclean shutdown (KAFKA-15586)
+            s[("z", "unclean", i)] = True
         self.new_session(s, i)
 
     def new_session(self, s, i):
@@ -631,24 +692,30 @@ class Encoding:
         g = AND(s[("b", a.b, "alive")], s[("g", "crashes")] < self.cfg.crashes)
         if a.arg == 1:
             g = AND(g, s[("b", a.b, "flushed")] < s[("b", a.b, "leo")])
+        if a.arg == 2:      # a disk with a log or an epoch cache on it
+            g = AND(g, OR(s[("b", a.b, "leo")] > 0, s[("b", a.b, "clen")] > 0))
         return g
 
     def _s_crash(self, s, a):
         i, L = a.b, self.L
         old_leo = s[("b", i, "leo")]
-        new_len = s[("b", i, "flushed")] if a.arg == 1 else old_leo
+        # a lost disk: the log and the whole epoch cache go (every entry starts at or past 0)
+        new_len = s[("b", i, "flushed")] if a.arg == 1 else 0 if a.arg == 2 else old_leo
         lost = [AND(new_len <= k, k < old_leo) for k in range(L)]
         self.truncate_log(s, i, new_len)    # also drops cache entries starting at the log end
         self.down(s, i)
         s[("g", "crashes")] = s[("g", "crashes")] + 1
-        if a.arg == 1:
+        if a.arg:
             s[("g", "lossy")] = s[("g", "lossy")] + 1
             for r in range(self.R):
                 held = OR(*[AND(k < s[("b", j, "leo")], EQ(s[("b", j, "lr", k)], r))
                             for j in range(self.n) for k in range(L)])
                 lost_r = OR(*[AND(lost[k], EQ(s[("b", i, "lr", k)], r)) for k in range(L)])
                 s[("g", "doomed", r)] = OR(s[("g", "doomed", r)], AND(lost_r, NOT(held)))
-            s[("g", "damaged", i)] = OR(s[("g", "damaged", i)], s[("z", "isr", i)])
+            # damaged only if data was lost (a power failure always loses some, by its guard;
+            # a lost disk may have held only an epoch cache)
+            hit = s[("z", "isr", i)] if a.arg == 1 else AND(s[("z", "isr", i)], old_leo > 0)
+            s[("g", "damaged", i)] = OR(s[("g", "damaged", i)], hit)
 
     # Pauses (spec/model.py _pause, _resume, _session_expire, _reregister, _zombie_elect): a
     # paused broker only resumes, crashes or loses its session; once running again it notices
@@ -796,6 +863,13 @@ class Encoding:
         ok = AND(EQ(s[("z", "leader")], li), EQ(s[("b", li, "le")], s[("z", "le")]),
                  EQ(s[("b", li, "ver")], s[("z", "ver")]), eligible)
         nver = s[("z", "ver")] + 1
+        if self.elr:
+            zisr = [s[("z", "isr", j)] for j in range(n)]
+            pend = [s[("b", li, "pend", j)] for j in range(n)]
+            elr = self.elr_after_isr_change(zisr, pend, [s[("z", "elr", j)] for j in range(n)],
+                                            [False] * n)
+            for j in range(n):
+                s[("z", "elr", j)] = ite(ok, elr[j], s[("z", "elr", j)])
         for j in range(n):
             s[("z", "isr", j)] = ite(ok, s[("b", li, "pend", j)], s[("z", "isr", j)])
         s[("z", "ver")] = ite(ok, nver, s[("z", "ver")])
@@ -938,8 +1012,12 @@ class Encoding:
 
     def _g_react(self, s, a):
         c, x, n = a.b, a.arg, self.n
-        new, isr, need, cands, _ = self.react_plan(s, c)
+        new, isr, need, cands, _, elr, lkelr = self.react_plan(s, c)
         changed = OR(*[NE(isr[k], s[("z", "isr", k)]) for k in range(n)])
+        if self.elr:
+            changed = OR(changed, *[NE(elr[k], s[("z", "elr", k)]) for k in range(n)],
+                         *[NE(lkelr[k], s[("z", "lkelr", k)]) for k in range(n)],
+                         *[s[("z", "unclean", k)] for k in range(n)])
         anynew = OR(*new)
         elect_ok = AND(OR(*cands), s[("g", "elections")] < self.cfg.elections)
         zl = s[("z", "leader")]
@@ -951,12 +1029,21 @@ class Encoding:
 
     def _s_react(self, s, a):
         c, x, n = a.b, a.arg, self.n
-        new, isr, need, _, live = self.react_plan(s, c)
+        new, isr, need, _, live, elr, lkelr = self.react_plan(s, c)
         if x >= 0:
             s[("g", "elections")] = ite(need, s[("g", "elections")] + 1, s[("g", "elections")])
             single = AND(need, NOT(isr[x]))
             isr = [ite(single, k == x, isr[k]) for k in range(n)]
+            if self.elr:    # an election takes the leader out of the ELR and ends the last known
+                elr = [AND(elr[k], NOT(AND(need, isr[k]))) for k in range(n)]
+                lkelr = [AND(lkelr[k], NOT(need)) for k in range(n)]
         changed = OR(need, *[NE(isr[k], s[("z", "isr", k)]) for k in range(n)])
+        if self.elr:
+            changed = OR(changed, *[NE(elr[k], s[("z", "elr", k)]) for k in range(n)],
+                         *[NE(lkelr[k], s[("z", "lkelr", k)]) for k in range(n)])
+            for k in range(n):      # unchanged, these equal the store's sets already
+                s[("z", "elr", k)], s[("z", "lkelr", k)] = elr[k], lkelr[k]
+                s[("z", "unclean", k)] = False
         le = ite(changed, s[("z", "le")] + 1, s[("z", "le")])
         ver = ite(changed, s[("z", "ver")] + 1, s[("z", "ver")])
         leader = ite(changed, x, s[("z", "leader")])
