@@ -23,7 +23,7 @@ def kv(*args, timeout=240):
 
 
 def test_usage_errors_exit_3():
-    for args in (["--generation", "kip-966", "--min-isr", "3"], ["--invariant", "Nope"], ["--brokers", "9"], ["--brokers", "7", "--depth", "2"],
+    for args in (["--generation", "kip-966", "--min-isr", "9"], ["--invariant", "Nope"], ["--brokers", "9"], ["--brokers", "7", "--depth", "2"],
                  ["--generation", "nope"], ["--without", "eligible-leader-replicas"],
                  ["--depth", "-1"]):
         r = kv("prove", *args)
