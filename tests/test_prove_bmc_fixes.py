@@ -1,5 +1,6 @@
 """BMC per protocol fix: for v0.10 and for `current --without F` (each replication fix the z3
-encoding can express), bounded model checking refutes a named invariant at a stated depth, and
+encoding can express; isr-broker-epoch under `kip-966`, where its bug shows with a lost disk
+and `current` itself does not lose data), bounded model checking refutes a named invariant at a stated depth, and
 the z3 path, replayed here on the explicit model (spec's `step` from `Model(config).initial()`),
 ends in that invariant's violation. Bounds are the smallest at which the bug shows; the depth
 is the explorer's shortest counterexample at the same bounds (BMC's first depth must equal it).
@@ -18,6 +19,8 @@ PAUSED = {**SMALL, "crashes": 0, "pauses": 1}
 # Integer fields as 8-bit bit-vectors (checkers/prove/sym.py) where that halves the solve time:
 # sound at these depths, where no field moves past 8 steps from values below 10.
 BITS = {("controller-epoch-fencing",): 8}
+# a follower that loses its disk while its old incarnation's fetch proposes it for the ISR
+DISK = {**SMALL, "disk_loss": True}
 CASES = [  # (generation, without, bounds, invariant, depth)
     ("v0.10", (), SMALL, "MinIsrDurability", 2),
     ("current", ("min-isr-hw",), SMALL, "MinIsrDurability", 4),
@@ -40,6 +43,27 @@ def test_bmc_refutes_without_epoch_truncation():
                       time_limit=600)
 
 
+@pytest.mark.slow
+def test_bmc_refutes_without_isr_broker_epoch():
+    """Depth 11 (the explorer's shortest at these bounds, as the golden trace
+    model-kip903-empty-disk-joins-isr.jsonl at the default ones): with 6-bit fields, one
+    in-flight request slot and one leader epoch (the path needs no LeaderAndIsr, so no epoch
+    change) and partial-order reduction, 40-60 s of z3 on a loaded machine, and again for the
+    depth-10 check: not in the default run."""
+    refute_and_replay("kip-966", ("isr-broker-epoch",), DISK, "StrongIsr", 11, time_limit=900,
+                      bits=6, slots=1, epochs=1, por=True)
+
+
+@pytest.mark.slow
+def test_bmc_clean_with_isr_broker_epoch():
+    """KIP-903's check refuses the lost disk's stale proposal: `kip-966` with the fix finds no
+    violation of StrongIsr to depth 11 at the same bounds (those of the refutation, so the
+    clean answer says as much as the refutation and no more)."""
+    model = Model(make_config("kip-966", **DISK))
+    assert bmc(model, 11, invariants=("StrongIsr",), time_limit=900, bits=6, slots=1, epochs=1,
+               por=True).status == "clean"
+
+
 def test_bmc_clean_with_controller_epoch_fencing():
     """The zombie controller's requests are fenced: `current` with the same pause finds no
     violation of UniqueLeaderPerEpoch to the depth where the fix's removal shows."""
@@ -48,9 +72,9 @@ def test_bmc_clean_with_controller_epoch_fencing():
                bits=BITS[("controller-epoch-fencing",)]).status == "clean"
 
 
-def refute_and_replay(gen, without, bounds, inv, depth, *, time_limit, bits=0):
+def refute_and_replay(gen, without, bounds, inv, depth, *, time_limit, bits=0, **enc):
     model = Model(make_config(gen, without, **bounds))
-    r = bmc(model, depth, invariants=(inv,), time_limit=time_limit, bits=bits)
+    r = bmc(model, depth, invariants=(inv,), time_limit=time_limit, bits=bits, **enc)
     assert r.status == "violation" and r.problem is None, (r.status, r.problem)
     assert (r.invariant, r.depth) == (inv, depth)
     # Replay independently of bmc's own check: every action enabled, the same successors,
@@ -66,4 +90,4 @@ def refute_and_replay(gen, without, bounds, inv, depth, *, time_limit, bits=0):
     assert violated(model.config, s, invs)[0] == inv
     # One step shorter, BMC finds nothing: the depth is the shortest.
     assert bmc(model, depth - 1, invariants=(inv,), time_limit=time_limit,
-               bits=bits).status == "clean"
+               bits=bits, **enc).status == "clean"

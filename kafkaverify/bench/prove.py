@@ -14,8 +14,8 @@ explorer's time on the same config, in the same run).
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
 
-`fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py,
-each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
+`fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
+(isr-broker-epoch under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
 and says where the encoding cannot express the bug (checkers/prove/encoding.supported).
 """
 from __future__ import annotations
@@ -112,9 +112,15 @@ FIX_BOUNDS = {
     "isr-expand-epoch-start": (BMC_THREE[3][2], BMC_THREE[3][3]),
     # a deposed (zombie) controller's stale LeaderAndIsr: a pause outlasting its session
     "controller-epoch-fencing": ({**SMALL, "crashes": 0, "pauses": 1}, ("UniqueLeaderPerEpoch",)),
-    # needs what the encoding leaves out: a broker returning with an empty disk
-    "isr-broker-epoch": ({"disk_loss": True}, None),
+    # a broker returning with an empty disk; shown under kip-966 (FIX_GENERATION), since
+    # `current` with a lost disk loses data with every fix on
+    "isr-broker-epoch": ({**SMALL, "disk_loss": True}, ("StrongIsr",)),
 }
+# Fixes whose bug is shown under another generation than `current`.
+FIX_GENERATION = {"isr-broker-epoch": "kip-966"}
+# The encoding's own bounds where the default ones make BMC needlessly slow: the lost-disk path
+# sends no LeaderAndIsr and changes no leader epoch (tests/test_prove_bmc_fixes.py uses the same).
+FIX_ENCODING = {"isr-broker-epoch": {"bits": 6, "slots": 1, "epochs": 1, "por": True}}
 
 
 def fix_cases():
@@ -123,7 +129,7 @@ def fix_cases():
     yield "v0.10", (), SMALL, ("MinIsrDurability",)
     for f in sorted(GENERATIONS["current"] - CLIENT_FIXES):
         bounds, invs = FIX_BOUNDS.get(f, ({}, None))
-        yield "current", (f,), bounds, invs
+        yield FIX_GENERATION.get(f, "current"), (f,), bounds, invs
 
 
 def run_fixes(depth: int, time_limit: float, only: list[str] | None = None) -> None:
@@ -134,12 +140,13 @@ def run_fixes(depth: int, time_limit: float, only: list[str] | None = None) -> N
             continue
         m = Model(make_config(gen, without, **bounds))
         name = gen + "".join(f" --without {w}" for w in without) + "".join(
-            f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+            f" --{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in bounds.items())
         why = supported(m.config)
         if why:
             bm, bs = f"not encoded: {why}", float("nan")
         else:
-            r = bmc(m, depth, invariants=invs, time_limit=time_limit)
+            f = without[0] if without else ""
+            r = bmc(m, depth, invariants=invs, time_limit=time_limit, **FIX_ENCODING.get(f, {}))
             bm = f"{r.invariant} at depth {r.depth}" if r.status == "violation" else f"{r.status} to depth {r.depth}"
             if r.problem:
                 bm += f" (spec disagrees: {r.problem})"
