@@ -15,8 +15,9 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
-(isr-broker-epoch under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug shows (the explorer's shortest counterexample),
-and says where the encoding cannot express the bug (checkers/prove/encoding.supported).
+(isr-broker-epoch under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
+shows (the explorer's shortest counterexample), and says where the encoding cannot express the
+bug (checkers/prove/encoding.supported).
 """
 from __future__ import annotations
 
