@@ -266,6 +266,18 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
         ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
         c("_i").alias("comp_row"), c("offset").alias("offset_c"), "n", "o0", "ol", "omax",
         c("generation").alias("generation_c")).collect()
+    # What the records need of `ev`, taken now so that `ev` is released before the operations
+    # are built (the caller passes it without keeping a reference: the frame is most of the
+    # peak memory, and every page of the peak is a page fault on this path).
+    i = ev.get_column("_i")
+    if i.len() and (i.diff().drop_nulls() == 1).all():
+        # `_i` counts rows (one history, whole): each poll's lists are at its completion's
+        # row, a gather instead of a join (about 2x cheaper on one core).
+        i0, lists = i[0], ev.select("offsets", "vhs")
+    else:
+        i0, lists = None, ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+            c("_i").alias("comp_row"), "offsets", "vhs").collect()
+    del ev, i
     bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
     ops, orphans = _attach(inv, comp)
     if orphans:                     # completions without an invoke (rare): which runs
@@ -283,7 +295,7 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
         (c("comp_row") < c("inv_row")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
         | (c("end") < c("inv"))))
     bad |= _runs_of(ops, (c("type") == "ok") & (c("f") == "send") & c("offset").is_null())
-    ops = ops.drop("offset_c", "generation_c", "process_c", "f_c")
+    ops = ops.drop("offset_c", "generation_c", "process_c", "f_c", "end")
     # One key per partition of a run: run * (partitions) + partition, per topic.
     if codes is None:
         codes = ops.get_column("tc").drop_nulls().unique().sort()
@@ -306,24 +318,22 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
     polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
         "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
-    i = ev.get_column("_i")
-    if i.len() and (i.diff().drop_nulls() == 1).all():
-        # `_i` counts rows (one history, whole): each poll's lists are at its completion's
-        # row, a gather instead of a join (about 2x cheaper on one core).
-        at = polls.get_column("comp_row") - i[0]
-        recs = polls.drop("comp_row").with_columns(ev.get_column("offsets").gather(at),
-                                                   ev.get_column("vhs").gather(at))
+    if i0 is not None:
+        at = polls.get_column("comp_row") - i0
+        recs = polls.drop("comp_row").with_columns(lists.get_column("offsets").gather(at),
+                                                   lists.get_column("vhs").gather(at))
     else:
-        lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
-            c("_i").alias("comp_row"), "offsets", "vhs").collect()
         recs = _by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
+    del lists
     recs = (recs.explode(["offsets", "vhs"])
             .rename({"offsets": "offset", "vhs": "vh"})
             .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
     # A null inside a poll's lists (a record without offset or value): the object reader.
     if recs.get_column("offset").has_nulls() or recs.get_column("vh").has_nulls():
         bad |= _runs_of(recs, c("offset").is_null() | c("vh").is_null())
-    return Paired(ops, recs, bad)
+    # The pairing key and the partition's parts are not read past here (pk stands for them):
+    # dropped, their memory is reused by what follows instead of fresh pages.
+    return Paired(ops.drop("ik", "tc", "partition"), recs, bad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,8 +341,10 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
 # is what matters: a flagged partition gets every object check.
 
 def _partition_ops(ops: pl.DataFrame) -> pl.DataFrame:
-    """The operations on a partition (producer configurations name none)."""
-    return ops.filter(pl.col("pk").is_not_null() & (pl.col("f") != "producer_config"))
+    """The operations on a partition (producer configurations name none), without the event
+    rows (only the flagged partitions' rows are wanted, and those are taken from `ops`)."""
+    return (ops.lazy().select(pl.exclude("inv_row", "comp_row"))
+            .filter(pl.col("pk").is_not_null() & (pl.col("f") != "producer_config")).collect())
 
 
 def flag_partitions(pd: Paired, deadline: float | None = None,

@@ -73,8 +73,10 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
     if ev.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
-    pd = pair(ev)
+    # Handed over, not kept: pair releases the events once it has taken what it needs.
+    held = [ev]
     del ev
+    pd = pair(held.pop())
     if pd.bad:
         return _object_path(path, fmt, deadline, cycle_max_ops, "the input screen flagged rows")
     base = 1 if where == "row" else 2
