@@ -377,3 +377,44 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
     assert "chunks" in r.engine, r.engine
     assert _fingerprint(r.verdict) == _fingerprint(oracle)
     assert "lost-write" in r.verdict.types()
+
+
+def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
+    """The at-least-once screen finds each offset's first read by the offset's number (a
+    table) when the history has one group; the join on (record, group) it replaces is what
+    `_consumer` does without the records (`m=None`). Both must flag the same partitions with
+    the same counts, on histories with planted anomalies, with and without placed offsets
+    (info sends read back), and the table path must have run on both."""
+    import polars as pl
+
+    from checkers.history import columnar as kernel
+    from checkers.history.columnar_file import _lean
+    from traces import history_columnar as hc
+    seen = {"table": 0, "placed": 0}
+    real = kernel._consumer
+
+    def spy(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
+        if m is not None:
+            seen["table"] += 1
+            seen["placed"] += at.filter(pl.col("ai") >= n_acked).height > 0
+        return real(ops, p, polls, recs, assigns, at, m, n_acked)
+
+    def join_only(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
+        return real(ops, p, polls, recs, assigns, at, None, n_acked)
+    for kind in (None, "delivery-at-least-once", "lost-write", "poll-skip", "commit-regression"):
+        for seed in range(3):
+            h = generate(Params(seed=seed, ops=1500, partitions=1 + seed, consumers=1 + seed % 2),
+                         {kind: 0.05} if kind else None)
+            path = tmp_path / f"h-{kind}-{seed}.parquet"
+            write(path, h.header, history_events(h.ops))
+            _, src, _ = hc.read(str(path), lazy=True)
+            ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+            monkeypatch.setattr(kernel, "_consumer", spy)
+            a = kernel.flag_partitions(kernel.pair(ev.clone()))
+            monkeypatch.setattr(kernel, "_consumer", join_only)
+            b = kernel.flag_partitions(kernel.pair(ev))
+            assert a[0] == b[0], (kind, seed)
+            assert a[1].sort("run").equals(b[1].sort("run")), (kind, seed)
+            if kind == "delivery-at-least-once":
+                assert a[0], seed
+    assert seen["table"] and seen["placed"], seen

@@ -469,11 +469,13 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     # completion, or that of a poll whose highest record is there) before the latest invoke
     # of an append at or below it.
     if placed.height:
-        at = (pl.concat([acked.select("pk", "offset", "inv", "comp"),
-                         placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"))])
+        # `ai` numbers the placed offsets after the acknowledgements (for _consumer's table).
+        at = (pl.concat([acked.select("pk", "offset", "inv", "comp", "ai"),
+                         placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"),
+                                       (pl.int_range(pl.len(), dtype=pl.UInt32) + acked.height).alias("ai"))])
               .with_columns(rk).sort("rk"))
     else:
-        at = acked_rk.select("pk", "offset", "inv", "comp", "rk")
+        at = acked_rk.select("pk", "offset", "inv", "comp", "rk", "ai")
     at = at.with_columns(c("inv").cum_max().over("pk").alias("latest"))
     below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
     flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
@@ -483,7 +485,11 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
     _late(deadline)
     # consumer offsets.
-    cflags, examined = _consumer(ops, p, polls, recs, assigns, at)
+    # `m` (the records with the acknowledgement at their offset) stands for the records where
+    # each offset is acknowledged once.
+    cflags, examined = _consumer(ops, p, polls, recs, assigns, at,
+                                 m if acked.get_column("rk").n_unique() == acked.height else None,
+                                 acked.height)
     flags += cflags
     counts = undecided.join(examined, on="run", how="full", coalesce=True)
     flagged = set(pl.concat(flags).unique().to_list()) if flags else set()
@@ -495,7 +501,10 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     return flagged, counts.join(records, on="run", how="full", coalesce=True)
 
 
-def _consumer(ops, p, polls, recs, assigns, at):
+def _consumer(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
+    """The consumer-offset screens. `at`: the log's offsets (acknowledged, then placed, `ai`
+    numbering them); `m`: the records with `ai` of the acknowledgement at their offset, when
+    each offset is acknowledged once (else None)."""
     c = pl.col
     out: list[pl.Series] = []
     cm = p.filter((c("f") == "commit") & (c("type") == "ok")).select(
@@ -534,7 +543,6 @@ def _consumer(ops, p, polls, recs, assigns, at):
            .join_asof(gens.select("run", "group", "t", "newest"), on="t", by=["run", "group"], strategy="backward",
                       allow_exact_matches=False, check_sortedness=False))
     out.append(fen.filter(c("newest") > c("generation")).get_column("pk"))
-    grp_recs = recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
     # (record, group) as one integer key when it fits: ((pk * groups + group) << 32) + offset;
     # single-integer group-bys and joins cost a fraction of two-column ones.
     gl = grouped.get_column("group").unique().sort()
@@ -546,7 +554,10 @@ def _consumer(ops, p, polls, recs, assigns, at):
         rg = ["rgk"]
     else:
         rgk, rg = c("rk").alias("rk"), ["rk", "group"]
-    grp_recs = grp_recs.with_columns(rgk)
+
+    def grp_recs() -> pl.DataFrame:
+        """The records read by group members, not final, with their (record, group) key."""
+        return recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner").with_columns(rgk)
     # delivery-at-least-once: every log offset from the group's start below a commit was first
     # read by a member before the commit began.
     alo = modes.filter(c("delivery") == "at-least-once").select("run", "group")
@@ -554,14 +565,32 @@ def _consumer(ops, p, polls, recs, assigns, at):
     if acm.height:
         starts = (assigns.filter((c("type") == "ok") & c("offset").is_not_null() & c("group").is_not_null())
                   .group_by("pk", "group").agg(c("offset").min().alias("start")))
-        first = grp_recs.group_by(rg).agg(c("comp").min().alias("first"))
         pairs = acm.select("pk", "group").unique()
-        lo = (at.select("pk", "offset", "rk").join(pairs, on="pk", how="inner")
+        lo = (at.select("pk", "offset", "rk", *(["ai"] if "ai" in at.columns else []))
+              .join(pairs, on="pk", how="inner")
               .join(starts, on=["pk", "group"], how="left")
-              .filter(c("offset") >= c("start").fill_null(0))
-              .with_columns(rgk)
-              .join(first, on=rg, how="left")
-              .with_columns(c("first").fill_null(BIG))
+              .filter(c("offset") >= c("start").fill_null(0)))
+        if gl.len() == 1 and m is not None:
+            # One group: a record's (record, group) key is its offset's, so the first read of
+            # each offset of `at` is found by the offset's number `ai` (the acknowledgement's,
+            # which `m` gives each record; a placed offset's, by a join of the few records
+            # with none): a table indexed by it, gathered, instead of a join on the key over
+            # every row. The same rows meet: a record at no offset of `at` meets none either way.
+            mine = m.filter(~c("final")).join(group_of, on=["run", "process"], how="semi")
+            fa = mine.filter(c("ai").is_not_null()).select("ai", "comp")
+            placed_at = at.filter(c("ai") >= n_acked).select("rk", "ai")
+            if placed_at.height:
+                fa = pl.concat([fa, mine.filter(c("ai").is_null()).select("rk", "comp")
+                                .join(placed_at, on="rk", how="inner").select("ai", "comp")])
+            fa = fa.group_by("ai").agg(c("comp").min().alias("first"))
+            size = (at.get_column("ai").max() or 0) + 1
+            table = pl.repeat(None, size, dtype=pl.Int64, eager=True).scatter(
+                fa.get_column("ai"), fa.get_column("first"))
+            lo = lo.with_columns(table.gather(lo.get_column("ai")).alias("first"))
+        else:
+            first = grp_recs().group_by(rg).agg(c("comp").min().alias("first"))
+            lo = lo.with_columns(rgk).join(first, on=rg, how="left")
+        lo = (lo.with_columns(c("first").fill_null(BIG))
               .sort("offset")
               .with_columns(c("first").cum_max().over("pk", "group").alias("prefix")))
         chk = (acm.sort("offset")
@@ -570,7 +599,7 @@ def _consumer(ops, p, polls, recs, assigns, at):
         out.append(chk.filter(c("prefix") > c("inv")).get_column("pk"))
     # delivery-at-most-once: no offset delivered to the group by two polls.
     if amo.height:
-        twice = (grp_recs.join(amo, on=["run", "group"], how="semi")
+        twice = (grp_recs().join(amo, on=["run", "group"], how="semi")
                  .group_by(rg).agg(c("pid").n_unique().alias("n"), c("pk").first())
                  .filter(c("n") > 1))
         out.append(twice.get_column("pk"))
