@@ -418,3 +418,34 @@ def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
             if kind == "delivery-at-least-once":
                 assert a[0], seed
     assert seen["table"] and seen["placed"], seen
+
+
+@pytest.mark.parametrize("order", ["increasing", "shuffled"])
+def test_records_found_by_row_agree_with_the_join(order, tmp_path):
+    """Pairing finds each poll's record lists at its completion's row by position when `_i`
+    counts rows, by binary search when `_i` only increases (a chunk), and by a join otherwise.
+    The three give the same operations and records."""
+    import polars as pl
+
+    from checkers.history import columnar as kernel
+    from checkers.history.columnar_file import _lean
+    from traces import history_columnar as hc
+    h = generate(Params(seed=3, ops=1500, partitions=3, consumers=2), {"poll-skip": 0.05})
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    _, src, _ = hc.read(str(path), lazy=True)
+    ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+    whole = kernel.pair(ev.clone())
+    part = ev.filter(pl.col("_i") % 5 != 2)           # `_i` increases, with gaps
+    if order == "shuffled":                          # `_i` in no order: the join
+        part = part.sample(fraction=1.0, shuffle=True, seed=7)
+    got = kernel.pair(part)
+    # The operations whose events are all in `part`, and their records, are the same.
+    kept = set(part.get_column("_i").to_list())
+    ok = whole.ops.filter(pl.col("inv_row").is_in(list(kept))
+                          & (pl.col("comp_row").is_null() | pl.col("comp_row").is_in(list(kept))))
+    ids = ok.get_column("id")
+    key = ["pid", "offset"]
+    assert got.recs.sort(key).equals(
+        whole.recs.filter(pl.col("pid").is_in(ids.implode())).sort(key).select(got.recs.columns))
+    assert got.recs.height > 500

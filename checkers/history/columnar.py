@@ -290,14 +290,19 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # are built (the caller passes it without keeping a reference: the frame is most of the
     # peak memory, and every page of the peak is a page fault on this path).
     i = ev.get_column("_i")
-    if i.len() and (i.diff().drop_nulls() == 1).all():
+    step = i.diff().drop_nulls()
+    if i.len() and (step == 1).all():
         # `_i` counts rows (one history, whole): each poll's lists are at its completion's
         # row, a gather instead of a join (about 2x cheaper on one core).
-        i0, lists = i[0], ev.select("offsets", "vhs")
+        i0, rows, lists = i[0], None, ev.select("offsets", "vhs")
+    elif i.len() and (step > 0).all():
+        # `_i` increases (a chunk of a history, in file order): the completion's row is found
+        # by binary search in `_i`, then the same gather (no filter and join of the lists).
+        i0, rows, lists = None, i, ev.select("offsets", "vhs")
     else:
-        i0, lists = None, ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+        i0, rows, lists = None, None, ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
             c("_i").alias("comp_row"), "offsets", "vhs").collect()
-    del ev, i
+    del ev, i, step
     bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
     ops, orphans = _attach(inv, comp)
     if orphans:                     # completions without an invoke (rare): which runs
@@ -338,13 +343,14 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
     polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
         "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
-    if i0 is not None:
-        at = polls.get_column("comp_row") - i0
+    if i0 is not None or rows is not None:
+        cr = polls.get_column("comp_row")
+        at = cr - i0 if i0 is not None else rows.search_sorted(cr, side="left")
         recs = polls.drop("comp_row").with_columns(lists.get_column("offsets").gather(at),
                                                    lists.get_column("vhs").gather(at))
     else:
         recs = _by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
-    del lists
+    del lists, rows
     recs = (recs.explode(["offsets", "vhs"])
             .rename({"offsets": "offset", "vhs": "vh"})
             .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
