@@ -208,7 +208,7 @@ SPILL_DROPS = ("run", "bad", "n", "o0", "ol", "omax")
 
 
 def unspill(df: pl.DataFrame) -> pl.DataFrame:
-    """A chunk's spilled rows back as the lean frame `pair` reads (prepare's column order)."""
+    """A chunk's spilled rows back as the lean frame `pair` reads (its columns, by name)."""
     return df.with_columns(pl.lit(0, pl.Int64).alias("run"), *poll_summaries(), pl.lit(False).alias("bad"))
 
 
