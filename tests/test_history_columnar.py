@@ -380,11 +380,11 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
 
 
 def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
-    """The at-least-once screen finds each offset's first read by the offset's number (a
-    table) when the history has one group; the join on (record, group) it replaces is what
+    """The at-least-once screen finds each offset's first read by the offset's number and the
+    group's (a table); the join on (record, group) it replaces is what
     `_consumer` does without the records (`m=None`). Both must flag the same partitions with
-    the same counts, on histories with planted anomalies, with and without placed offsets
-    (info sends read back), and the table path must have run on both."""
+    the same counts, on histories with planted anomalies, with one group and with three, with
+    and without placed offsets (info sends read back), and the table path must have run."""
     import polars as pl
 
     from checkers.history import columnar as kernel
@@ -401,12 +401,16 @@ def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
 
     def join_only(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
         return real(ops, p, polls, recs, assigns, at, None, n_acked)
+    from kafkaverify.bench.history_e2e import tile
     for kind in (None, "delivery-at-least-once", "lost-write", "poll-skip", "commit-regression"):
         for seed in range(3):
             h = generate(Params(seed=seed, ops=1500, partitions=1 + seed, consumers=1 + seed % 2),
                          {kind: 0.05} if kind else None)
             path = tmp_path / f"h-{kind}-{seed}.parquet"
             write(path, h.header, history_events(h.ops))
+            if seed == 2:       # three copies on their own topics and groups: three groups
+                tile(path, tmp_path / "tiled.parquet", 3)
+                path = tmp_path / "tiled.parquet"
             _, src, _ = hc.read(str(path), lazy=True)
             ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
             monkeypatch.setattr(kernel, "_consumer", spy)

@@ -527,6 +527,11 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     return flagged, counts.join(records, on="run", how="full", coalesce=True)
 
 
+# The at-least-once screen's first-read table: at most this many entries (offsets of the log
+# times groups), 8 bytes each; beyond, the join it replaces.
+TABLE_MAX = 1 << 24
+
+
 def _consumer(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
     """The consumer-offset screens. `at`: the log's offsets (acknowledged, then placed, `ai`
     numbering them); `m`: the records with `ai` of the acknowledgement at their offset, when
@@ -596,23 +601,25 @@ def _consumer(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
               .join(pairs, on="pk", how="inner")
               .join(starts, on=["pk", "group"], how="left")
               .filter(c("offset") >= c("start").fill_null(0)))
-        if gl.len() == 1 and m is not None:
-            # One group: a record's (record, group) key is its offset's, so the first read of
-            # each offset of `at` is found by the offset's number `ai` (the acknowledgement's,
-            # which `m` gives each record; a placed offset's, by a join of the few records
-            # with none): a table indexed by it, gathered, instead of a join on the key over
-            # every row. The same rows meet: a record at no offset of `at` meets none either way.
-            mine = m.filter(~c("final")).join(group_of, on=["run", "process"], how="semi")
-            fa = mine.filter(c("ai").is_not_null()).select("ai", "comp")
+        size = (at.get_column("ai").max() or 0) + 1
+        groups = gl.len()
+        if m is not None and rg == ["rgk"] and size * groups <= TABLE_MAX:
+            # The first read of each (offset of `at`, group) by a table indexed by the
+            # offset's number `ai` and the group's (ai * groups + group): `m` gives each record
+            # the acknowledgement's `ai`; a placed offset's comes by a join of the few records
+            # with none. A gather instead of a join on the (record, group) key over every row.
+            # The same rows meet: a record at no offset of `at` meets none either way.
+            mine = m.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
+            fa = mine.filter(c("ai").is_not_null()).select("ai", "group", "comp")
             placed_at = at.filter(c("ai") >= n_acked).select("rk", "ai")
             if placed_at.height:
-                fa = pl.concat([fa, mine.filter(c("ai").is_null()).select("rk", "comp")
-                                .join(placed_at, on="rk", how="inner").select("ai", "comp")])
-            fa = fa.group_by("ai").agg(c("comp").min().alias("first"))
-            size = (at.get_column("ai").max() or 0) + 1
-            table = pl.repeat(None, size, dtype=pl.Int64, eager=True).scatter(
-                fa.get_column("ai"), fa.get_column("first"))
-            lo = lo.with_columns(table.gather(lo.get_column("ai")).alias("first"))
+                fa = pl.concat([fa, mine.filter(c("ai").is_null()).select("rk", "group", "comp")
+                                .join(placed_at, on="rk", how="inner").select("ai", "group", "comp")])
+            gk = (c("ai").cast(pl.Int64) * groups + gd).alias("gk")
+            fa = fa.group_by(gk).agg(c("comp").min().alias("first"))
+            table = pl.repeat(None, size * groups, dtype=pl.Int64, eager=True).scatter(
+                fa.get_column("gk"), fa.get_column("first"))
+            lo = lo.with_columns(table.gather(lo.select(gk).to_series()).alias("first"))
         else:
             first = grp_recs().group_by(rg).agg(c("comp").min().alias("first"))
             lo = lo.with_columns(rgk).join(first, on=rg, how="left")
