@@ -9,6 +9,10 @@ __version__ = "0.1.0"
 # faults in fresh zeroed pages. At 10^6 history operations that was ~375,000 page faults and
 # ~40% of check-history's CPU time on one core. Without that arena the pages are reused
 # (jemalloc's usual decay): ~30% fewer faults, ~15% less CPU and no higher peak RSS
-# (BENCHMARKS.md, check-history end to end, fourth round). A setting the user made wins.
+# (BENCHMARKS.md, check-history end to end, fourth round). Freed pages are kept for up to
+# 60 s instead of jemalloc's 10 s before they go back to the kernel: a chunked check of 10^7
+# operations (about 30 CPU-seconds) otherwise handed back and faulted in again some 10 GiB of
+# pages, ~2.5 million faults and a quarter of its CPU time; with 60 s, ~0.6 million faults and
+# a peak of ~1.1 instead of ~1.0 GiB (fifth round). A setting the user made wins.
 ALLOCATOR_TUNED = "_RJEM_MALLOC_CONF" not in os.environ     # set here, not by the user
-os.environ.setdefault("_RJEM_MALLOC_CONF", "oversize_threshold:0")
+os.environ.setdefault("_RJEM_MALLOC_CONF", "oversize_threshold:0,dirty_decay_ms:60000")

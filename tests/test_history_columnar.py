@@ -457,3 +457,79 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
     assert "chunks" in r.engine, r.engine
     assert _fingerprint(r.verdict) == _fingerprint(oracle)
     assert "lost-write" in r.verdict.types()
+
+
+def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
+    """The at-least-once screen finds each offset's first read by the offset's number and the
+    group's (a table); the join on (record, group) it replaces is what
+    `_consumer` does without the records (`m=None`). Both must flag the same partitions with
+    the same counts, on histories with planted anomalies, with one group and with three, with
+    and without placed offsets (info sends read back), and the table path must have run."""
+    import polars as pl
+
+    from checkers.history import columnar as kernel
+    from checkers.history.columnar_file import _lean
+    from traces import history_columnar as hc
+    seen = {"table": 0, "placed": 0}
+    real = kernel._consumer
+
+    def spy(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
+        if m is not None:
+            seen["table"] += 1
+            seen["placed"] += at.filter(pl.col("ai") >= n_acked).height > 0
+        return real(ops, p, polls, recs, assigns, at, m, n_acked)
+
+    def join_only(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
+        return real(ops, p, polls, recs, assigns, at, None, n_acked)
+    from kafkaverify.bench.history_e2e import tile
+    for kind in (None, "delivery-at-least-once", "lost-write", "poll-skip", "commit-regression"):
+        for seed in range(3):
+            h = generate(Params(seed=seed, ops=1500, partitions=1 + seed, consumers=1 + seed % 2),
+                         {kind: 0.05} if kind else None)
+            path = tmp_path / f"h-{kind}-{seed}.parquet"
+            write(path, h.header, history_events(h.ops))
+            if seed == 2:       # three copies on their own topics and groups: three groups
+                tile(path, tmp_path / "tiled.parquet", 3)
+                path = tmp_path / "tiled.parquet"
+            _, src, _ = hc.read(str(path), lazy=True)
+            ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+            monkeypatch.setattr(kernel, "_consumer", spy)
+            a = kernel.flag_partitions(kernel.pair(ev.clone()))
+            monkeypatch.setattr(kernel, "_consumer", join_only)
+            b = kernel.flag_partitions(kernel.pair(ev))
+            assert a[0] == b[0], (kind, seed)
+            assert a[1].sort("run").equals(b[1].sort("run")), (kind, seed)
+            if kind == "delivery-at-least-once":
+                assert a[0], seed
+    assert seen["table"] and seen["placed"], seen
+
+
+@pytest.mark.parametrize("order", ["increasing", "shuffled"])
+def test_records_found_by_row_agree_with_the_join(order, tmp_path):
+    """Pairing finds each poll's record lists at its completion's row by position when `_i`
+    counts rows, by binary search when `_i` only increases (a chunk), and by a join otherwise.
+    The three give the same operations and records."""
+    import polars as pl
+
+    from checkers.history import columnar as kernel
+    from checkers.history.columnar_file import _lean
+    from traces import history_columnar as hc
+    h = generate(Params(seed=3, ops=1500, partitions=3, consumers=2), {"poll-skip": 0.05})
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    _, src, _ = hc.read(str(path), lazy=True)
+    ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+    whole = kernel.pair(ev.clone())
+    part = ev.filter(pl.col("_i") % 5 != 2)           # `_i` increases, with gaps
+    if order == "shuffled":                          # `_i` in no order: the join
+        part = part.sample(fraction=1.0, shuffle=True, seed=7)
+    got = kernel.pair(part)
+    # The operations whose events are all in `part`, and their records, are the same.
+    kept = set(part.get_column("_i").to_list())
+    ok = whole.ops.filter(pl.col("inv_row").is_in(list(kept))
+                          & (pl.col("comp_row").is_null() | pl.col("comp_row").is_in(list(kept))))
+    ids = ok.get_column("id")
+    key = ["pid", "offset"]
+    assert got.recs.sort(key).equals(
+        whole.recs.filter(pl.col("pid").is_in(ids.implode())).sort(key).select(got.recs.columns))
+    assert got.recs.height > 500

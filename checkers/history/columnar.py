@@ -172,24 +172,44 @@ def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
             bad = bad | (inv & (c("f") == op) & pl.any_horizontal([~has(n) for n in need]))
     # A completion may carry only its operation's result fields (restating a request field is
     # legal but rare; the object reader checks that it agrees with the invoke).
+    # Fields with the same owners are tested together: one membership test per owner set.
+    by_owners: dict[tuple, list[pl.Expr]] = {(): [c("extra")]}   # PRESENCE_ONLY: no owner
     for n in FIELDS:
         if n in ALWAYS_OWN or n in PRESENCE_ONLY:
             continue
-        owners = [o for o, res in RESULT_FIELDS.items() if n in res]
-        bad = bad | (~inv & has(n) & ~c("f").is_in(owners))
-    bad = bad | (~inv & c("extra"))          # PRESENCE_ONLY: no operation owns them
+        owners = tuple(o for o, res in RESULT_FIELDS.items() if n in res)
+        by_owners.setdefault(owners, []).append(has(n))
+    for owners, present in by_owners.items():
+        foreign = pl.lit(True) if not owners else ~c("f").is_in(list(owners))
+        bad = bad | (~inv & pl.any_horizontal(present) & foreign)
     # An ok poll carries its records: offsets and values of one length.
     bad = bad | ((c("type") == "ok") & (c("f") == "poll") & (
         c("offsets").is_null() | c("vhs").is_null()
         | (c("offsets").list.len() != c("vhs").list.len())))
-    n = c("offsets").list.len()
     return lf.select(
         "run", "_i", "id", "type", "process", "f", "tc", "partition", "vh",
-        "offset", "offsets", "vhs",
-        n.alias("n"), c("offsets").list.first().alias("o0"), c("offsets").list.last().alias("ol"),
-        c("offsets").list.max().alias("omax"),
+        "offset", "offsets", "vhs", *poll_summaries(),
         "group", "generation", "final", "delivery", "mono_ns",
         bad.fill_null(True).alias("bad"))
+
+
+def poll_summaries() -> list[pl.Expr]:
+    """A poll's records summarised for the screens: how many, the first, last and highest
+    offset (null where the event has no offsets)."""
+    o = pl.col("offsets")
+    return [o.list.len().alias("n"), o.list.first().alias("o0"), o.list.last().alias("ol"),
+            o.list.max().alias("omax")]
+
+
+# What a chunk's spill keeps of the lean frame: `run` (one history: 0), `bad` (no row is, or
+# the check has left the kernel) and the poll summaries (derived again from `offsets` when read
+# back) are not written: a quarter fewer bytes to split, write and read (_check_chunked).
+SPILL_DROPS = ("run", "bad", "n", "o0", "ol", "omax")
+
+
+def unspill(df: pl.DataFrame) -> pl.DataFrame:
+    """A chunk's spilled rows back as the lean frame `pair` reads (its columns, by name)."""
+    return df.with_columns(pl.lit(0, pl.Int64).alias("run"), *poll_summaries(), pl.lit(False).alias("bad"))
 
 
 @dataclass
@@ -266,6 +286,23 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
         ik, c("type"), c("process").alias("process_c"), c("f").alias("f_c"), c("mono_ns").alias("end"),
         c("_i").alias("comp_row"), c("offset").alias("offset_c"), "n", "o0", "ol", "omax",
         c("generation").alias("generation_c")).collect()
+    # What the records need of `ev`, taken now so that `ev` is released before the operations
+    # are built (the caller passes it without keeping a reference: the frame is most of the
+    # peak memory, and every page of the peak is a page fault on this path).
+    i = ev.get_column("_i")
+    step = i.diff().drop_nulls()
+    if i.len() and (step == 1).all():
+        # `_i` counts rows (one history, whole): each poll's lists are at its completion's
+        # row, a gather instead of a join (about 2x cheaper on one core).
+        i0, rows, lists = i[0], None, ev.select("offsets", "vhs")
+    elif i.len() and (step > 0).all():
+        # `_i` increases (a chunk of a history, in file order): the completion's row is found
+        # by binary search in `_i`, then the same gather (no filter and join of the lists).
+        i0, rows, lists = None, i, ev.select("offsets", "vhs")
+    else:
+        i0, rows, lists = None, None, ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
+            c("_i").alias("comp_row"), "offsets", "vhs").collect()
+    del ev, i, step
     bad |= _dup_runs(inv, "ik") | _dup_runs(comp, "ik")
     ops, orphans = _attach(inv, comp)
     if orphans:                     # completions without an invoke (rare): which runs
@@ -283,7 +320,7 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
         (c("comp_row") < c("inv_row")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
         | (c("end") < c("inv"))))
     bad |= _runs_of(ops, (c("type") == "ok") & (c("f") == "send") & c("offset").is_null())
-    ops = ops.drop("offset_c", "generation_c", "process_c", "f_c")
+    ops = ops.drop("offset_c", "generation_c", "process_c", "f_c", "end")
     # One key per partition of a run: run * (partitions) + partition, per topic.
     if codes is None:
         codes = ops.get_column("tc").drop_nulls().unique().sort()
@@ -306,24 +343,23 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # The records: each ok poll's (offset, value hash) pairs, with its operation's columns.
     polls = ops.filter((c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)).select(
         "run", "pk", c("id").alias("pid"), "process", "comp", "final", "comp_row")
-    i = ev.get_column("_i")
-    if i.len() and (i.diff().drop_nulls() == 1).all():
-        # `_i` counts rows (one history, whole): each poll's lists are at its completion's
-        # row, a gather instead of a join (about 2x cheaper on one core).
-        at = polls.get_column("comp_row") - i[0]
-        recs = polls.drop("comp_row").with_columns(ev.get_column("offsets").gather(at),
-                                                   ev.get_column("vhs").gather(at))
+    if i0 is not None or rows is not None:
+        cr = polls.get_column("comp_row")
+        at = cr - i0 if i0 is not None else rows.search_sorted(cr, side="left")
+        recs = polls.drop("comp_row").with_columns(lists.get_column("offsets").gather(at),
+                                                   lists.get_column("vhs").gather(at))
     else:
-        lists = ev.lazy().filter((c("type") == "ok") & (c("f") == "poll") & (c("n") > 0)).select(
-            c("_i").alias("comp_row"), "offsets", "vhs").collect()
         recs = _by(polls, "comp_row").join(_by(lists, "comp_row"), on="comp_row", how="inner").drop("comp_row")
+    del lists, rows
     recs = (recs.explode(["offsets", "vhs"])
             .rename({"offsets": "offset", "vhs": "vh"})
             .with_columns((c("pk") * LIMIT32 + c("offset")).alias("rk")))
     # A null inside a poll's lists (a record without offset or value): the object reader.
     if recs.get_column("offset").has_nulls() or recs.get_column("vh").has_nulls():
         bad |= _runs_of(recs, c("offset").is_null() | c("vh").is_null())
-    return Paired(ops, recs, bad)
+    # The pairing key and the partition's parts are not read past here (pk stands for them):
+    # dropped, their memory is reused by what follows instead of fresh pages.
+    return Paired(ops.drop("ik", "tc", "partition"), recs, bad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,8 +367,10 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
 # is what matters: a flagged partition gets every object check.
 
 def _partition_ops(ops: pl.DataFrame) -> pl.DataFrame:
-    """The operations on a partition (producer configurations name none)."""
-    return ops.filter(pl.col("pk").is_not_null() & (pl.col("f") != "producer_config"))
+    """The operations on a partition (producer configurations name none), without the event
+    rows (only the flagged partitions' rows are wanted, and those are taken from `ops`)."""
+    return (ops.lazy().select(pl.exclude("inv_row", "comp_row"))
+            .filter(pl.col("pk").is_not_null() & (pl.col("f") != "producer_config")).collect())
 
 
 def flag_partitions(pd: Paired, deadline: float | None = None,
@@ -457,11 +495,13 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     # completion, or that of a poll whose highest record is there) before the latest invoke
     # of an append at or below it.
     if placed.height:
-        at = (pl.concat([acked.select("pk", "offset", "inv", "comp"),
-                         placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"))])
+        # `ai` numbers the placed offsets after the acknowledgements (for _consumer's table).
+        at = (pl.concat([acked.select("pk", "offset", "inv", "comp", "ai"),
+                         placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"),
+                                       (pl.int_range(pl.len(), dtype=pl.UInt32) + acked.height).alias("ai"))])
               .with_columns(rk).sort("rk"))
     else:
-        at = acked_rk.select("pk", "offset", "inv", "comp", "rk")
+        at = acked_rk.select("pk", "offset", "inv", "comp", "rk", "ai")
     at = at.with_columns(c("inv").cum_max().over("pk").alias("latest"))
     below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
     flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
@@ -471,7 +511,11 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
     _late(deadline)
     # consumer offsets.
-    cflags, examined = _consumer(ops, p, polls, recs, assigns, at)
+    # `m` (the records with the acknowledgement at their offset) stands for the records where
+    # each offset is acknowledged once.
+    cflags, examined = _consumer(ops, p, polls, recs, assigns, at,
+                                 m if acked.get_column("rk").n_unique() == acked.height else None,
+                                 acked.height)
     flags += cflags
     counts = undecided.join(examined, on="run", how="full", coalesce=True)
     flagged = set(pl.concat(flags).unique().to_list()) if flags else set()
@@ -483,7 +527,15 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     return flagged, counts.join(records, on="run", how="full", coalesce=True)
 
 
-def _consumer(ops, p, polls, recs, assigns, at):
+# The at-least-once screen's first-read table: at most this many entries (offsets of the log
+# times groups), 8 bytes each; beyond, the join it replaces.
+TABLE_MAX = 1 << 24
+
+
+def _consumer(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
+    """The consumer-offset screens. `at`: the log's offsets (acknowledged, then placed, `ai`
+    numbering them); `m`: the records with `ai` of the acknowledgement at their offset, when
+    each offset is acknowledged once (else None)."""
     c = pl.col
     out: list[pl.Series] = []
     cm = p.filter((c("f") == "commit") & (c("type") == "ok")).select(
@@ -522,7 +574,6 @@ def _consumer(ops, p, polls, recs, assigns, at):
            .join_asof(gens.select("run", "group", "t", "newest"), on="t", by=["run", "group"], strategy="backward",
                       allow_exact_matches=False, check_sortedness=False))
     out.append(fen.filter(c("newest") > c("generation")).get_column("pk"))
-    grp_recs = recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
     # (record, group) as one integer key when it fits: ((pk * groups + group) << 32) + offset;
     # single-integer group-bys and joins cost a fraction of two-column ones.
     gl = grouped.get_column("group").unique().sort()
@@ -534,7 +585,10 @@ def _consumer(ops, p, polls, recs, assigns, at):
         rg = ["rgk"]
     else:
         rgk, rg = c("rk").alias("rk"), ["rk", "group"]
-    grp_recs = grp_recs.with_columns(rgk)
+
+    def grp_recs() -> pl.DataFrame:
+        """The records read by group members, not final, with their (record, group) key."""
+        return recs.filter(~c("final")).join(group_of, on=["run", "process"], how="inner").with_columns(rgk)
     # delivery-at-least-once: every log offset from the group's start below a commit was first
     # read by a member before the commit began.
     alo = modes.filter(c("delivery") == "at-least-once").select("run", "group")
@@ -542,14 +596,34 @@ def _consumer(ops, p, polls, recs, assigns, at):
     if acm.height:
         starts = (assigns.filter((c("type") == "ok") & c("offset").is_not_null() & c("group").is_not_null())
                   .group_by("pk", "group").agg(c("offset").min().alias("start")))
-        first = grp_recs.group_by(rg).agg(c("comp").min().alias("first"))
         pairs = acm.select("pk", "group").unique()
-        lo = (at.select("pk", "offset", "rk").join(pairs, on="pk", how="inner")
+        lo = (at.select("pk", "offset", "rk", *(["ai"] if "ai" in at.columns else []))
+              .join(pairs, on="pk", how="inner")
               .join(starts, on=["pk", "group"], how="left")
-              .filter(c("offset") >= c("start").fill_null(0))
-              .with_columns(rgk)
-              .join(first, on=rg, how="left")
-              .with_columns(c("first").fill_null(BIG))
+              .filter(c("offset") >= c("start").fill_null(0)))
+        size = (at.get_column("ai").max() or 0) + 1
+        groups = gl.len()
+        if m is not None and rg == ["rgk"] and size * groups <= TABLE_MAX:
+            # The first read of each (offset of `at`, group) by a table indexed by the
+            # offset's number `ai` and the group's (ai * groups + group): `m` gives each record
+            # the acknowledgement's `ai`; a placed offset's comes by a join of the few records
+            # with none. A gather instead of a join on the (record, group) key over every row.
+            # The same rows meet: a record at no offset of `at` meets none either way.
+            mine = m.filter(~c("final")).join(group_of, on=["run", "process"], how="inner")
+            fa = mine.filter(c("ai").is_not_null()).select("ai", "group", "comp")
+            placed_at = at.filter(c("ai") >= n_acked).select("rk", "ai")
+            if placed_at.height:
+                fa = pl.concat([fa, mine.filter(c("ai").is_null()).select("rk", "group", "comp")
+                                .join(placed_at, on="rk", how="inner").select("ai", "group", "comp")])
+            gk = (c("ai").cast(pl.Int64) * groups + gd).alias("gk")
+            fa = fa.group_by(gk).agg(c("comp").min().alias("first"))
+            table = pl.repeat(None, size * groups, dtype=pl.Int64, eager=True).scatter(
+                fa.get_column("gk"), fa.get_column("first"))
+            lo = lo.with_columns(table.gather(lo.select(gk).to_series()).alias("first"))
+        else:
+            first = grp_recs().group_by(rg).agg(c("comp").min().alias("first"))
+            lo = lo.with_columns(rgk).join(first, on=rg, how="left")
+        lo = (lo.with_columns(c("first").fill_null(BIG))
               .sort("offset")
               .with_columns(c("first").cum_max().over("pk", "group").alias("prefix")))
         chk = (acm.sort("offset")
@@ -558,7 +632,7 @@ def _consumer(ops, p, polls, recs, assigns, at):
         out.append(chk.filter(c("prefix") > c("inv")).get_column("pk"))
     # delivery-at-most-once: no offset delivered to the group by two polls.
     if amo.height:
-        twice = (grp_recs.join(amo, on=["run", "group"], how="semi")
+        twice = (grp_recs().join(amo, on=["run", "group"], how="semi")
                  .group_by(rg).agg(c("pid").n_unique().alias("n"), c("pk").first())
                  .filter(c("n") > 1))
         out.append(twice.get_column("pk"))

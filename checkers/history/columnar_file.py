@@ -12,8 +12,9 @@ from typing import Callable
 
 import polars as pl
 
-from checkers.history.columnar import (CHECK_NAMES, LIMIT32, NEEDED, SETTINGS, Screen, TimeUp,
-                                       _late, decide, encode, judge, pair, prepare, screen)
+from checkers.history.columnar import (CHECK_NAMES, LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen,
+                                       TimeUp, _late, decide, encode, judge, pair, prepare, screen,
+                                       unspill)
 from checkers.history.result import Verdict, combine, finish
 from traces.history import History, Op
 
@@ -73,8 +74,10 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
     if ev.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
-    pd = pair(ev)
+    # Handed over, not kept: pair releases the events once it has taken what it needs.
+    held = [ev]
     del ev
+    pd = pair(held.pop())
     if pd.bad:
         return _object_path(path, fmt, deadline, cycle_max_ops, "the input screen flagged rows")
     base = 1 if where == "row" else 2
@@ -194,6 +197,7 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
             pmax = max(pmax, (ev.get_column("partition").max() or 0) + 1)
             ev = ev.with_columns(router.route(ev, home).alias("chunk"))
             side.append(ev.filter(c("f").is_in(SETTINGS)).drop("chunk"))
+            ev = ev.drop(*SPILL_DROPS)
             for (i,), rows in ev.partition_by("chunk", as_dict=True, include_key=False).items():
                 f = tmp / f"c{i}-{n}.arrow"
                 rows.write_ipc(f, compression="uncompressed")
@@ -211,7 +215,7 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
             _late(deadline)
             if not files[i]:
                 continue
-            pd = pair(pl.concat([pl.read_ipc(f) for f in files[i]]), codes_l, pmax)
+            pd = pair(unspill(pl.concat([pl.read_ipc(f) for f in files[i]])), codes_l, pmax)
             if pd.bad:
                 raise _Fallback()
             screens.append(screen(pd, deadline, assigns))
