@@ -15,7 +15,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
-(isr-broker-epoch under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
+(isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
 shows (the explorer's shortest counterexample), and says where the encoding cannot express the
 bug (checkers/prove/encoding.supported).
 """
@@ -116,19 +116,26 @@ FIX_BOUNDS = {
     # a broker returning with an empty disk; shown under kip-966 (FIX_GENERATION), since
     # `current` with a lost disk loses data with every fix on
     "isr-broker-epoch": ({**SMALL, "disk_loss": True}, ("StrongIsr",)),
+    # KIP-966: the last ISR member loses its unflushed tail in a power failure and is
+    # re-elected (golden trace model-kip966-last-replica-standing.jsonl); `current` is
+    # `kip-966` without this fix
+    "eligible-leader-replicas": ({**SMALL, "unflushed_loss": True}, ("AckedDurable",)),
 }
 # Fixes whose bug is shown under another generation than `current`.
-FIX_GENERATION = {"isr-broker-epoch": "kip-966"}
+FIX_GENERATION = {"isr-broker-epoch": "kip-966", "eligible-leader-replicas": "kip-966"}
 # The encoding's own bounds where the default ones make BMC needlessly slow: the lost-disk path
 # sends no LeaderAndIsr and changes no leader epoch (tests/test_prove_bmc_fixes.py uses the same).
-FIX_ENCODING = {"isr-broker-epoch": {"bits": 6, "slots": 1, "epochs": 1, "por": True}}
+FIX_ENCODING = {"isr-broker-epoch": {"bits": 6, "slots": 1, "epochs": 1, "por": True},
+                # one LeaderAndIsr (the re-election), leader epochs 0 and 1
+                "eligible-leader-replicas": {"bits": 6, "slots": 1, "epochs": 2, "por": True}}
 
 
 def fix_cases():
     """(generation, without, bounds, invariants) for v0.10 and every replication fix of
-    `current` (the fix list is spec/config.py's; a fix without chosen bounds gets defaults)."""
+    `kip-966` (`current` and KIP-966's ELR; the fix list is spec/config.py's; a fix without
+    chosen bounds gets defaults)."""
     yield "v0.10", (), SMALL, ("MinIsrDurability",)
-    for f in sorted(GENERATIONS["current"] - CLIENT_FIXES):
+    for f in sorted(GENERATIONS["kip-966"] - CLIENT_FIXES):
         bounds, invs = FIX_BOUNDS.get(f, ({}, None))
         yield FIX_GENERATION.get(f, "current"), (f,), bounds, invs
 
