@@ -42,7 +42,8 @@ class Lemmas:
 
 def inductive_lemmas(model: Model, candidates: tuple[str, ...] = CANDIDATES, *,
                      time_limit: float = 600.0) -> Lemmas:
-    """The largest subset of `candidates` that Houdini's weakening proves inductive for
+    """The largest inductive subset of `candidates` (Houdini: a CTI's broken conjuncts are in
+    no inductive subset) for
     `model.config` (at most one round per candidate plus one, each bounded by what is left
     of `time_limit`; when it runs out the verdict is unknown and `proved` means nothing)."""
     t0 = time.monotonic()
