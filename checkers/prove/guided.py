@@ -42,10 +42,10 @@ class Lemmas:
 
 def inductive_lemmas(model: Model, candidates: tuple[str, ...] = CANDIDATES, *,
                      time_limit: float = 600.0) -> Lemmas:
-    """The largest inductive subset of `candidates` (Houdini: a CTI's broken conjuncts are in
-    no inductive subset) for
-    `model.config` (at most one round per candidate plus one, each bounded by what is left
-    of `time_limit`; when it runs out the verdict is unknown and `proved` means nothing)."""
+    """The largest inductive subset of `candidates` for `model.config` (Houdini: the conjuncts
+    a CTI breaks are in no inductive subset, its pre-state satisfying them all). At most one
+    round per candidate plus one, each bounded by what is left of `time_limit`; when it runs
+    out the verdict is unknown and `proved` means nothing."""
     t0 = time.monotonic()
     live = list(candidates)
     dropped: dict[str, str] = {}
