@@ -160,6 +160,8 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     formulas with to_end, every state but the last `guide_tail` the others
     (strengthen_producers.guide: the search follows the producer's normal behaviour and
     leaves it only near the end) — a further under-approximation, far cheaper to search.
+    A guide of lemmas proved inductive for the configuration (checkers/prove/guided.py,
+    `guide_tail` 0) removes only unreachable states: no path is lost.
 
     `slots` (in-flight LeaderAndIsr requests per broker) and `epochs` (leader epochs) are the
     encoding's own bounds: smaller ones shrink the unrolling; a path they cut is not sought

@@ -12,10 +12,12 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
+    nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
+        --depths 6 8 10 14 --time-limit 600
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
-(isr-broker-epoch under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
+(isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
 shows (the explorer's shortest counterexample), and says where the encoding cannot express the
 bug (checkers/prove/encoding.supported).
 """
@@ -101,6 +103,67 @@ def run_three(time_limit: float, bits: int | None, only: list[str] | None = None
         print(f"| {name} | {inv} | {bm} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
 
+def run_three_guided(time_limit: float, depths: list[int], only: list[str] | None = None,
+                     explorer: bool = True, lemma_limit: float = 600.0,
+                     subset: list[str] | None = None) -> None:
+    """Guided BMC (checkers/prove/guided.py) on the three-replica fixes at their tight bounds,
+    in one run: the lemmas Houdini proves inductive for the buggy configuration itself, then
+    per depth (each of `depths` not above the explorer's depth D) the same one-query BMC
+    as `three` unguided and guided by those lemmas (seconds to unsat below D, to the replayed
+    counterexample at D), then the explorer's portfolio to the same counterexample. Plain and
+    guided queries differ only in the guide; the 1-minute load average per row. `subset`: guide
+    with only those of the proved lemmas (each holds in every reachable state, so any subset
+    is a sound guide too; a smaller one is a smaller formula)."""
+    import os
+
+    from checkers.portfolio import search
+    from checkers.prove.guided import inductive_lemmas, lemma_guide
+    print("| config | invariant | depth | plain BMC | plain s | guided BMC | guided s | ratio | load |\n"
+          "|---|---|---:|---|---:|---|---:|---:|---:|")
+    for fix, bounds, inv, depth, slots, epochs in THREE_TIGHT:
+        if only and fix not in only:
+            continue
+        m = Model(make_config("current", (fix,), **bounds))
+        name = f"--without {fix}"
+        lem = inductive_lemmas(m, time_limit=lemma_limit)
+        print(f"lemmas for {name}: {lem.verdict} in {lem.seconds:.1f} s, {lem.rounds} round(s); "
+              f"proved: {', '.join(lem.proved) or 'none'}; dropped: "
+              + ("; ".join(f"{k} ({v})" for k, v in lem.dropped.items()) or "none"), flush=True)
+        if lem.verdict != "proved":
+            continue
+        used = tuple(x for x in lem.proved if not subset or x in subset)
+        if subset:
+            print(f"guide: {', '.join(used)}", flush=True)
+        guide = lemma_guide(used)
+
+        def verdict(r, d):
+            if r.status == "violation":
+                return f"{r.invariant} in {r.depth} steps" + (f" (spec disagrees: {r.problem})"
+                                                             if r.problem else ", replayed on spec")
+            return "unsat (no path)" if r.message else "unknown (time limit)"
+
+        for d in sorted({x for x in depths if x <= depth}):
+            width = max(5, (d + 1).bit_length() + 1)
+            enc = dict(invariants=(inv,), time_limit=time_limit, one_query=True, por=True,
+                       bits=width, slots=slots, epochs=epochs)
+            load = os.getloadavg()[0]
+            p = bmc(m, d, **enc)
+            g = bmc(m, d, guide=guide, **enc)
+            done = (p.status != "unknown" or p.message) and (g.status != "unknown" or g.message)
+            ratio = (f"{p.seconds / max(g.seconds, 1e-3):.1f}" if done else
+                     f"> {p.seconds / max(g.seconds, 1e-3):.1f}" if g.status != "unknown" or g.message
+                     else "-")
+            print(f"| {name} | {inv} | {d} | {verdict(p, d)} | {p.seconds:.1f} | {verdict(g, d)} | "
+                  f"{g.seconds:.1f} | {ratio} | {load:.1f} |", flush=True)
+        if explorer:
+            t0 = time.monotonic()
+            x = search(m, time_limit=time_limit, invariants=(inv,))
+            xs = time.monotonic() - t0
+            ex = (f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
+                  if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})")
+            print(f"explorer on {name}: {ex}, {xs:.1f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
 # Per fix: the smallest bounds where its removal shows, and the invariant it breaks there.
 SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}
 FIX_BOUNDS = {
@@ -116,19 +179,26 @@ FIX_BOUNDS = {
     # a broker returning with an empty disk; shown under kip-966 (FIX_GENERATION), since
     # `current` with a lost disk loses data with every fix on
     "isr-broker-epoch": ({**SMALL, "disk_loss": True}, ("StrongIsr",)),
+    # KIP-966: the last ISR member loses its unflushed tail in a power failure and is
+    # re-elected (golden trace model-kip966-last-replica-standing.jsonl); `current` is
+    # `kip-966` without this fix
+    "eligible-leader-replicas": ({**SMALL, "unflushed_loss": True}, ("AckedDurable",)),
 }
 # Fixes whose bug is shown under another generation than `current`.
-FIX_GENERATION = {"isr-broker-epoch": "kip-966"}
+FIX_GENERATION = {"isr-broker-epoch": "kip-966", "eligible-leader-replicas": "kip-966"}
 # The encoding's own bounds where the default ones make BMC needlessly slow: the lost-disk path
 # sends no LeaderAndIsr and changes no leader epoch (tests/test_prove_bmc_fixes.py uses the same).
-FIX_ENCODING = {"isr-broker-epoch": {"bits": 6, "slots": 1, "epochs": 1, "por": True}}
+FIX_ENCODING = {"isr-broker-epoch": {"bits": 6, "slots": 1, "epochs": 1, "por": True},
+                # one LeaderAndIsr (the re-election), leader epochs 0 and 1
+                "eligible-leader-replicas": {"bits": 6, "slots": 1, "epochs": 2, "por": True}}
 
 
 def fix_cases():
     """(generation, without, bounds, invariants) for v0.10 and every replication fix of
-    `current` (the fix list is spec/config.py's; a fix without chosen bounds gets defaults)."""
+    `kip-966` (`current` and KIP-966's ELR; the fix list is spec/config.py's; a fix without
+    chosen bounds gets defaults)."""
     yield "v0.10", (), SMALL, ("MinIsrDurability",)
-    for f in sorted(GENERATIONS["current"] - CLIENT_FIXES):
+    for f in sorted(GENERATIONS["kip-966"] - CLIENT_FIXES):
         bounds, invs = FIX_BOUNDS.get(f, ({}, None))
         yield FIX_GENERATION.get(f, "current"), (f,), bounds, invs
 
@@ -314,12 +384,15 @@ def run_kinduction(brokers: list[int], records: list[int], invariants: list[str]
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "producers",
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "producers",
                                      "producer-induction", "kinduction"])
     ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
     ap.add_argument("--lemma", nargs="*", default=[],
-                    help="kinduction: strengthening lemmas of the k-induction (default none)")
+                    help="kinduction: strengthening lemmas of the k-induction (default none); "
+                         "three-guided: guide with only these of the proved lemmas")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
+    ap.add_argument("--depths", type=int, nargs="*", default=[6, 8, 10, 14],
+                    help="three-guided: depths (at most the explorer's) to time plain and guided")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
     ap.add_argument("--bits", type=int, default=None,
                     help="bit-vector width of the unrolling (0: z3 integers, the baseline); "
@@ -346,6 +419,8 @@ def main(argv=None) -> None:
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
     elif a.what == "producers":
         run_producers(a.time_limit, a.upto, bits)
+    elif a.what == "three-guided":
+        run_three_guided(a.time_limit, a.depths, a.fix, not a.no_explorer, subset=a.lemma or None)
     elif a.what == "three":
         run_three(a.time_limit, a.bits, a.fix, not a.no_explorer)
     elif a.what == "fixes":
