@@ -75,7 +75,6 @@ def run_three(time_limit: float, bits: int | None, only: list[str] | None = None
     narrowest signed width that holds a version grown by one per step to the depth (values
     past it wrap, and a wrapped path would fail its replay on spec, never pass it)."""
     import os
-    from checkers.portfolio import search
     print("| config | invariant | BMC (one query at depth D) | BMC s | explorer | explorer s | load |\n"
           "|---|---|---|---:|---|---:|---:|")
     for fix, bounds, inv, depth, slots, epochs in THREE_TIGHT:
@@ -95,12 +94,18 @@ def run_three(time_limit: float, bits: int | None, only: list[str] | None = None
         bm += f"; {width}-bit, {slots} slot(s), {epochs} epochs"
         xs, ex = float("nan"), "not run"
         if explorer:
-            t0 = time.monotonic()
-            x = search(m, time_limit=time_limit, invariants=(inv,))
-            xs = time.monotonic() - t0
-            ex = (f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
-                  if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})")
+            ex, xs = _explorer_row(m, inv, time_limit)
         print(f"| {name} | {inv} | {bm} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+
+
+def _explorer_row(m, inv: str, time_limit: float) -> tuple[str, float]:
+    """The explorer's portfolio on the same config: what it found, and its seconds."""
+    from checkers.portfolio import search
+    t0 = time.monotonic()
+    x = search(m, time_limit=time_limit, invariants=(inv,))
+    xs = time.monotonic() - t0
+    return ((f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
+             if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})"), xs)
 
 
 def run_three_guided(time_limit: float, depths: list[int], only: list[str] | None = None,
@@ -116,7 +121,6 @@ def run_three_guided(time_limit: float, depths: list[int], only: list[str] | Non
     is a sound guide too; a smaller one is a smaller formula)."""
     import os
 
-    from checkers.portfolio import search
     from checkers.prove.guided import inductive_lemmas, lemma_guide
     print("| config | invariant | depth | plain BMC | plain s | guided BMC | guided s | ratio | load |\n"
           "|---|---|---:|---|---:|---|---:|---:|---:|")
@@ -156,11 +160,7 @@ def run_three_guided(time_limit: float, depths: list[int], only: list[str] | Non
             print(f"| {name} | {inv} | {d} | {verdict(p, d)} | {p.seconds:.1f} | {verdict(g, d)} | "
                   f"{g.seconds:.1f} | {ratio} | {load:.1f} |", flush=True)
         if explorer:
-            t0 = time.monotonic()
-            x = search(m, time_limit=time_limit, invariants=(inv,))
-            xs = time.monotonic() - t0
-            ex = (f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
-                  if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})")
+            ex, xs = _explorer_row(m, inv, time_limit)
             print(f"explorer on {name}: {ex}, {xs:.1f} s (load {os.getloadavg()[0]:.1f})", flush=True)
 
 
