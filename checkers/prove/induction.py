@@ -46,6 +46,13 @@ def _z(x):
     return x if z3.is_expr(x) else z3.BoolVal(bool(x))
 
 
+def conjuncts(name: str, strengthening) -> dict:
+    """The invariant (unless it is MonotonicEpochs, a property of steps) and its strengthening
+    lemmas, by name: what an inductive proof assumes before a step and proves after it."""
+    conj = {k: STRENGTHENING[k] for k in strengthening}
+    return conj if name == "MonotonicEpochs" else {name: STATE_PROPS[name], **conj}
+
+
 def named_brokers(inst) -> tuple[int, ...]:
     """The brokers an action instance names, in order (acting broker first)."""
     out = [inst.b]
@@ -89,9 +96,7 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
         writes = writes or model.config.producers * model.config.records
     enc = Encoding(model.config, writes=writes)
     strong = NEEDS.get(name, tuple(STRENGTHENING)) if strengthening is None else strengthening
-    conj = {k: STRENGTHENING[k] for k in strong}
-    if name != "MonotonicEpochs":
-        conj = {name: STATE_PROPS[name], **conj}
+    conj = conjuncts(name, strong)
     init = enc.from_state(model.initial())
     for k, f in conj.items():
         if not f(enc, init):

@@ -39,9 +39,8 @@ import z3
 
 from checkers.prove.bmc import _choice_var, _solver, bmc, transition
 from checkers.prove.encoding import Encoding
-from checkers.prove.induction import named_brokers, path_story, prove
-from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
-from checkers.prove.strengthen import STRENGTHENING
+from checkers.prove.induction import _z, conjuncts, named_brokers, path_story, prove
+from checkers.prove.props import CLIENT_PROPS, step_holds
 from checkers.prove.symstate import concretize, variables
 from checkers.prove.sym import value
 from spec import Model
@@ -63,10 +62,6 @@ class KResult:
     cti_k: int = 0                # the k of `cti`
 
 
-def _z(x):
-    return x if z3.is_expr(x) else z3.BoolVal(bool(x))
-
-
 def _first_representatives(enc: Encoding) -> list[int]:
     """Instance numbers naming brokers 0, 1, ... in order of first mention (any slot)."""
     return [i for i, inst in enumerate(enc.insts)
@@ -82,9 +77,7 @@ def step_case(model: Model, name: str, k: int, *, strengthening: tuple[str, ...]
     not reduced by symmetry. `avoid`: concrete encoded states the path may not start from (to
     enumerate CTIs)."""
     enc = Encoding(model.config)
-    conj = {n: STRENGTHENING[n] for n in strengthening}
-    if name != "MonotonicEpochs":
-        conj = {name: STATE_PROPS[name], **conj}
+    conj = conjuncts(name, strengthening)
     states = [variables(enc, "k0")]
     choices = []
     cons: list = []
@@ -157,9 +150,7 @@ def kinduction(model: Model, name: str, K: int, *, strengthening: tuple[str, ...
     left = lambda: time_limit - (time.monotonic() - t0)   # noqa: E731
     enc = Encoding(model.config)
     init = enc.from_state(model.initial())
-    conj = {n: STRENGTHENING[n] for n in strengthening}
-    if name != "MonotonicEpochs":
-        conj = {name: STATE_PROPS[name], **conj}
+    conj = conjuncts(name, strengthening)
     for n, f in conj.items():
         if not f(enc, init):
             return KResult(name, "refuted" if n == name else "unknown", time.monotonic() - t0, 0,
