@@ -7,7 +7,9 @@ APT_PKGS := zookeeper chromium nftables iproute2
 
 .PHONY: check test bench mutate system-deps setup clean
 
-$(STAMP): pyproject.toml
+# setup.py builds the C extension (checkers/history/_scan.c) in place: a change to either reinstalls.
+$(STAMP): pyproject.toml setup.py checkers/history/_scan.c
+	@command -v cc >/dev/null || { echo "no C compiler (cc): kafkaverify builds checkers/history/_scan.c; run make system-deps (or apt-get install build-essential python3-dev)"; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -16,9 +18,13 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # Debian packages the tests use: a real ZooKeeper (and Java), headless Chromium, and nftables +
-# iproute2 for the nemesis's real network partitions (network namespace + drop rules).
+# iproute2 for the nemesis's real network partitions (network namespace + drop rules); and a C
+# compiler with Python's headers, which installing kafkaverify needs (checkers/history/_scan.c).
+PY_H = $(PY) -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
 system-deps:
 	@missing=""; \
+	command -v cc >/dev/null || missing="$$missing build-essential"; \
+	$(PY_H) || missing="$$missing python3-dev"; \
 	[ -d /usr/share/zookeeper ] || missing="$$missing zookeeper"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v nft >/dev/null || missing="$$missing nftables"; \
@@ -29,6 +35,8 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@command -v java >/dev/null || { echo "java not found: ZooKeeper needs a JRE (apt-get install default-jre-headless)"; exit 1; }
+	@command -v cc >/dev/null || { echo "no C compiler (cc): installing kafkaverify builds checkers/history/_scan.c (apt-get install build-essential)"; exit 1; }
+	@$(PY_H) || { echo "Python.h not found for $(PY): installing kafkaverify builds a C extension (apt-get install python3-dev, or a Python built with its headers)"; exit 1; }
 
 check: $(STAMP)
 	$(BIN)/kafkaverify check

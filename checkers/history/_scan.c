@@ -341,6 +341,7 @@ static Column *column_new(int64_t len, int width, int nullable) {
 
 typedef struct {
     uint64_t mask;
+    uint64_t used;
     int64_t *keys;
     uint32_t *rows;             /* row + 1; 0 = empty slot */
 } Table;
@@ -350,11 +351,14 @@ static inline uint64_t mix(int64_t k) {
     return x ^ (x >> 29);
 }
 
+/* A table for `n` keys (it grows past that, in table_slot). Sized to the keys, not to the
+ * rows scanned: a few thousand keys stay in cache. */
 static int table_init(Table *t, int64_t n) {
     uint64_t size = 16;
     while (size < (uint64_t)n * 2)
         size <<= 1;
     t->mask = size - 1;
+    t->used = 0;
     t->keys = malloc(size * sizeof *t->keys);
     t->rows = calloc(size, sizeof *t->rows);
     if (!t->keys || !t->rows) {
@@ -381,6 +385,34 @@ static inline int table_put(Table *t, int64_t key, uint32_t row) {
     }
     t->keys[h] = key;
     t->rows[h] = row + 1;
+    t->used++;
+    return 0;
+}
+
+/* Doubles the table (at half full). Returns -1 when out of memory (the table is unchanged). */
+static int table_grow(Table *t) {
+    uint64_t size = (t->mask + 1) * 2;
+    int64_t *keys = malloc(size * sizeof *keys);
+    uint32_t *rows = calloc(size, sizeof *rows);
+    if (!keys || !rows) {
+        free(keys);
+        free(rows);
+        return -1;
+    }
+    for (uint64_t h = 0; h <= t->mask; h++) {
+        if (!t->rows[h])
+            continue;
+        uint64_t g = mix(t->keys[h]) & (size - 1);
+        while (rows[g])
+            g = (g + 1) & (size - 1);
+        keys[g] = t->keys[h];
+        rows[g] = t->rows[h];
+    }
+    free(t->keys);
+    free(t->rows);
+    t->keys = keys;
+    t->rows = rows;
+    t->mask = size - 1;
     return 0;
 }
 
@@ -394,11 +426,77 @@ static inline uint32_t table_get(const Table *t, int64_t key) {
     return 0;
 }
 
+/* Slot numbers for keys: the first time a key is seen it gets the next slot (0, 1, ...).
+ * The table grows to stay at most half full; UINT32_MAX when it cannot (out of memory). */
+static inline uint32_t table_slot(Table *t, int64_t key, uint32_t *next) {
+    uint64_t h = mix(key) & t->mask;
+    while (t->rows[h]) {
+        if (t->keys[h] == key)
+            return t->rows[h] - 1;
+        h = (h + 1) & t->mask;
+    }
+    if ((t->used + 1) * 2 > t->mask + 1) {
+        if (table_grow(t) < 0)
+            return UINT32_MAX;
+        h = mix(key) & t->mask;
+        while (t->rows[h])
+            h = (h + 1) & t->mask;
+    }
+    t->keys[h] = key;
+    t->rows[h] = ++*next;
+    t->used++;
+    return *next - 1;
+}
+
+/* A growing list of row numbers (the rows a scan flags), handed out as a uint32 Column. */
+typedef struct {
+    uint32_t *rows;
+    int64_t n, cap;
+} Rows;
+
+static int rows_add(Rows *r, int64_t row) {
+    if (r->n == r->cap) {
+        int64_t cap = r->cap ? 2 * r->cap : 64;
+        uint32_t *g = realloc(r->rows, cap * sizeof *g);
+        if (!g)
+            return -1;
+        r->rows = g;
+        r->cap = cap;
+    }
+    r->rows[r->n++] = (uint32_t)row;
+    return 0;
+}
+
+static PyObject *rows_column(Rows *r) {
+    Column *c = PyObject_New(Column, &ColumnType);
+    if (!c) {
+        free(r->rows);
+        return NULL;
+    }
+    c->len = r->n;
+    c->width = 4;
+    c->bits = NULL;
+    c->null_count = 0;
+    c->data = r->rows ? (void *)r->rows : malloc(1);
+    r->rows = NULL;
+    if (!c->data) {
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)c;
+}
+
 /* lookup(table, probe) -> Column | None
  * For each value of `probe`, the row of `table` holding the same value (uint32; null where
  * none, or where the probe value is null). `table`'s null values are never matched. None
  * when a value occurs twice in `table` (a many-to-one lookup is not a position: the caller
- * joins instead). One pass over each column: the hash join without the sort. */
+ * joins instead). One pass over each column: the join without a sort.
+ * Values are read as (high 32 bits, low 32 bits): the kernel's packed keys (partition << 32 |
+ * offset) have few distinct high parts, each with low parts in a narrow range. When the
+ * ranges together span at most SPAN_SLACK times the table's rows (plus 4096), each high
+ * part's range is laid out densely (4 bytes per offset: the probes of one partition, which
+ * come in about offset order, read it in sequence); otherwise one hash table of the values. */
+#define SPAN_SLACK 2
 static PyObject *lookup(PyObject *mod, PyObject *args) {
     PyObject *tobj, *pobj;
     if (!PyArg_ParseTuple(args, "OO", &tobj, &pobj))
@@ -411,55 +509,479 @@ static PyObject *lookup(PyObject *mod, PyObject *args) {
         return NULL;
     }
     PyObject *out = NULL;
-    Table t = {0};
+    Column *col = NULL;
+    Table parts = {0}, t = {0};
+    int64_t *lo = NULL, *hi = NULL, *base = NULL;
+    uint32_t *dense = NULL;
+    int64_t cap = 1024;
+    uint32_t np = 0;
+    int dup = 0;
     if (tk.len >= (int64_t)UINT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "table: more rows than uint32 positions");
         goto done;
     }
-    if (table_init(&t, tk.len) < 0)
+    if (table_init(&parts, 64) < 0)
         goto done;
-    int dup = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (int64_t i = 0; i < tk.len; i++) {
-        if (in_valid(&tk, i) && table_put(&t, in_get(&tk, i), (uint32_t)i)) {
-            dup = 1;
-            break;
+    lo = malloc(cap * sizeof *lo);
+    hi = malloc(cap * sizeof *hi);
+    if (!lo || !hi) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Pass 1: the high parts and each one's range of low parts. */
+    int64_t span = 0;
+    int use_dense = 1;
+    for (int64_t i = 0; i < tk.len && use_dense; i++) {
+        if (!in_valid(&tk, i))
+            continue;
+        int64_t v = in_get(&tk, i), h = v >> 32, l = v & 0xffffffffLL;
+        uint32_t before = np;
+        uint32_t s = table_slot(&parts, h, &np);
+        if (s == UINT32_MAX) {
+            PyErr_NoMemory();
+            goto done;
         }
+        if (np != before) {
+            if (np > cap) {
+                cap *= 2;
+                int64_t *a = realloc(lo, cap * sizeof *lo), *b;
+                if (a)
+                    lo = a;
+                b = realloc(hi, cap * sizeof *hi);
+                if (b)
+                    hi = b;
+                if (!a || !b) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            }
+            lo[s] = hi[s] = l;
+        } else if (l < lo[s]) {
+            lo[s] = l;
+        } else if (l > hi[s]) {
+            hi[s] = l;
+        }
+        if (np > tk.len / 8 + 64)
+            use_dense = 0;          /* many high parts: not the packed-key shape */
     }
-    Py_END_ALLOW_THREADS
-    if (dup) {
-        out = Py_None;
-        Py_INCREF(out);
-        goto done;
+    if (use_dense) {
+        base = malloc((np ? np : 1) * sizeof *base);
+        if (!base) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (uint32_t s = 0; s < np; s++) {
+            base[s] = span;
+            span += hi[s] - lo[s] + 1;
+        }
+        use_dense = span <= SPAN_SLACK * tk.len + 4096;
     }
-    Column *col = column_new(pk.len, 4, 1);
+    col = column_new(pk.len, 4, 1);
     if (!col)
         goto done;
     uint32_t *pos = col->data;
     uint8_t *bits = col->bits;
     int64_t nulls = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (int64_t i = 0; i < pk.len; i++) {
-        uint32_t r = in_valid(&pk, i) ? table_get(&t, in_get(&pk, i)) : 0;
-        if (r) {
-            pos[i] = r - 1;
-            bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-        } else {
-            pos[i] = 0;
-            nulls++;
+    if (use_dense) {
+        dense = calloc(span ? span : 1, sizeof *dense);      /* row + 1; 0 = none */
+        if (!dense) {
+            PyErr_NoMemory();
+            goto done;
         }
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < tk.len; i++) {
+            if (!in_valid(&tk, i))
+                continue;
+            int64_t v = in_get(&tk, i);
+            uint32_t s = table_get(&parts, v >> 32) - 1;
+            uint32_t *d = &dense[base[s] + (v & 0xffffffffLL) - lo[s]];
+            if (*d) {
+                dup = 1;
+                break;
+            }
+            *d = (uint32_t)i + 1;
+        }
+        if (!dup) {
+            uint32_t ls = UINT32_MAX;       /* the previous probe's high part, and its slot */
+            int64_t lh = 0;
+            for (int64_t i = 0; i < pk.len; i++) {
+                uint32_t r = 0;
+                if (in_valid(&pk, i)) {
+                    int64_t v = in_get(&pk, i), h = v >> 32, l = v & 0xffffffffLL;
+                    if (ls == UINT32_MAX || h != lh) {
+                        ls = table_get(&parts, h);
+                        ls = ls ? ls - 1 : UINT32_MAX - 1;
+                        lh = h;
+                    }
+                    if (ls != UINT32_MAX - 1 && l >= lo[ls] && l <= hi[ls])
+                        r = dense[base[ls] + l - lo[ls]];
+                }
+                if (r) {
+                    pos[i] = r - 1;
+                    bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+                } else {
+                    pos[i] = 0;
+                    nulls++;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+    } else {
+        if (table_init(&t, tk.len) < 0)
+            goto done;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < tk.len; i++) {
+            if (in_valid(&tk, i) && table_put(&t, in_get(&tk, i), (uint32_t)i)) {
+                dup = 1;
+                break;
+            }
+        }
+        if (!dup) {
+            for (int64_t i = 0; i < pk.len; i++) {
+                uint32_t r = in_valid(&pk, i) ? table_get(&t, in_get(&pk, i)) : 0;
+                if (r) {
+                    pos[i] = r - 1;
+                    bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+                } else {
+                    pos[i] = 0;
+                    nulls++;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
     }
-    Py_END_ALLOW_THREADS
+    if (dup) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
     col->null_count = nulls;
     out = (PyObject *)col;
+    col = NULL;
 done:
+    Py_XDECREF(col);
+    free(lo);
+    free(hi);
+    free(base);
+    free(dense);
+    table_free(&parts);
     table_free(&t);
     in_free(&tk);
     in_free(&pk);
     return out;
 }
 
+/* Kinds of row for order_scan (the caller's codes). */
+enum { SKIP = 0, POLL = 1, RESET = 2, ACKED = 3 };
+
+/* order_scan(key, kind, first, last) -> Column of flagged rows
+ * One pass over a partition's operations in time order ((invoke time, id) order), each row
+ * with its key (topic-partition and process: one consumer's or one producer's view of one
+ * partition) and its kind:
+ *   POLL  (an ok poll with records: `first`, `last` its first and last offsets): flagged when
+ *         the key's previous poll since its last RESET did not end right before `first`;
+ *   RESET (an assign or subscribe that did not fail): the key's next poll starts afresh;
+ *   ACKED (an acknowledged send: `first` its offset): flagged when not above the key's
+ *         previous acknowledged offset (each producer's offsets increase in send order).
+ * A null offset compares as unknown: never flagged (as polars' comparison with null). */
+static PyObject *order_scan(PyObject *mod, PyObject *args) {
+    PyObject *ko, *kd, *fo, *lo;
+    if (!PyArg_ParseTuple(args, "OOOO", &ko, &kd, &fo, &lo))
+        return NULL;
+    In key, kind, first, last;
+    if (in_read(ko, &key, "key") < 0)
+        return NULL;
+    if (in_read(kd, &kind, "kind") < 0) {
+        in_free(&key);
+        return NULL;
+    }
+    if (in_read(fo, &first, "first") < 0) {
+        in_free(&key);
+        in_free(&kind);
+        return NULL;
+    }
+    if (in_read(lo, &last, "last") < 0) {
+        in_free(&key);
+        in_free(&kind);
+        in_free(&first);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Rows flagged = {0};
+    Table t = {0};
+    int64_t n = key.len;
+    /* Per key slot: the previous poll's last offset (valid if has_poll) and the previous
+     * acknowledged offset (valid if has_ack). */
+    int64_t *poll_last = NULL, *ack_last = NULL;
+    uint8_t *has_poll = NULL, *has_ack = NULL;
+    if (kind.len != n || first.len != n || last.len != n) {
+        PyErr_SetString(PyExc_ValueError, "order_scan: columns of different lengths");
+        goto done;
+    }
+    if (n >= (int64_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "order_scan: more rows than uint32 positions");
+        goto done;
+    }
+    if (table_init(&t, 1024) < 0)
+        goto done;
+    poll_last = malloc((n ? n : 1) * sizeof *poll_last);
+    ack_last = malloc((n ? n : 1) * sizeof *ack_last);
+    has_poll = calloc(n ? n : 1, 1);
+    has_ack = calloc(n ? n : 1, 1);
+    if (!poll_last || !ack_last || !has_poll || !has_ack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint32_t next = 0;
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n && !oom; i++) {
+        int64_t k = in_valid(&kind, i) ? in_get(&kind, i) : SKIP;
+        if (k == SKIP || !in_valid(&key, i))
+            continue;
+        uint32_t s = table_slot(&t, in_get(&key, i), &next);
+        if (s == UINT32_MAX) {
+            oom = 1;
+            break;
+        }
+        if (k == RESET) {
+            has_poll[s] = 0;
+        } else if (k == POLL) {
+            /* has_poll: 1 = a previous poll with a known last offset, 2 = one with none */
+            if (has_poll[s] == 1 && in_valid(&first, i) && in_get(&first, i) != poll_last[s] + 1)
+                oom = rows_add(&flagged, i) < 0;
+            if (in_valid(&last, i)) {
+                has_poll[s] = 1;
+                poll_last[s] = in_get(&last, i);
+            } else {
+                has_poll[s] = 2;
+            }
+        } else if (k == ACKED) {
+            if (has_ack[s] == 1 && in_valid(&first, i) && in_get(&first, i) <= ack_last[s])
+                oom = rows_add(&flagged, i) < 0;
+            if (in_valid(&first, i)) {
+                has_ack[s] = 1;
+                ack_last[s] = in_get(&first, i);
+            } else {
+                has_ack[s] = 2;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    out = rows_column(&flagged);
+    flagged.rows = NULL;
+done:
+    free(flagged.rows);
+    free(poll_last);
+    free(ack_last);
+    free(has_poll);
+    free(has_ack);
+    table_free(&t);
+    in_free(&key);
+    in_free(&kind);
+    in_free(&first);
+    in_free(&last);
+    return out;
+}
+
+/* lin_scan(log_pk, log_offset, log_inv, log_comp, poll_pk, poll_top, poll_comp)
+ *   -> (Column of flagged log rows, Column of flagged poll rows)
+ * The offset-witness linearizability screen (linearizable.py) in one pass over the log (the
+ * acknowledged and placed offsets, in any order) and one over the polls. A log row is
+ * flagged when its append completed (`log_comp`, null for a placed offset) before the latest
+ * invoke of an append at a lower offset of its partition; a poll (`poll_top` its highest
+ * offset read) when no append is at that offset or the latest invoke of an append at or
+ * below it came after the poll completed.
+ * Each partition's offsets are laid out densely between their least and greatest (no sort).
+ * A partition whose offsets are not dense and distinct gets every row of it flagged (log
+ * rows and polls): gaps and repeats are flagged by other screens in any case, so that adds
+ * nothing to the union, and the object checkers judge it. Nulls in `log_inv` do not count
+ * towards the latest invoke (polars' cumulative maximum skips them). */
+static PyObject *lin_scan(PyObject *mod, PyObject *args) {
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+        return NULL;
+    static const char *names[7] = {"log_pk", "log_offset", "log_inv", "log_comp",
+                                   "poll_pk", "poll_top", "poll_comp"};
+    In c[7];
+    int got = 0;
+    for (; got < 7; got++)
+        if (in_read(o[got], &c[got], names[got]) < 0)
+            break;
+    PyObject *out = NULL;
+    Rows fl = {0}, fp = {0};
+    Table t = {0};
+    int64_t *lo = NULL, *hi = NULL, *cnt = NULL, *base = NULL, *latest = NULL;
+    uint8_t *bad = NULL, *present = NULL;
+    int64_t *inv_at = NULL;
+    if (got < 7)
+        goto done;
+    In *pk = &c[0], *off = &c[1], *inv = &c[2], *comp = &c[3];
+    In *qpk = &c[4], *top = &c[5], *qcomp = &c[6];
+    int64_t n = pk->len, m = qpk->len;
+    if (off->len != n || inv->len != n || comp->len != n || top->len != m || qcomp->len != m) {
+        PyErr_SetString(PyExc_ValueError, "lin_scan: columns of different lengths");
+        goto done;
+    }
+    if (n >= (int64_t)UINT32_MAX || m >= (int64_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "lin_scan: more rows than uint32 positions");
+        goto done;
+    }
+    if (table_init(&t, 1024) < 0)
+        goto done;
+    int64_t k1 = n ? n : 1;
+    lo = malloc(k1 * sizeof *lo);
+    hi = malloc(k1 * sizeof *hi);
+    cnt = calloc(k1, sizeof *cnt);
+    base = malloc(k1 * sizeof *base);
+    bad = calloc(k1, 1);
+    if (!lo || !hi || !cnt || !base || !bad) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint32_t parts = 0;
+    int oom = 0;
+    /* Pass 1: each partition's least and greatest offset and count. A row without a
+     * partition or an offset makes its partition irregular (never expected: the reader's
+     * rules require both). */
+    for (int64_t i = 0; i < n; i++) {
+        if (!in_valid(pk, i))
+            continue;
+        uint32_t s = table_slot(&t, in_get(pk, i), &parts);
+        if (s == UINT32_MAX) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (!in_valid(off, i)) {
+            bad[s] = 1;
+            continue;
+        }
+        int64_t v = in_get(off, i);
+        if (cnt[s] == 0 || v < lo[s])
+            lo[s] = v;
+        if (cnt[s] == 0 || v > hi[s])
+            hi[s] = v;
+        cnt[s]++;
+    }
+    /* Dense layout: partition s holds [base[s], base[s] + cnt[s]). */
+    int64_t total = 0;
+    for (uint32_t s = 0; s < parts; s++) {
+        if (cnt[s] == 0 || hi[s] - lo[s] + 1 != cnt[s])
+            bad[s] = 1;
+        base[s] = total;
+        if (!bad[s])
+            total += cnt[s];
+    }
+    inv_at = malloc((total ? total : 1) * sizeof *inv_at);
+    latest = malloc((total ? total : 1) * sizeof *latest);
+    present = calloc(total ? total : 1, 1);
+    if (!inv_at || !latest || !present) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Pass 2: place each row; a repeated offset makes its partition irregular. present: 1 =
+     * an append with an invoke time, 2 = one with none. */
+    for (int64_t i = 0; i < n; i++) {
+        if (!in_valid(pk, i) || !in_valid(off, i))
+            continue;
+        uint32_t s = table_get(&t, in_get(pk, i)) - 1;
+        if (bad[s])
+            continue;
+        int64_t at = base[s] + in_get(off, i) - lo[s];
+        if (present[at]) {
+            bad[s] = 1;
+            continue;
+        }
+        present[at] = in_valid(inv, i) ? 1 : 2;
+        inv_at[at] = in_valid(inv, i) ? in_get(inv, i) : 0;
+    }
+    /* The latest invoke at or below each offset (a prefix maximum; INT64_MIN: none yet). */
+    for (uint32_t s = 0; s < parts; s++) {
+        if (bad[s])
+            continue;
+        int64_t run = INT64_MIN;
+        for (int64_t j = base[s]; j < base[s] + cnt[s]; j++) {
+            if (present[j] == 1 && inv_at[j] > run)
+                run = inv_at[j];
+            latest[j] = run;
+        }
+    }
+    /* Pass 3: log rows. */
+    for (int64_t i = 0; i < n && !oom; i++) {
+        if (!in_valid(pk, i))
+            continue;
+        uint32_t s = table_get(&t, in_get(pk, i)) - 1;
+        if (bad[s]) {
+            oom = rows_add(&fl, i) < 0;
+            continue;
+        }
+        if (!in_valid(comp, i))
+            continue;
+        int64_t at = base[s] + in_get(off, i) - lo[s];
+        if (at > base[s] && latest[at - 1] != INT64_MIN && latest[at - 1] > in_get(comp, i))
+            oom = rows_add(&fl, i) < 0;
+    }
+    /* Pass 4: polls. A poll whose partition has no log row, or whose highest offset is
+     * outside it, has no append there: flagged. A null highest offset or completion compares
+     * as unknown (polars: a null key finds no row, so the poll is flagged). */
+    for (int64_t i = 0; i < m && !oom; i++) {
+        uint32_t r = in_valid(qpk, i) ? table_get(&t, in_get(qpk, i)) : 0;
+        if (!r || !in_valid(top, i)) {
+            oom = rows_add(&fp, i) < 0;
+            continue;
+        }
+        uint32_t s = r - 1;
+        int64_t v = in_get(top, i);
+        if (bad[s] || v < lo[s] || v > hi[s]) {
+            oom = rows_add(&fp, i) < 0;
+            continue;
+        }
+        int64_t l = latest[base[s] + v - lo[s]];
+        if (l == INT64_MIN || (in_valid(qcomp, i) && l > in_get(qcomp, i)))
+            oom = rows_add(&fp, i) < 0;
+    }
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *a = rows_column(&fl);
+    fl.rows = NULL;
+    if (!a)
+        goto done;
+    PyObject *b = rows_column(&fp);
+    fp.rows = NULL;
+    if (!b) {
+        Py_DECREF(a);
+        goto done;
+    }
+    out = Py_BuildValue("(NN)", a, b);
+done:
+    free(fl.rows);
+    free(fp.rows);
+    free(lo);
+    free(hi);
+    free(cnt);
+    free(base);
+    free(bad);
+    free(present);
+    free(inv_at);
+    free(latest);
+    table_free(&t);
+    for (int k = 0; k < got; k++)
+        in_free(&c[k]);
+    return out;
+}
+
 static PyMethodDef scan_methods[] = {
+    {"order_scan", order_scan, METH_VARARGS,
+     "order_scan(key, kind, first, last) -> Column: rows breaking poll order or send order."},
+    {"lin_scan", lin_scan, METH_VARARGS,
+     "lin_scan(log_pk, log_offset, log_inv, log_comp, poll_pk, poll_top, poll_comp) -> "
+     "(Column, Column): log rows and poll rows the linearizability screen flags."},
     {"lookup", lookup, METH_VARARGS,
      "lookup(table, probe) -> Column | None: each probe value's row in table (null if absent); "
      "None if table repeats a value."},

@@ -86,6 +86,10 @@ def _in_time_order(df: pl.DataFrame) -> bool:
     return not df.select(((c("inv").diff() == 0) & (c("id").diff() <= 0)).any()).item()
 
 
+# Row kinds for _scan.order_scan.
+_SKIP, _POLL, _RESET, _ACKED = 0, 1, 2, 3
+
+
 def _positions(table: pl.Series, probe: pl.Series) -> pl.Series | None:
     """Each `probe` value's row in `table` (UInt32, null where absent), or None when `table`
     repeats a value (then the caller joins). The compiled hash lookup (_scan.c): one pass
@@ -407,14 +411,11 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     acked = sends.filter(c("type") == "ok").with_columns(rk, sp).with_row_index("ai")
     polls = p.filter((c("f") == "poll") & (c("type") == "ok")).select(
         "run", "pk", "id", "process", "inv", "comp", "final", "n", "o0", "ol", "omax")
-    # The acknowledged sends by record key, sorted once for the record join and the
-    # linearizability screen.
-    acked_rk = _by(acked, "rk")
     # Each record's acknowledgement (`ai`, its row in `acked`) by the compiled hash lookup when
     # each offset is acknowledged once (the usual case): no sort of the records.
     unique_acks = acked.get_column("rk").n_unique() == acked.height
-    # Rows in (inv, id) order (the usual case: a file in time order): then "sort by (key, inv,
-    # id)" is a stable sort by the key alone, about 3x cheaper on one core.
+    # Rows in (inv, id) order (the usual case: a file in time order): then the order scan
+    # below reads them as they are, with no sort.
     timed = _in_time_order(p)
     _late(deadline)
     # Two acknowledgements of one offset.
@@ -426,7 +427,7 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     if pos is not None:
         m = recs.with_columns(pos.alias("ai"), acked.get_column("vh").gather(pos).alias("avh"))
     else:
-        m = _by(recs, "rk").join(acked_rk.select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
+        m = _by(recs, "rk").join(_by(acked, "rk").select("rk", "ai", c("vh").alias("avh")), on="rk", how="left")
     odd = m.filter(c("avh").is_null() | (c("avh") != c("vh")))
     placed = pl.DataFrame(schema={"pk": pl.Int64, "offset": pl.Int64, "inv": pl.Int64, "sid": pl.Int64})
     if odd.height:
@@ -488,53 +489,50 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     if assigns is None:
         assigns = p.filter(resets)
     assigns = assigns.filter(c("type") != "fail")
+    # sends: each producer's acknowledged offsets increase in send order. Both rules in one
+    # compiled pass over the rows in (inv, id) order (_scan.c order_scan), per `sp`.
     if timed:
-        # Polls and resets are both rows of `p`, already in (inv, id) order. (A reset counts
-        # only for its own topic-partition, `sp`, so a chunk's own assigns are all it needs of
-        # the history-wide ones.)
+        # Polls, resets and sends are all rows of `p`, already in (inv, id) order. (A reset
+        # counts only for its own topic-partition, `sp`, so a chunk's own assigns are all it
+        # needs of the history-wide ones.)
         is_poll = (c("f") == "poll") & (c("type") == "ok") & (c("n") > 0)
-        seq = (p.filter(is_poll | (resets & (c("type") != "fail")))
-               .select(sp, "pk", (~is_poll).cast(pl.Int64).alias("reset"),
-                       pl.when(is_poll).then(c("o0")).alias("o0"),
-                       pl.when(is_poll).then(c("ol")).alias("ol"))
-               .sort("sp", maintain_order=True))
+        kind = (pl.when(is_poll).then(pl.lit(_POLL, pl.UInt32))
+                .when(resets & (c("type") != "fail")).then(pl.lit(_RESET, pl.UInt32))
+                .when((c("f") == "send") & (c("type") == "ok")).then(pl.lit(_ACKED, pl.UInt32))
+                .otherwise(pl.lit(_SKIP, pl.UInt32)))
+        seq = p.select(sp, "pk", kind.alias("kind"),
+                       pl.when(is_poll).then(c("o0")).otherwise(c("offset")).alias("first"),
+                       c("ol").alias("last"))
     else:
-        seq = pl.concat([
-            polls.filter(c("n") > 0).select(
-                sp, "pk", "inv", "id", pl.lit(0, pl.Int64).alias("reset"), "o0", "ol"),
-            assigns.select(sp, "pk", "inv", "id", pl.lit(1, pl.Int64).alias("reset"),
-                           pl.lit(None, pl.Int64).alias("o0"), pl.lit(None, pl.Int64).alias("ol")),
-        ]).sort("sp", "inv", "id")
-    seq = seq.with_columns(c("reset").cum_sum().alias("seg")).filter(c("reset") == 0)
-    same = (c("sp") == c("sp").shift(1)) & (c("seg") == c("seg").shift(1))
-    flags.append(seq.filter(same & (c("o0") != c("ol").shift(1) + 1)).get_column("pk"))
-    _late(deadline)
-    # sends: each producer's acknowledged offsets increase in send order.
-    a = acked.select("sp", "pk", "inv", "id", "offset")
-    a = a.sort("sp", maintain_order=True) if timed else a.sort("sp", "inv", "id")
-    flags.append(a.filter((c("sp") == c("sp").shift(1)) & (c("offset") <= c("offset").shift(1)))
-                 .get_column("pk"))
+        def part(df, k, first, last):
+            return df.select(sp, "pk", "inv", "id", pl.lit(k, pl.UInt32).alias("kind"),
+                             first.cast(pl.Int64).alias("first"), last.cast(pl.Int64).alias("last"))
+        none = pl.lit(None, pl.Int64)
+        seq = pl.concat([part(polls.filter(c("n") > 0), _POLL, c("o0"), c("ol")),
+                         part(assigns, _RESET, none, none),
+                         part(acked, _ACKED, c("offset"), none)]).sort("inv", "id")
+    rows = pl.Series(_scan.order_scan(*(seq.get_column(n).cast(pl.Int64 if n != "kind" else pl.UInt32)
+                                        for n in ("sp", "kind", "first", "last"))))
+    flags.append(seq.get_column("pk").gather(rows))
     # linearizable (offsets as the witness, linearizable.py): a deadline (an append's own
     # completion, or that of a poll whose highest record is there) before the latest invoke
-    # of an append at or below it.
+    # of an append at or below it. One compiled pass over the log's offsets and one over the
+    # polls (_scan.c lin_scan), in any order: each partition's offsets are laid out densely.
     if placed.height:
         # `ai` numbers the placed offsets after the acknowledgements (for _consumer's table).
         at = (pl.concat([acked.select("pk", "offset", "inv", "comp", "ai"),
                          placed.select("pk", "offset", "inv", pl.lit(None, pl.Int64).alias("comp"),
                                        (pl.int_range(pl.len(), dtype=pl.UInt32) + acked.height).alias("ai"))])
-              .with_columns(rk).sort("rk"))
+              .with_columns(rk))
     else:
-        at = acked_rk.select("pk", "offset", "inv", "comp", "rk", "ai")
-    at = at.with_columns(c("inv").cum_max().over("pk").alias("latest"))
-    below = pl.when(c("pk") == c("pk").shift(1)).then(c("latest").shift(1))
-    flags.append(at.filter(c("comp").is_not_null() & (below > c("comp"))).get_column("pk"))
-    pm = polls.filter(c("n") > 0).select("pk", "comp", (c("pk") * LIMIT32 + c("omax")).alias("rk"))
-    pos = _positions(at.get_column("rk"), pm.get_column("rk"))
-    if pos is not None:
-        pm = pm.with_columns(at.get_column("latest").gather(pos).alias("latest"))
-    else:
-        pm = pm.join(at.select("rk", "latest"), on="rk", how="left")
-    flags.append(pm.filter(c("latest").is_null() | (c("latest") > c("comp"))).get_column("pk"))
+        at = acked.select("pk", "offset", "inv", "comp", "rk", "ai")
+    pm = polls.filter(c("n") > 0).select("pk", "omax", "comp")
+    i64 = pl.Int64
+    log_rows, poll_rows = _scan.lin_scan(
+        *(at.get_column(n).cast(i64) for n in ("pk", "offset", "inv", "comp")),
+        *(pm.get_column(n).cast(i64) for n in ("pk", "omax", "comp")))
+    flags.append(at.get_column("pk").gather(pl.Series(log_rows)))
+    flags.append(pm.get_column("pk").gather(pl.Series(poll_rows)))
     _late(deadline)
     # consumer offsets.
     # `m` (the records with the acknowledgement at their offset) stands for the records where
