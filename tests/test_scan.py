@@ -161,3 +161,22 @@ def test_a_column_is_exported_once():
     assert pl.Series(col).to_list() == [0]
     with pytest.raises(ValueError, match="already exported"):
         pl.Series(col)
+
+
+@pytest.mark.parametrize("values, want", [
+    ([], 2), ([5], 2), ([3, 4, 5], 2), ([3, 5, 6], 1), ([3, 3, 4], 0), ([4, 3], 0),
+    ([1, None, 3], 0), ([-2, -1, 0], 2)])
+def test_steps_tells_consecutive_from_increasing(values, want):
+    assert _scan.steps(_col(values, chunks=2)) == want
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_time_ordered_is_strict_inv_then_id_order(seed):
+    rng = random.Random(seed)
+    rows = sorted((rng.randrange(50), rng.randrange(1000)) for _ in range(rng.choice([0, 1, 60])))
+    if rows and rng.random() < 0.6:
+        i = rng.randrange(len(rows))
+        rows.insert(i, rows[rng.randrange(len(rows))])     # a repeat, or a row out of order
+    inv, ids = [r[0] for r in rows], [r[1] for r in rows]
+    want = all(rows[k - 1] < rows[k] for k in range(1, len(rows)))
+    assert _scan.time_ordered(_col(inv), _col(ids, chunks=2)) == want

@@ -976,7 +976,61 @@ done:
     return out;
 }
 
+/* steps(col) -> 2 if each value is the previous one plus 1, 1 if each is above the previous,
+ * else 0 (also when a value is null). A column of at most one value counts as 2. One pass,
+ * stopping at the first step that is neither. */
+static PyObject *steps(PyObject *mod, PyObject *args) {
+    PyObject *o;
+    if (!PyArg_ParseTuple(args, "O", &o))
+        return NULL;
+    In c;
+    if (in_read(o, &c, "col") < 0)
+        return NULL;
+    int res = 2;
+    if (c.bits) {
+        for (int64_t i = 0; i < c.len; i++)
+            if (!in_valid(&c, i)) {
+                res = 0;
+                break;
+            }
+    }
+    for (int64_t i = 1; i < c.len && res; i++) {
+        int64_t d = in_get(&c, i) - in_get(&c, i - 1);
+        if (d != 1)
+            res = d > 0 ? 1 : 0;
+    }
+    in_free(&c);
+    return PyLong_FromLong(res);
+}
+
+/* time_ordered(inv, id) -> whether the rows are in (inv, id) order with no (inv, id) twice
+ * (no nulls). One pass, stopping at the first row out of order. */
+static PyObject *time_ordered(PyObject *mod, PyObject *args) {
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO", &a, &b))
+        return NULL;
+    In inv, id;
+    if (in_read(a, &inv, "inv") < 0)
+        return NULL;
+    if (in_read(b, &id, "id") < 0) {
+        in_free(&inv);
+        return NULL;
+    }
+    int ok = inv.len == id.len && !inv.bits && !id.bits;
+    for (int64_t i = 1; i < inv.len && ok; i++) {
+        int64_t x = in_get(&inv, i - 1), y = in_get(&inv, i);
+        ok = y > x || (y == x && in_get(&id, i) > in_get(&id, i - 1));
+    }
+    in_free(&inv);
+    in_free(&id);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef scan_methods[] = {
+    {"steps", steps, METH_VARARGS,
+     "steps(col) -> 2 if consecutive, 1 if increasing, else 0."},
+    {"time_ordered", time_ordered, METH_VARARGS,
+     "time_ordered(inv, id) -> whether the rows are in strictly increasing (inv, id) order."},
     {"order_scan", order_scan, METH_VARARGS,
      "order_scan(key, kind, first, last) -> Column: rows breaking poll order or send order."},
     {"lin_scan", lin_scan, METH_VARARGS,

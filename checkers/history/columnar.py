@@ -80,10 +80,7 @@ def _by(df: pl.DataFrame, key: str) -> pl.DataFrame:
 
 def _in_time_order(df: pl.DataFrame) -> bool:
     """Whether the rows are sorted by (inv, id): one pass, no sort."""
-    if not df.get_column("inv").is_sorted():
-        return False
-    c = pl.col
-    return not df.select(((c("inv").diff() == 0) & (c("id").diff() <= 0)).any()).item()
+    return _scan.time_ordered(df.get_column("inv").cast(pl.Int64), df.get_column("id").cast(pl.Int64))
 
 
 # Row kinds for _scan.order_scan.
@@ -310,12 +307,12 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
     # are built (the caller passes it without keeping a reference: the frame is most of the
     # peak memory, and every page of the peak is a page fault on this path).
     i = ev.get_column("_i")
-    step = i.diff().drop_nulls()
-    if i.len() and (step == 1).all():
+    step = _scan.steps(i.cast(pl.Int64))        # 2: consecutive, 1: increasing, 0: neither
+    if i.len() and step == 2:
         # `_i` counts rows (one history, whole): each poll's lists are at its completion's
         # row, a gather instead of a join (about 2x cheaper on one core).
         i0, rows, lists = i[0], None, ev.select("offsets", "vhs")
-    elif i.len() and (step > 0).all():
+    elif i.len() and step == 1:
         # `_i` increases (a chunk of a history, in file order): the completion's row is found
         # by binary search in `_i`, then the same gather (no filter and join of the lists).
         i0, rows, lists = None, i, ev.select("offsets", "vhs")
@@ -729,11 +726,17 @@ def screen(pd: Paired, deadline: float | None = None, assigns: pl.DataFrame | No
         flagged, counts = flag_partitions(pd, deadline, assigns, p)
     except TimeUp:
         done, flagged, counts = False, set(), pl.DataFrame(schema={"run": pl.Int64})
-    stats = (ops.group_by("run").agg(pl.len().cast(pl.Int64).alias("ops"))
-             .join(p.group_by("run").agg((c("f") == "send").sum().cast(pl.Int64).alias("sends"),
-                                         ((c("f") == "poll") & (c("type") == "ok")).sum().cast(pl.Int64).alias("polls")),
-                   on="run", how="left")
-             .with_columns(c("sends", "polls").fill_null(0)).select("run", "sends", "polls", "ops"))
+    sends = (c("f") == "send").sum().cast(pl.Int64).alias("sends")
+    polls = ((c("f") == "poll") & (c("type") == "ok")).sum().cast(pl.Int64).alias("polls")
+    run = ops.get_column("run")
+    if ops.height and run.min() == run.max():
+        # One run (check-history): sums, no group-by and join.
+        stats = p.select(pl.lit(run[0], run.dtype).alias("run"), sends, polls,
+                         pl.lit(ops.height, pl.Int64).alias("ops"))
+    else:
+        stats = (ops.group_by("run").agg(pl.len().cast(pl.Int64).alias("ops"))
+                 .join(p.group_by("run").agg(sends, polls), on="run", how="left")
+                 .with_columns(c("sends", "polls").fill_null(0)).select("run", "sends", "polls", "ops"))
     rows = pl.Series("_i", [], ops.schema["inv_row"])
     if flagged:
         fl = pl.Series("pk", sorted(flagged), dtype=pl.Int64)
