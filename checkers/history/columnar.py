@@ -44,10 +44,19 @@ from traces.history import pair as pair_events
 
 try:
     from checkers.history import _scan
-except ImportError as e:      # a checkout whose C extension was never built: say how
-    raise ImportError("checkers.history._scan (checkers/history/_scan.c) is not built: run "
-                      "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`; "
-                      "it needs a C compiler and Python's headers (make system-deps)") from e
+except ImportError as e:
+    try:
+        # On a Spark executor the packages come as a zip (spark_job._ship), from which no
+        # extension module can be imported; the built file is shipped to a directory on the
+        # executor's path, as a module of its own.
+        import _scan  # type: ignore[no-redef]
+    except ImportError:
+        _scan = None
+    if _scan is None or getattr(_scan, "__name__", "") != "checkers.history._scan":
+        # A checkout whose C extension was never built: say how.
+        raise ImportError("checkers.history._scan (checkers/history/_scan.c) is not built: run "
+                          "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`; "
+                          "it needs a C compiler and Python's headers (make system-deps)") from e
 
 CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
 PER_PARTITION = CHECK_NAMES[:-1]

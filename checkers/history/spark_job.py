@@ -12,7 +12,9 @@ gets one row per run back; the second ships every column of the runs the screens
 
 Spark never cuts a run: each events file is one Parquet row group (traces/runs.py), and Spark
 splits Parquet only at row groups. The project's packages are shipped to executors as a zip
-(addPyFile), so a remote cluster needs only Python with polars and pyarrow installed.
+(addPyFile), with the compiled scans (checkers/history/_scan.c, built for the driver's Python)
+beside them (addFile), so a remote cluster needs only the driver's Python version on the same
+platform, with polars and pyarrow installed.
 """
 from __future__ import annotations
 
@@ -35,15 +37,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _ship(spark) -> None:
     """The packages the executors import, as one zip on their Python path (once per context:
-    a session reused by getOrCreate keeps its zip)."""
+    a session reused by getOrCreate keeps its zip), and the kernel's compiled scans beside it:
+    Python cannot import an extension module from a zip, so the built file goes by addFile to
+    the directory Spark puts on the executors' path, where columnar.py finds it as `_scan`
+    (executors then need the driver's Python version and platform)."""
     if getattr(spark.sparkContext, "_kafkaverify_shipped", False):
         return
+    from checkers.history import _scan
     path = Path(tempfile.mkdtemp(prefix="kv-spark-")) / "kafkaverify_mine.zip"
     with zipfile.ZipFile(path, "w") as z:
         for pkg in PACKAGES:
             for f in sorted((ROOT / pkg).rglob("*.py")):
                 z.write(f, f.relative_to(ROOT))
     spark.sparkContext.addPyFile(str(path))
+    spark.sparkContext.addFile(_scan.__file__)
     spark.sparkContext._kafkaverify_shipped = True
 
 
