@@ -2,8 +2,9 @@
 one history (`check-history`) or for many runs at once (`kafkaverify mine`, one bucket of runs
 per call), with no Python loop per row.
 
-Shape of the work (each step is whole-column polars; grouping keys always include `trace_id`,
-so a frame may hold any number of runs):
+Shape of the work (each step is whole-column polars, or a one-pass scan in C over the same
+Arrow columns where polars would sort or join: `_scan`, checkers/history/_scan.c; grouping
+keys always include `trace_id`, so a frame may hold any number of runs):
 1. `screen_input`: the rules of traces/history.py's reader, as column predicates (required
    fields, known types, ids paired once and in order, completions that restate nothing, ok
    sends with offsets, unique values per partition, no negative offsets). A run that fails
