@@ -265,6 +265,31 @@ def test_prove_cli_proves_idempotent_producer_across_a_fail_over(tmp_path):
         assert r.stdout.count("proved") == 2 and f"lie within {depth} steps" in r.stdout
 
 
+def test_more_drops_than_retries_proved_at_the_diameter():
+    """More dropped connections than retries on a quiet broker: a batch's retries run out, it
+    fails with its sequence unresolved, a later batch is refused OUT_OF_ORDER_SEQUENCE_NUMBER
+    and the producer bumps its epoch and renumbers from 0. The producer strengthening is false
+    there (each of its producer lemmas fails on a reachable state: it fixes epoch 0 and sees
+    no failed batch), so `applies` keeps induction out; exhaustive BMC to the diameter proves
+    both promises at small bounds."""
+    from checkers.prove import strengthen_producers as sp
+    cfg = make_config("current", **{**DROPS, "records": 2, "max_in_flight": 2, "retries": 0,
+                                    "losses": 1})
+    model, enc = Model(cfg), Encoding(cfg)
+    assert "retries" in sp.applies(cfg)
+    broken = {name for s in bfs_states(model, 100_000) for name, (body, _) in sp._BODIES.items()
+              if not body(enc, enc.from_state(s))}
+    assert broken == {"ProducerLog", "ProducerWindow", "ProducerConnection", "ProducerOutcomes"}
+    for k, retries, depth in ((2, 0, 10), (1, 1, 8)):
+        model = Model(make_config("current", **{**DROPS, "records": k, "max_in_flight": k,
+                                                "retries": retries, "losses": retries + 1}))
+        assert diameter(model) == depth
+        r = bmc(model, depth, invariants=("ProducerSendOrder", "ProducerExactlyOnce"),
+                exhaustive=True, writes=k * (retries + 2), bits=16, slots=1, epochs=2,
+                time_limit=120)
+        assert r.status == "clean", (k, retries, r.status, r.message)
+
+
 @pytest.mark.slow
 def test_reordering_across_a_fail_over_found_by_bmc():
     """Without idempotence the reordering across a leader fail-over on two brokers: one BMC query
