@@ -6,7 +6,11 @@ violation; exhaustive BMC to the diameter proves an idempotent producer neither 
 duplicates (1 in flight here; 2 through the CLI; the rest: python -m kafkaverify.bench.prove
 producers), and induction with the producer strengthening proves it at 4 and 5 in flight (and
 can fail); a guided BMC query finds the 6-in-flight duplicate (slow); `kafkaverify prove` asks
-all of it with explore's option names."""
+all of it with explore's option names. Across a leader fail-over (a crash and an election with
+batches in flight) the encoding agrees with spec on drawn states at 1..5 in flight, exhaustive
+BMC proves one broker's case at 1 in flight, and BMC finds the two-broker reordering without
+idempotence (slow); with more dropped connections than retries the producer lemmas are false
+(induction stays out) and exhaustive BMC proves small cases."""
 from __future__ import annotations
 
 from collections import Counter
