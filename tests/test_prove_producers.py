@@ -243,10 +243,20 @@ def test_guided_search_refutes_the_6_in_flight_duplicate(tmp_path):
 
 def test_idempotent_producer_proved_across_a_fail_over_on_one_broker():
     """One broker, one crash and one election with a batch in flight: the restarted broker
-    leads a new epoch with the producer state rebuilt from its own log. Exhaustive BMC to the
+    leads a new epoch with the producer state rebuilt from its own log. The producer lemmas are
+    false there (checked on the reachable states with 2 in flight). Exhaustive BMC to the
     diameter (17, spec's breadth-first search) proves neither promise breaks; one write slot
     and the encoding's LeaderAndIsr slots and leader epochs cut to one election's needs are
     sound, as a path needing more would make the answer unknown."""
+    from checkers.prove import strengthen_producers as sp
+    # the producer lemmas do not carry over: each is false on a state reachable with 2 in flight
+    # (a new leader epoch, NOT_LEADER answers, an epoch bump), so induction stays out
+    cfg = make_config("current", **{**FAILOVER, "brokers": 1, "records": 2, "max_in_flight": 2})
+    model, enc = Model(cfg), Encoding(cfg)
+    assert "crashes" in sp.applies(cfg)
+    broken = {name for s in bfs_states(model, 100_000) for name, (body, _) in sp._BODIES.items()
+              if not body(enc, enc.from_state(s))}
+    assert broken == set(sp._BODIES)
     cfg = make_config("current", **{**FAILOVER, "brokers": 1, "records": 1, "max_in_flight": 1})
     model = Model(cfg)
     assert diameter(model) == 17
