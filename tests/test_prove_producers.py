@@ -308,7 +308,7 @@ def test_more_drops_than_retries_proved_at_the_diameter():
 def test_reordering_across_a_fail_over_found_by_bmc():
     """Without idempotence the reordering across a leader fail-over on two brokers: one BMC query
     over paths of at most 14 steps (the explorer's shortest), the encoding's LeaderAndIsr slots
-    and leader epochs cut to what one election needs, finds it (99 s at load 6 in the measured
+    and leader epochs cut to what one election needs, finds it (99 s and 257 s at load 5-7 in the measured
     run, BENCHMARKS.md) and the path replays on spec to the same violation; it takes the crash
     of the first leader and the other broker's election:
     pytest -m slow tests/test_prove_producers.py -k fail_over."""
