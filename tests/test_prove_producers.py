@@ -309,7 +309,7 @@ def test_reordering_across_a_fail_over_found_by_bmc():
     """Without idempotence the reordering across a leader fail-over on two brokers: one BMC query
     over paths of at most 14 steps (the explorer's shortest), the encoding's LeaderAndIsr slots
     and leader epochs cut to what one election needs, finds it (99 s and 257 s at load 5-7 in the measured
-    run, BENCHMARKS.md) and the path replays on spec to the same violation; it takes the crash
+    runs, BENCHMARKS.md) and the path replays on spec to the same violation; it takes the crash
     of the first leader and the other broker's election:
     pytest -m slow tests/test_prove_producers.py -k fail_over."""
     cfg = make_config("current", NO_IDEM, **{**FAILOVER, "records": 2, "max_in_flight": 2,
