@@ -11,6 +11,8 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
     nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 3 --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove producer-drops --upto 3 --time-limit 120
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
@@ -284,6 +286,99 @@ def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
               f"{load:.1f} |", flush=True)
 
 
+# Producers across a leader fail-over (issue 11): a crash and an election while batches are in
+# flight. On one broker the crashed leader restarts and is elected again in a new epoch, its
+# producer state rebuilt from its own log (with unflushed loss: from what survived); on two the
+# follower takes over with its own log. No dropped connection: every retry is an error's.
+FAILOVER = {"producers": 1, "retries": 2, "crashes": 1, "elections": 1, "losses": 0, "min_isr": 1}
+
+
+def failover_cases(upto: int):
+    """(name, without, bounds, depth or None for the diameter, bmc options, invariants). The
+    proofs are exhaustive queries (a path past the slots is sought and makes the answer
+    unknown, so small slots stay sound); the reordering is a one-query refutation search whose
+    path spec replays, with the encoding's LeaderAndIsr slots and leader epochs cut to what one
+    election needs (1 and 2)."""
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    small = {"slots": 1, "epochs": 2}
+    yield ("reorder across a fail-over: no idempotence, 2 brokers, 2 in flight, retries 1",
+           ("idempotent-producer",), {**FAILOVER, "brokers": 2, "records": 2, "max_in_flight": 2,
+                                      "retries": 1}, 14,
+           {"one_query": True, "bits": 8, "writes": 3, "por": True, **small}, ("ProducerSendOrder",))
+    for k in range(1, upto + 1):
+        yield (f"idempotence, 1 broker, {k} in flight ({k} records)", (),
+               {**FAILOVER, "brokers": 1, "records": k, "max_in_flight": k}, None,
+               {"exhaustive": True, "bits": 16, "writes": k, **small}, both)
+    for k in range(1, min(upto, 2) + 1):
+        yield (f"idempotence, 1 broker, unflushed loss, {k} in flight ({k} records)", (),
+               {**FAILOVER, "brokers": 1, "records": k, "max_in_flight": k, "unflushed_loss": True},
+               None, {"exhaustive": True, "bits": 16, "writes": k + 1, **small}, both)
+    if upto >= 3:
+        # a power failure loses acknowledged records on the only replica; the next record takes
+        # their offset (the explorer's shortest: 22 steps); no producer can prevent that
+        yield ("idempotence, 1 broker, unflushed loss, 3 in flight (3 records)", (),
+               {**FAILOVER, "brokers": 1, "records": 3, "max_in_flight": 3, "unflushed_loss": True},
+               22, {"one_query": True, "bits": 8, "writes": 3, **small}, both)
+    yield ("idempotence, 2 brokers, 1 in flight (1 record)", (),
+           {**FAILOVER, "brokers": 2, "records": 1, "max_in_flight": 1}, None,
+           {"exhaustive": True, "bits": 16, "writes": 1, **small}, both)
+
+
+def drop_cases(upto: int):
+    """More dropped connections than retries on a quiet single broker (issue 11): a batch
+    whose retries are spent fails, its sequence is unresolved and the producer bumps its epoch
+    and renumbers the rest from 0 (the producer strengthening assumes epoch 0, so induction
+    does not apply: strengthen_producers.applies). Retries R, drops R + 1, K records and K in
+    flight; exhaustive BMC to the diameter."""
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    for k in range(1, upto + 1):
+        for r in (0, 1):
+            yield (f"idempotence, 1 broker, {k} in flight, retries {r}, {r + 1} drops", (),
+                   {**DROPS, "records": k, "max_in_flight": k, "retries": r, "losses": r + 1},
+                   None, {"exhaustive": True, "bits": 16, "writes": k * (r + 2), "slots": 1,
+                          "epochs": 2}, both)
+
+
+def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) -> None:
+    """Each fail-over case: BMC to D (D the diameter measured by an explicit breadth-first
+    search of spec, or the explorer's counterexample length), beside the explorer on the same
+    config, same run."""
+    import os
+    import resource
+
+    from checkers.prove.differential import diameter
+    print("| case | invariants | method | z3 verdict | z3 s | CPU s | diameter s | explorer | "
+          "explorer s | load (1 min) |\n|---|---|---|---|---:|---:|---:|---|---:|---:|")
+    for name, without, bounds, depth, kw, invs in cases(upto):
+        m = Model(make_config("current", without, **bounds))
+        load = os.getloadavg()[0]
+        t0 = time.monotonic()
+        dia = diameter(m) if depth is None else None
+        ds = time.monotonic() - t0
+        d = depth if depth is not None else dia
+        c0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        r = bmc(m, d, invariants=invs, time_limit=time_limit, **kw)
+        cs = resource.getrusage(resource.RUSAGE_SELF).ru_utime - c0
+        if r.status == "violation":
+            verdict = f"refuted: {r.invariant} in {r.depth} steps" + (
+                f" ({r.problem})" if r.problem else ", replayed on spec")
+        elif r.status == "clean" and dia is not None:
+            verdict = "proved (clean to the diameter)"
+        else:
+            verdict = r.status + (f" ({r.message})" if r.message else f" (time limit {time_limit:.0f} s)")
+        method = (("exhaustive BMC" if kw.get("exhaustive") else "one-query BMC (refutation search)")
+                  + f", depth {d}" + (" = diameter" if dia is not None else "")
+                  + f", {kw['writes']} write slots, {kw['bits']}-bit"
+                  + f", {kw['slots']} LeaderAndIsr slot, {kw['epochs']} epochs"
+                  + (", partial-order reduction" if kw.get("por") else ""))
+        t1 = time.monotonic()
+        x = explore(m, time_limit=time_limit, invariants=invs)
+        xs = time.monotonic() - t1
+        ex = f"{x.invariant} at {len(x.path)}" if x.status == "violation" else f"{x.status} (depth {x.depth})"
+        print(f"| {name} | {', '.join(invs)} | {method} | {verdict} | {r.seconds:.1f} | {cs:.1f} | "
+              f"{ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+
+
 def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
                            start: int = 1) -> None:
     """Induction with the producer strengthening for 1..5 in flight (K records, K in flight),
@@ -385,7 +480,7 @@ def run_kinduction(brokers: list[int], records: list[int], invariants: list[str]
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "producers",
-                                     "producer-induction", "kinduction"])
+                                     "producer-induction", "producer-failover", "producer-drops", "kinduction"])
     ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
     ap.add_argument("--lemma", nargs="*", default=[],
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
@@ -419,6 +514,10 @@ def main(argv=None) -> None:
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
     elif a.what == "producers":
         run_producers(a.time_limit, a.upto, bits)
+    elif a.what == "producer-failover":
+        run_producer_failover(a.time_limit, a.upto)
+    elif a.what == "producer-drops":
+        run_producer_failover(a.time_limit, a.upto, drop_cases)
     elif a.what == "three-guided":
         run_three_guided(a.time_limit, a.depths, a.fix, not a.no_explorer, subset=a.lemma or None)
     elif a.what == "three":
