@@ -376,9 +376,14 @@ def events_to_table(header: dict[str, Any], events: list[dict[str, Any]]):
     return pa.Table.from_pydict(cols, schema=schema.with_metadata(meta))
 
 
+def parquet_write_options(one_history: bool) -> dict[str, Any]:
+    """pyarrow.parquet write options of the layout (one place for every writer)."""
+    return {"compression": "zstd"}
+
+
 def write_parquet(path: str | Path, header: dict[str, Any], events: list[dict[str, Any]]) -> None:
     import pyarrow.parquet as pq
-    pq.write_table(events_to_table(header, events), str(path), compression="zstd")
+    pq.write_table(events_to_table(header, events), str(path), **parquet_write_options(True))
 
 
 def read_events_parquet(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
