@@ -85,12 +85,8 @@ def write_variant(name: str, table, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     if name == "current":
-        from traces.history import PARQUET_META_KEY, parquet_write_options
-        meta = table.schema.metadata
-        opts = parquet_write_options(one_history=True)
-        if opts.pop("_drop_tid", False):
-            table = table.drop_columns(["trace_id"])
-        pq.write_table(table.replace_schema_metadata(meta), str(path), **opts)
+        from traces.history import parquet_write_options   # as write_parquet writes
+        pq.write_table(table.drop_columns(["trace_id"]), str(path), **parquet_write_options(True))
         return
     opts: dict = {"compression": "zstd"}
     for part in name.split("+"):
