@@ -126,7 +126,7 @@ def _decode(path: str, reader: str, cols: list[str], schema: dict) -> int:
         if reader == "pyarrow-mmap":
             kw["memory_map"] = True
         if reader == "pyarrow-dict":
-            kw["read_dictionary"] = list(LOW_CARD)
+            kw["read_dictionary"] = [n for n in LOW_CARD if n in pq.read_schema(path).names]
         f = pq.ParquetFile(path, **kw)
         have = f.schema_arrow.names
         t = f.read(columns=[n for n in cols if n in have], use_threads=False)
