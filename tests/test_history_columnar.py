@@ -271,7 +271,8 @@ def test_file_without_optional_columns_agrees(tmp_path):
     write(full, h.header, history_events(h.ops))
     t = pq.read_table(full)
     slim = tmp_path / "slim.parquet"
-    pq.write_table(t.drop_columns(["key", "error", "wall_ns", "trace_id"]), slim)
+    drop = [n for n in ("key", "error", "wall_ns", "trace_id") if n in t.column_names]
+    pq.write_table(t.drop_columns(drop), slim)
     r = _same(load(slim), slim)
     assert "duplicate" in r.verdict.types()
 
@@ -533,3 +534,28 @@ def test_records_found_by_row_agree_with_the_join(order, tmp_path):
     assert got.recs.sort(key).equals(
         whole.recs.filter(pl.col("pid").is_in(ids.implode())).sort(key).select(got.recs.columns))
     assert got.recs.height > 500
+
+
+def test_tiled_json_lines_are_the_tiled_parquet(tmp_path):
+    """The benchmark's tiled histories (10^7 operations) as JSON lines must be the same events
+    as the tiled Parquet, written as traces.history writes JSON lines; the old layout (a
+    trace_id column, zstd) the same events too."""
+    import pyarrow.parquet as pq
+
+    from kafkaverify.bench.history_e2e import tile
+    from traces.history import read_events, write_jsonl
+    h = generate(Params(seed=3, ops=300, partitions=2))
+    one = tmp_path / "one.parquet"
+    write(one, h.header, history_events(h.ops))
+    many, many_j, old = tmp_path / "many.parquet", tmp_path / "many.jsonl", tmp_path / "old.parquet"
+    tile(one, many, 3, jsonl=many_j)
+    tile(one, old, 3, old_layout=True)
+    hp, ep = read_events(many)
+    hj, ej = read_events(many_j)
+    assert hp == hj == h.header and [e for _, e in ep] == [e for _, e in ej]
+    assert len(ep) == 3 * len(history_events(h.ops))
+    again = tmp_path / "again.jsonl"
+    write_jsonl(again, hp, [e for _, e in ep])
+    assert again.read_bytes() == many_j.read_bytes()
+    assert pq.read_schema(old).names[0] == "trace_id" and "trace_id" not in pq.read_schema(many).names
+    assert [e for _, e in read_events(old)[1]] == [e for _, e in ep]

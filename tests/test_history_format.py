@@ -38,14 +38,42 @@ def test_jsonl_parquet_round_trip_is_lossless(tmp_path):
     assert any(o.type == "info" for o in a.ops) and any(o.end is None for o in a.ops)
 
 
-def test_parquet_layout_is_columnar_with_trace_id(tmp_path):
+def test_parquet_layout_one_history_per_file(tmp_path):
+    """write_parquet's layout (docs/history-format.md): LZ4, the schema's columns, no trace_id
+    column (the header's, in the metadata, names the history)."""
     h = generate(Params(seed=1, ops=200))
     p = tmp_path / "h.parquet"
     th.write(p, h.header, th.history_events(h.ops))
-    t = pq.read_table(p)
-    assert t.column_names[0] == "trace_id" and set(t.column("trace_id").to_pylist()) == {"gen-1"}
+    f = pq.ParquetFile(p)
+    t = f.read()
+    assert t.column_names == list(th.FIELDS)
+    assert json.loads(t.schema.metadata[th.PARQUET_META_KEY])["trace_id"] == "gen-1"
     assert t.schema.field("offsets").type == pa.list_(pa.int64())
     assert t.schema.field("mono_ns").type == pa.int64()
+    assert {f.metadata.row_group(0).column(i).compression for i in range(t.num_columns)} == {"LZ4"}
+    # A bulk reader takes the header's trace_id for every row.
+    (tid, h2), = th.read_bulk_parquet(p)
+    assert tid == "gen-1" and [o.describe() for o in h2.ops] == [o.describe() for o in h.ops]
+
+
+def test_parquet_of_the_earlier_layout_still_reads(tmp_path):
+    """Files written before the layout change (zstd, a trace_id column on every row) read as
+    before, by the object reader and the columnar one, and check alike."""
+    from checkers.history.columnar_file import check_file
+    from traces import history_columnar as hc
+    h = generate(Params(seed=5, ops=400), {"lost-write": 0.05})
+    events = th.history_events(h.ops)
+    new, old = tmp_path / "new.parquet", tmp_path / "old.parquet"
+    th.write(new, h.header, events)
+    pq.write_table(th.events_to_table(h.header, events), old, compression="zstd")
+    assert pq.read_schema(old).names[0] == "trace_id"
+    assert th.read_events(old) == th.read_events(new)
+    a, b = hc.read(str(old)), hc.read(str(new))
+    assert a[1].equals(b[1]) and a[1].get_column("trace_id").unique().to_list() == [h.header["trace_id"]]
+    ra, rb = check_file(str(old)), check_file(str(new))
+    assert ra.engine == rb.engine == "columnar"
+    assert ra.verdict.status == rb.verdict.status == "invalid"
+    assert ra.verdict.types() == rb.verdict.types()
 
 
 def test_pending_invoke_becomes_info(tmp_path):

@@ -354,31 +354,53 @@ def write_jsonl(path: str | Path, header: dict[str, Any], events: Iterable[dict[
 # ---------------------------------------------------------------------------------------------
 # Parquet (pyarrow imported lazily: the JSONL path does not need it).
 
-def arrow_schema():
+def arrow_schema(trace_column: bool = True):
     import pyarrow as pa
     types = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_(),
              "list<int64>": pa.list_(pa.int64()), "list<string>": pa.list_(pa.string())}
-    cols = [pa.field("trace_id", pa.string())]
+    cols = [pa.field("trace_id", pa.string())] if trace_column else []
     cols += [pa.field(n, types[t], nullable=n not in REQUIRED) for n, (_, t) in FIELDS.items()]
     return pa.schema(cols)
 
 
-def events_to_table(header: dict[str, Any], events: list[dict[str, Any]]):
+def events_to_table(header: dict[str, Any], events: list[dict[str, Any]], trace_column: bool = True):
+    """The events as an Arrow table of the schema's columns, led by a `trace_id` column (the
+    header's, on every row) unless `trace_column` is false; the header in the metadata."""
     import pyarrow as pa
-    schema = arrow_schema()
+    schema = arrow_schema(trace_column)
     cols: dict[str, list] = {n: [] for n in schema.names}
-    tid = header.get("trace_id")
+    if trace_column:
+        cols["trace_id"] = [header.get("trace_id")] * len(events)
     for ev in events:
-        cols["trace_id"].append(tid)
         for n in FIELDS:
             cols[n].append(ev.get(n))
     meta = {PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()}
     return pa.Table.from_pydict(cols, schema=schema.with_metadata(meta))
 
 
+def parquet_write_options(one_history: bool) -> dict[str, Any]:
+    """pyarrow.parquet.write_table options of the layout, in one place for every writer.
+
+    One history per file (`write_parquet`): LZ4 (the LZ4_RAW codec) and no `trace_id` column.
+    Decoding check-history's columns of a 10^6-operation history costs 0.475 CPU-s cold (0.229
+    warm) against 0.554 (0.267) for zstd with a trace_id column, 1.17x, for a file 1.8x the
+    size (46 against 26 MiB); no compression decodes 1.19x faster but is 2.8x the size;
+    zstd's level, page and row-group sizes, and statistics change nothing measurable, and
+    dictionary pages off or for the low-cardinality columns only cost more
+    (kafkaverify/bench/parquet_layout.py, BENCHMARKS.md). The trace_id is the header's, in
+    the metadata; readers take it from there when the column is absent.
+
+    Many histories per file (`write_bulk_parquet`, mining): zstd and the trace_id column,
+    which tells the histories apart; these files are read from disk in bulk, where size counts."""
+    if one_history:
+        return {"compression": "lz4"}
+    return {"compression": "zstd"}
+
+
 def write_parquet(path: str | Path, header: dict[str, Any], events: list[dict[str, Any]]) -> None:
     import pyarrow.parquet as pq
-    pq.write_table(events_to_table(header, events), str(path), compression="zstd")
+    pq.write_table(events_to_table(header, events, trace_column=False), str(path),
+                   **parquet_write_options(True))
 
 
 def read_events_parquet(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
@@ -435,7 +457,7 @@ def write_bulk_parquet(path: str | Path, histories: Iterable[tuple[dict[str, Any
             raise ValueError(f"bulk histories need distinct trace_ids (got {tid!r})")
         seen.add(tid)
         tables.append(events_to_table(header, events))
-    pq.write_table(pa.concat_tables(tables), str(path), compression="zstd")
+    pq.write_table(pa.concat_tables(tables), str(path), **parquet_write_options(False))
 
 
 def read_bulk_parquet(path: str | Path) -> Iterator[tuple[str, History]]:
@@ -448,7 +470,9 @@ def read_bulk_parquet(path: str | Path) -> Iterator[tuple[str, History]]:
     if PARQUET_META_KEY not in meta:
         raise HistoryError(p, "", f"not a {FORMAT} Parquet file")
     base = check_header(p, "metadata", json.loads(meta[PARQUET_META_KEY]))
-    ids = table.column("trace_id").to_pylist()
+    # A one-history file has no trace_id column: the header's stands for every row.
+    ids = (table.column("trace_id").to_pylist() if "trace_id" in table.column_names
+           else [base.get("trace_id")] * table.num_rows)
     names = [n for n in table.column_names if n != "trace_id"]
     data = [table.column(n).to_pylist() for n in names]
     rows: dict[str, list[tuple[str, dict[str, Any]]]] = {}

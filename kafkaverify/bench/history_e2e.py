@@ -15,7 +15,11 @@ For JSON lines, each --bare parser also parses the same file alone (no checks; s
 kafkaverify/bench/jsonl_parse.py), and the whole check's CPU seconds over the bare parse's are
 printed as `Nx bare`. With --baseline DIR (a checkout of an earlier revision, e.g.
 `git worktree add DIR REV`), the new engine of that checkout runs on the same files in the same run ("base"), so a speed-up is
-a same-run ratio. Prints seed= and the options first."""
+a same-run ratio; with --base-layout old, base reads Parquet in the layout written before
+traces.history.parquet_write_options (zstd, a trace_id column: `h*-old.parquet`), so the
+ratio is the new layout and reader against the old. Sizes above --tile-above are tiled as
+JSON lines too (from the Parquet copies) when --jsonl-max allows.
+Prints seed= and the options first."""
 from __future__ import annotations
 
 import json
@@ -89,8 +93,12 @@ def _peak_mib() -> float:
               type=click.Choice(["pyarrow", "polars", "duckdb", "msgspec", "orjson"]),
               help="JSON lines: also time this parser alone on the same file (parse only, "
                    "kafkaverify.bench.jsonl_parse), next to the whole check")
+@click.option("--base-layout", type=click.Choice(["same", "old"]), default="same", show_default=True,
+              help="Parquet for base: the same file as new, or the layout before this one "
+                   "(zstd with a trace_id column)")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
-def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, bare, one):
+def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, bare, base_layout,
+         one):
     """End-to-end check-history benchmark (reading included), old vs new."""
     if one is not None:
         print(json.dumps(_one(*one)))
@@ -98,7 +106,7 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
     sizes = sizes or (1_000_000,)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
-          f"tile_above={tile_above} baseline={baseline} bare={','.join(bare)} pinned={'one core' if pin else 'no'} "
+          f"tile_above={tile_above} baseline={baseline} base_layout={base_layout} bare={','.join(bare)} pinned={'one core' if pin else 'no'} "
           f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
@@ -111,11 +119,14 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
         paths = {"parquet": d / f"h{n}.parquet"}
         if n <= jsonl_max:
             paths["jsonl"] = d / f"h{n}.jsonl"
+        old_pq = d / f"h{n}-old.parquet" if baseline and base_layout == "old" else None
         if n <= tile_above:
             h = generate_valid(Params(seed=seed, ops=n, partitions=partitions))
             evs = history_events(h.ops)
             for p in paths.values():
                 write(p, h.header, evs)
+            if old_pq:
+                write_old_layout(old_pq, h.header, evs)
             del h, evs
         else:
             base = d / f"h{tile_above}.parquet"
@@ -123,12 +134,15 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                 h = generate_valid(Params(seed=seed, ops=tile_above, partitions=partitions))
                 write(base, h.header, history_events(h.ops))
                 del h
-            tile(base, paths["parquet"], n // tile_above)
+            tile(base, paths["parquet"], n // tile_above, jsonl=paths.get("jsonl"))
+            if old_pq:
+                tile(base, old_pq, n // tile_above, old_layout=True)
         for fmt, p in paths.items():
             res = {}
             engines = (["old"] if old and n <= old_max else []) + (["base"] if baseline else []) + ["new"]
             for engine in engines:
-                cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(p),
+                src = old_pq if engine == "base" and fmt == "parquet" and old_pq else p
+                cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(src),
                              "new" if engine == "base" else engine]
                 run_env = env
                 if engine == "base":     # the earlier checkout's modules first on the path
@@ -170,27 +184,53 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
         shutil.rmtree(d, ignore_errors=True)
 
 
-def tile(src: Path, dst: Path, copies: int) -> None:
+OLD_LAYOUT = {"compression": "zstd"}     # with a trace_id column: the layout before this one
+
+
+def write_old_layout(path: Path, header: dict, events: list[dict]) -> None:
+    import pyarrow.parquet as pq
+    from traces.history import events_to_table
+    pq.write_table(events_to_table(header, events), str(path), **OLD_LAYOUT)
+
+
+def tile(src: Path, dst: Path, copies: int, old_layout: bool = False, jsonl: Path | None = None) -> None:
     """`copies` copies of one history file, each on its own topics, processes, groups and ids,
     one after the other in time (so each copy's events keep their order): a valid history
-    stays valid, and partitions stay independent."""
+    stays valid, and partitions stay independent. Written in the layout of
+    traces.history.write_parquet (or the old one), and with `jsonl` as JSON lines too (as
+    traces.history.write_jsonl writes them)."""
     import polars as pl
     import pyarrow.parquet as pq
-    from traces.history import PARQUET_META_KEY, arrow_schema
+    from traces.history import FIELDS, PARQUET_META_KEY, arrow_schema, parquet_write_options
     f = pq.ParquetFile(str(src))
     meta = f.schema_arrow.metadata
-    df = pl.read_parquet(src)
+    df = pl.read_parquet(src).drop("trace_id", strict=False)
     c = pl.col
     span = int(df.get_column("mono_ns").max() - df.get_column("mono_ns").min()) + 1
     ids = int(df.get_column("id").max()) + 1
     procs = int(df.get_column("process").max()) + 1
-    schema = arrow_schema().with_metadata({PARQUET_META_KEY: meta[PARQUET_META_KEY]})
-    with pq.ParquetWriter(str(dst), schema, compression="zstd") as w:
-        for j in range(copies):
-            part = df.with_columns(
-                c("id") + j * ids, c("process") + j * procs, c("mono_ns") + j * span,
-                c("wall_ns") + j * span, c("topic") + f"-{j}", c("group") + f"-{j}")
-            w.write_table(part.to_arrow().cast(schema))
+    header = json.loads(meta[PARQUET_META_KEY])
+    schema = arrow_schema(trace_column=old_layout).with_metadata({PARQUET_META_KEY: meta[PARQUET_META_KEY]})
+    jf = open(jsonl, "w", encoding="utf-8") if jsonl else None
+    if jf:
+        jf.write(json.dumps(header, separators=(",", ":")) + "\n")
+    names = list(FIELDS)
+    try:
+        with pq.ParquetWriter(str(dst), schema, **(OLD_LAYOUT if old_layout else parquet_write_options(True))) as w:
+            for j in range(copies):
+                part = df.with_columns(
+                    c("id") + j * ids, c("process") + j * procs, c("mono_ns") + j * span,
+                    c("wall_ns") + j * span, c("topic") + f"-{j}", c("group") + f"-{j}")
+                if old_layout:
+                    part = part.select(pl.lit(header.get("trace_id"), pl.String).alias("trace_id"), pl.all())
+                w.write_table(part.to_arrow().cast(schema))
+                if jf:
+                    dumps = json.JSONEncoder(separators=(",", ":")).encode
+                    jf.writelines(dumps({n: v for n, v in zip(names, row) if v is not None}) + "\n"
+                                  for row in part.select(names).iter_rows())
+    finally:
+        if jf:
+            jf.close()
 
 
 if __name__ == "__main__":
