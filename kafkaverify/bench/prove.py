@@ -15,6 +15,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
+    nice -n 15 python -m kafkaverify.bench.prove spacer --time-limit 120 --cex-limit 300
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
 (isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
@@ -382,10 +383,61 @@ def run_kinduction(brokers: list[int], records: list[int], invariants: list[str]
                       f"| {load:.1f} |", flush=True)
 
 
+def run_spacer(time_limit: float, cex_limit: float, fixes: list[str] | None,
+               brokers: list[int], invariants: list[str] | None, explorer: bool = True) -> None:
+    """z3's Spacer (checkers/prove/spacer.py) in one run, one z3 job at a time: (a) the
+    three-replica fixes at their tight bounds (THREE_TIGHT), seconds to a counterexample
+    replayed on spec against the explorer's portfolio on the same config; (b) the core
+    invariants without any hand lemma for `current`, `current --pauses 1` and `kip-966` at
+    each broker count (log length 2), proofs checked independently, with the invariant's size.
+    Every row prints the machine's 1-minute load average."""
+    import os
+
+    from checkers.prove.induction import CORE
+    from checkers.prove.spacer import spacer
+    print("| config | invariant | Spacer | Spacer s | explorer | explorer s | load |\n"
+          "|---|---|---|---:|---|---:|---:|")
+    for fix, bounds, inv, depth, slots, epochs in THREE_TIGHT:
+        if fixes is not None and fix not in fixes:
+            continue
+        m = Model(make_config("current", (fix,), **bounds))
+        name = f"--without {fix}" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+        load = os.getloadavg()[0]
+        r = spacer(m, (inv,), time_limit=cex_limit, slots=slots, epochs=epochs)
+        sp = _spacer_verdict(r)
+        ex, xs = ("not run", float("nan"))
+        if explorer:
+            ex, xs = _explorer_row(m, inv, cex_limit)
+        print(f"| {name} | {inv} | {sp} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+    print("\n| config | invariant | Spacer (no lemmas) | seconds | check s | load |\n"
+          "|---|---|---|---:|---:|---:|")
+    for gen, extra in (("current", {}), ("current", {"pauses": 1}), ("kip-966", {})):
+        for n in brokers:
+            m = Model(prove_config(gen, (), n, 2, **extra))
+            name = f"{gen} --brokers {n}" + "".join(f" --{k} {v}" for k, v in extra.items())
+            for inv in invariants or CORE:
+                load = os.getloadavg()[0]
+                r = spacer(m, (inv,), time_limit=time_limit)
+                print(f"| {name} | {inv} | {_spacer_verdict(r)} | {r.seconds:.1f} | "
+                      f"{r.check_seconds:.1f} | {load:.1f} |", flush=True)
+
+
+def _spacer_verdict(r) -> str:
+    if r.status == "proved":
+        return f"proved: invariant of {r.invariant_size[0]} conjuncts, {r.invariant_size[1]} nodes"
+    if r.status == "violation":
+        b = r.bmc
+        return (f"{b.invariant} in {b.depth} steps, " +
+                (f"spec disagrees: {b.problem}" if b.problem else "replayed on spec"))
+    return f"unknown ({r.message})"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "producers",
-                                     "producer-induction", "kinduction"])
+                                     "producer-induction", "kinduction", "spacer"])
+    ap.add_argument("--cex-limit", type=float, default=300.0,
+                    help="spacer: time limit of each three-replica fix (each engine)")
     ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
     ap.add_argument("--lemma", nargs="*", default=[],
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
@@ -413,7 +465,10 @@ def main(argv=None) -> None:
                     help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
     bits = 16 if a.bits is None else a.bits
-    if a.what == "kinduction":
+    if a.what == "spacer":
+        run_spacer(a.time_limit, a.cex_limit, a.fix, a.brokers if a.brokers != [3, 5] else [2, 3],
+                   a.invariant, not a.no_explorer)
+    elif a.what == "kinduction":
         run_kinduction(a.brokers, a.records, a.invariant or [], a.k, a.time_limit, tuple(a.lemma))
     elif a.what == "producer-induction":
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
