@@ -16,6 +16,7 @@ explorer's time on the same config, in the same run).
         --depths 6 8 10 14 --time-limit 600
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
     nice -n 15 python -m kafkaverify.bench.prove spacer --time-limit 120 --cex-limit 300
+    nice -n 15 python -m kafkaverify.bench.prove spacer-rules --time-limit 120
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
 (isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
@@ -422,6 +423,25 @@ def run_spacer(time_limit: float, cex_limit: float, fixes: list[str] | None,
                       f"{r.check_seconds:.1f} | {load:.1f} |", flush=True)
 
 
+def run_spacer_rules(time_limit: float, brokers: list[int], invariants: list[str] | None) -> None:
+    """Spacer's step as one Horn rule per action instance (the default) against one rule with
+    the disjunction (a choice variable picks the instance), same run, `current`, log length 2."""
+    import os
+
+    from checkers.prove.spacer import spacer
+    print("| config | invariant | per-instance rules | s | one rule | s | one/per | load |\n"
+          "|---|---|---|---:|---|---:|---:|---:|")
+    for n in brokers:
+        m = Model(prove_config("current", (), n, 2))
+        for inv in invariants or ["HwBelowLeo", "MonotonicEpochs"]:
+            load = os.getloadavg()[0]
+            a = spacer(m, (inv,), time_limit=time_limit)
+            b = spacer(m, (inv,), time_limit=time_limit, one_rule=True)
+            print(f"| current --brokers {n} | {inv} | {_spacer_verdict(a)} | {a.seconds:.1f} | "
+                  f"{_spacer_verdict(b)} | {b.seconds:.1f} | {b.seconds / max(a.seconds, 1e-9):.2f} "
+                  f"| {load:.1f} |", flush=True)
+
+
 def _spacer_verdict(r) -> str:
     if r.status == "proved":
         return f"proved: invariant of {r.invariant_size[0]} conjuncts, {r.invariant_size[1]} nodes"
@@ -435,7 +455,7 @@ def _spacer_verdict(r) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "producers",
-                                     "producer-induction", "kinduction", "spacer"])
+                                     "producer-induction", "kinduction", "spacer", "spacer-rules"])
     ap.add_argument("--cex-limit", type=float, default=300.0,
                     help="spacer: time limit of each three-replica fix (each engine)")
     ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
@@ -465,7 +485,9 @@ def main(argv=None) -> None:
                     help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
     bits = 16 if a.bits is None else a.bits
-    if a.what == "spacer":
+    if a.what == "spacer-rules":
+        run_spacer_rules(a.time_limit, a.brokers if a.brokers != [3, 5] else [2, 3], a.invariant)
+    elif a.what == "spacer":
         run_spacer(a.time_limit, a.cex_limit, a.fix, a.brokers if a.brokers != [3, 5] else [2, 3],
                    a.invariant, not a.no_explorer)
     elif a.what == "kinduction":
