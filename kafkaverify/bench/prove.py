@@ -425,7 +425,8 @@ def run_spacer(time_limit: float, cex_limit: float, fixes: list[str] | None,
 
 def run_spacer_rules(time_limit: float, brokers: list[int], invariants: list[str] | None) -> None:
     """Spacer's step as one Horn rule per action instance (the default) against one rule with
-    the disjunction (a choice variable picks the instance), same run, `current`, log length 2."""
+    the disjunction (a choice variable picks the instance), same run: proofs for `current`,
+    log length 2, at each broker count, then one refutation (v0.10, two brokers)."""
     import os
 
     from checkers.prove.spacer import spacer
@@ -440,6 +441,14 @@ def run_spacer_rules(time_limit: float, brokers: list[int], invariants: list[str
             print(f"| current --brokers {n} | {inv} | {_spacer_verdict(a)} | {a.seconds:.1f} | "
                   f"{_spacer_verdict(b)} | {b.seconds:.1f} | {b.seconds / max(a.seconds, 1e-9):.2f} "
                   f"| {load:.1f} |", flush=True)
+    # a refutation: v0.10 loses an acknowledged record on two brokers (BMC: depth 2)
+    m = Model(make_config("v0.10", brokers=2, records=2, crashes=1, elections=1, losses=0))
+    load = os.getloadavg()[0]
+    a = spacer(m, ("MinIsrDurability",), time_limit=time_limit)
+    b = spacer(m, ("MinIsrDurability",), time_limit=time_limit, one_rule=True)
+    print(f"| v0.10 --brokers 2 --crashes 1 --elections 1 --losses 0 | MinIsrDurability | "
+          f"{_spacer_verdict(a)} | {a.seconds:.1f} | {_spacer_verdict(b)} (path by BMC at Spacer's "
+          f"depth) | {b.seconds:.1f} | {b.seconds / max(a.seconds, 1e-9):.2f} | {load:.1f} |", flush=True)
 
 
 def _spacer_verdict(r) -> str:
