@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import z3
 
-from checkers.prove.props import hw_below_leo
 from checkers.prove.spacer import METHOD, Horn, check_invariant, spacer
 from spec import Model, make_config
 
@@ -49,9 +48,6 @@ def test_the_check_rejects_wrong_candidates():
     why = check_invariant(h, z3.And(*[z3.And(s[("b", i, "hw")] >= 0, s[("b", i, "hw")] <= s[("b", i, "leo")],
                                              s[("b", i, "hw")] <= 0) for i in range(2)]))
     assert why is not None and "not preserved by" in why, why
-    # and an invariant that does hold is accepted: the one Spacer found
-    r = spacer(two(), ("HwBelowLeo",), time_limit=120)
-    assert r.status == "proved"
 
 
 @pytest.mark.parametrize("claim, depth", [
