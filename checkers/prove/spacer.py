@@ -108,15 +108,15 @@ class Horn:
                 t = enc.succ(inst, s)
                 body = [self.app(s), _z(g), z3.Not(_z(t[("g", "oob")]))]
                 fp.rule(self.app(t), body, name=f"a{idx}")
-        badf = _bad_step(self)
+        badf = _bad_state(self)
         fp.rule(self.err, [self.app(s), badf(s)], name="bad")
         self.s = s
         return fp
 
 
-def _bad_step(h: Horn):
+def _bad_state(h: Horn):
     """¬Inv as a formula over a state (MonotonicEpochs, a property of steps, is handled by
-    `_step_bad` as extra rules)."""
+    `_step_rules` as extra rules)."""
     state_names = [n for n in h.names if n != "MonotonicEpochs"]
 
     def f(s):
@@ -233,7 +233,7 @@ def check_invariant(h: Horn, inv, *, time_limit: float = 300.0) -> str | None:
 
     state_names = [n for n in h.names if n != "MonotonicEpochs"]
     if state_names or h.claims:
-        ok = unsat(inv, _bad_step(h)(s))
+        ok = unsat(inv, _bad_state(h)(s))
         if not ok:
             return ("it does not imply " + ", ".join(state_names)) if ok is False else "solver gave up"
     for inst in enc.insts:
