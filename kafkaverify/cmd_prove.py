@@ -1,7 +1,8 @@
 """`kafkaverify prove`: the z3 engine (checkers/prove) from the command line, and the z3 stage
 of `kafkaverify check`.
 
-Contract: a table of invariant / method (induction, k-induction (k=N), BMC depth k) / verdict /
+Contract: a table of invariant / method (induction, k-induction (k=N), BMC depth k, spacer
+(IC3/PDR)) / verdict /
 time; refutations (BMC, and k-induction's base case) written as trace files that `kafkaverify
 replay` reproduces on the explicit model; exit 0 all proved, 1 any refuted, 2 any unknown,
 3 usage error.
@@ -157,6 +158,44 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     return code, rows
 
 
+def run_spacer(cfg, invariants: tuple[str, ...], time_limit: float, out: Path | None,
+               progress=None) -> tuple[int, list[tuple]]:
+    """Spacer (checkers/prove/spacer.py) on each invariant in turn, the time limit shared:
+    a counterexample replayed on spec is "refuted" (its trace written to `out`), an invariant
+    Spacer finds and the independent check confirms is "proved", anything else "unknown".
+    Returns (exit code, rows) as run_prove."""
+    from checkers.prove.spacer import METHOD, spacer
+    from spec import Model
+    t0 = time.monotonic()
+    model = Model(cfg)
+    rows: list[tuple] = []
+    for name in invariants:
+        left = time_limit - (time.monotonic() - t0)
+        if left <= 0:
+            rows.append((name, METHOD, "unknown", 0.0, "time limit"))
+            continue
+        if progress:
+            progress(f"spacer: {name}")
+        r = spacer(model, (name,), time_limit=left)
+        if r.status == "violation" and r.bmc is not None and r.bmc.problem is None \
+                and r.bmc.invariant is not None:
+            note = f"a path of {r.depth} steps; " + _refutation(
+                cfg, r.bmc, (name,), out, f" --method spacer --invariant {name}", r.bmc.depth)
+            rows.append((r.bmc.invariant, METHOD, "refuted", r.seconds, note))
+        elif r.status == "violation":
+            why = r.bmc.problem if r.bmc is not None else r.message
+            rows.append((name, METHOD, "unknown", r.seconds, f"the engines disagree: {why}"))
+        elif r.status == "proved":
+            rows.append((name, METHOD, "proved", r.seconds,
+                         r.message + f" in {r.check_seconds:.1f}s; no lemmas"))
+        else:
+            rows.append((name, METHOD, "unknown", r.seconds, r.message))
+    verdicts = {r[2] for r in rows}
+    code = (exitcodes.VIOLATION if "refuted" in verdicts else
+            exitcodes.UNKNOWN if "unknown" in verdicts else exitcodes.VALID)
+    return code, rows
+
+
 def _refutation(cfg, r, invariants, out: Path | None, args: str, depth: int) -> str:
     """A BMC refutation (spec replayed it): its story printed, its trace written to `out`.
     Returns the row's note."""
@@ -238,12 +277,20 @@ def register(group: click.Group) -> None:
     @click.option("--k", "k", type=int, default=None, metavar="K",
                   help="k-induction for k = 1 .. K instead of induction: the smallest k that "
                        "proves, the base case by BMC; strengthened only by --lemma")
+    @click.option("--method", type=click.Choice(["auto", "spacer"]), default="auto",
+                  show_default=True,
+                  help="auto: BMC to --depth, then induction (or --k); spacer: z3's Spacer "
+                       "(IC3/PDR) on the transition system as Horn clauses, no lemmas: a "
+                       "counterexample replayed on spec, or an inductive invariant checked "
+                       "independently")
     @click.option("--lemma", "lemmas", multiple=True, metavar="NAME",
                   help="with --k: a strengthening lemma of checkers/prove/strengthen.py (repeatable)")
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
               crashes, pauses, elections, losses, min_isr, unflushed_loss, disk_loss, producers,
-              max_in_flight, retries, idempotence, exhaustive, write_slots, guided, k, lemmas):
-        """Prove invariants with z3: bounded model checking, induction and k-induction."""
+              max_in_flight, retries, idempotence, exhaustive, write_slots, guided, k, lemmas,
+              method):
+        """Prove invariants with z3: bounded model checking, induction and k-induction, or
+        Spacer (IC3/PDR) with --method spacer."""
         from checkers.prove.induction import CORE
         from checkers.prove.props import CLIENT_PROPS, names_for
         from rich.console import Console
@@ -270,6 +317,15 @@ def register(group: click.Group) -> None:
             why = guide(cfg)
             if isinstance(why, str):
                 raise InputError(f"--guided: {why}")
+        if method == "spacer":
+            if depth or exhaustive or guided is not None or k is not None or write_slots:
+                raise InputError("--method spacer takes none of --depth, --exhaustive, --guided, "
+                                 "--k, --write-slots")
+            if cfg.producers:
+                raise InputError("--method spacer: producers are not encoded for Spacer")
+            if brokers > 5:
+                raise InputError("Spacer's counterexamples replay on spec, which takes at most "
+                                 "5 brokers")
         if k is not None and k < 1:
             raise InputError("--k must be at least 1")
         if lemmas:
@@ -316,9 +372,12 @@ def register(group: click.Group) -> None:
         def progress(msg):
             click.echo(f"  [{time.monotonic() - t0:6.1f}s] {msg}", err=True)
 
-        code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress,
-                               exhaustive=exhaustive, write_slots=write_slots, guided=guided,
-                               k=k, lemmas=tuple(lemmas))
+        if method == "spacer":
+            code, rows = run_spacer(cfg, chosen, time_limit, outdir, progress=progress)
+        else:
+            code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress,
+                                   exhaustive=exhaustive, write_slots=write_slots, guided=guided,
+                                   k=k, lemmas=tuple(lemmas))
         table = Table(title="kafkaverify prove")
         for col in ("invariant", "method", "verdict", "seconds", "note"):
             table.add_column(col)

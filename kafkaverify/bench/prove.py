@@ -17,6 +17,8 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
+    nice -n 15 python -m kafkaverify.bench.prove spacer --time-limit 120 --cex-limit 300
+    nice -n 15 python -m kafkaverify.bench.prove spacer-rules --time-limit 120
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
 (isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
@@ -477,10 +479,90 @@ def run_kinduction(brokers: list[int], records: list[int], invariants: list[str]
                       f"| {load:.1f} |", flush=True)
 
 
+def run_spacer(time_limit: float, cex_limit: float, fixes: list[str] | None,
+               brokers: list[int], invariants: list[str] | None, explorer: bool = True) -> None:
+    """z3's Spacer (checkers/prove/spacer.py) in one run, one z3 job at a time: (a) the
+    three-replica fixes at their tight bounds (THREE_TIGHT), seconds to a counterexample
+    replayed on spec against the explorer's portfolio on the same config; (b) the core
+    invariants without any hand lemma for `current`, `current --pauses 1` and `kip-966` at
+    each broker count (log length 2), proofs checked independently, with the invariant's size.
+    Every row prints the machine's 1-minute load average."""
+    import os
+
+    from checkers.prove.induction import CORE
+    from checkers.prove.spacer import spacer
+    print("| config | invariant | Spacer | Spacer s | explorer | explorer s | load |\n"
+          "|---|---|---|---:|---|---:|---:|")
+    for fix, bounds, inv, depth, slots, epochs in THREE_TIGHT:
+        if fixes is not None and fix not in fixes:
+            continue
+        m = Model(make_config("current", (fix,), **bounds))
+        name = f"--without {fix}" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+        load = os.getloadavg()[0]
+        r = spacer(m, (inv,), time_limit=cex_limit, slots=slots, epochs=epochs)
+        sp = _spacer_verdict(r)
+        ex, xs = ("not run", float("nan"))
+        if explorer:
+            ex, xs = _explorer_row(m, inv, cex_limit)
+        print(f"| {name} | {inv} | {sp} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+    print("\n| config | invariant | Spacer (no lemmas) | seconds | check s | load |\n"
+          "|---|---|---|---:|---:|---:|")
+    for gen, extra in (("current", {}), ("current", {"pauses": 1}), ("kip-966", {})):
+        for n in brokers:
+            m = Model(prove_config(gen, (), n, 2, **extra))
+            name = f"{gen} --brokers {n}" + "".join(f" --{k} {v}" for k, v in extra.items())
+            for inv in invariants or CORE:
+                load = os.getloadavg()[0]
+                r = spacer(m, (inv,), time_limit=time_limit)
+                print(f"| {name} | {inv} | {_spacer_verdict(r)} | {r.seconds:.1f} | "
+                      f"{r.check_seconds:.1f} | {load:.1f} |", flush=True)
+
+
+def run_spacer_rules(time_limit: float, brokers: list[int], invariants: list[str] | None) -> None:
+    """Spacer's step as one Horn rule per action instance (the default) against one rule with
+    the disjunction (a choice variable picks the instance), same run: proofs for `current`,
+    log length 2, at each broker count, then one refutation (v0.10, two brokers)."""
+    import os
+
+    from checkers.prove.spacer import spacer
+    print("| config | invariant | per-instance rules | s | one rule | s | one/per | load |\n"
+          "|---|---|---|---:|---|---:|---:|---:|")
+    for n in brokers:
+        m = Model(prove_config("current", (), n, 2))
+        for inv in invariants or ["HwBelowLeo", "MonotonicEpochs"]:
+            load = os.getloadavg()[0]
+            a = spacer(m, (inv,), time_limit=time_limit)
+            b = spacer(m, (inv,), time_limit=time_limit, one_rule=True)
+            print(f"| current --brokers {n} | {inv} | {_spacer_verdict(a)} | {a.seconds:.1f} | "
+                  f"{_spacer_verdict(b)} | {b.seconds:.1f} | {b.seconds / max(a.seconds, 1e-9):.2f} "
+                  f"| {load:.1f} |", flush=True)
+    # a refutation: v0.10 loses an acknowledged record on two brokers (BMC: depth 2)
+    m = Model(make_config("v0.10", brokers=2, records=2, crashes=1, elections=1, losses=0))
+    load = os.getloadavg()[0]
+    a = spacer(m, ("MinIsrDurability",), time_limit=time_limit)
+    b = spacer(m, ("MinIsrDurability",), time_limit=time_limit, one_rule=True)
+    print(f"| v0.10 --brokers 2 --crashes 1 --elections 1 --losses 0 | MinIsrDurability | "
+          f"{_spacer_verdict(a)} | {a.seconds:.1f} | {_spacer_verdict(b)} (path by BMC at Spacer's "
+          f"depth) | {b.seconds:.1f} | {b.seconds / max(a.seconds, 1e-9):.2f} | {load:.1f} |", flush=True)
+
+
+def _spacer_verdict(r) -> str:
+    if r.status == "proved":
+        return f"proved: invariant of {r.invariant_size[0]} conjuncts, {r.invariant_size[1]} nodes"
+    if r.status == "violation":
+        b = r.bmc
+        return (f"{b.invariant} in {b.depth} steps, " +
+                (f"spec disagrees: {b.problem}" if b.problem else "replayed on spec"))
+    return f"unknown ({r.message})"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "producers",
-                                     "producer-induction", "producer-failover", "producer-drops", "kinduction"])
+                                     "producer-induction", "producer-failover", "producer-drops", "kinduction",
+                                     "spacer", "spacer-rules"])
+    ap.add_argument("--cex-limit", type=float, default=300.0,
+                    help="spacer: time limit of each three-replica fix (each engine)")
     ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
     ap.add_argument("--lemma", nargs="*", default=[],
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
@@ -508,7 +590,12 @@ def main(argv=None) -> None:
                     help="producer-induction: time limit of the baseline (exhaustive BMC; 0: none)")
     a = ap.parse_args(argv)
     bits = 16 if a.bits is None else a.bits
-    if a.what == "kinduction":
+    if a.what == "spacer-rules":
+        run_spacer_rules(a.time_limit, a.brokers if a.brokers != [3, 5] else [2, 3], a.invariant)
+    elif a.what == "spacer":
+        run_spacer(a.time_limit, a.cex_limit, a.fix, a.brokers if a.brokers != [3, 5] else [2, 3],
+                   a.invariant, not a.no_explorer)
+    elif a.what == "kinduction":
         run_kinduction(a.brokers, a.records, a.invariant or [], a.k, a.time_limit, tuple(a.lemma))
     elif a.what == "producer-induction":
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
