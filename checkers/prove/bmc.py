@@ -14,9 +14,10 @@ from typing import Callable
 
 import z3
 
-from checkers.prove.encoding import Encoding
+from checkers.prove.encoding import Encoding, Unsupported
 from checkers.prove.props import STATE_PROPS, names_for, step_holds
-from checkers.prove.steps import interfering_pairs, linearise, parallel_transition, read_write_sets
+from checkers.prove.steps import (chain_order, chained_transition, interfering_pairs,
+                                  parallel_transition, read_write_sets)
 from checkers.prove.sym import AND, IF, NOT, OR, bitvectors, int_var, value
 from checkers.prove.symstate import concretize, variables
 from spec import Action, Model, State
@@ -153,21 +154,27 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     `actions` the linearised path. Clean to depth k: no state reachable in at most k parallel
     steps violates (steps.py says which sequential paths that covers). Depth by depth, every
     step fires at least one instance; with `one_query`, empty steps only at the end. Not with
-    `exhaustive` or `por`."""
+    `exhaustive` or `por`.
+
+    `steps="chained"`: each step runs through every instance in a fixed order
+    (steps.CHAIN_ORDER) firing any subsequence, each seeing what its predecessors in the step
+    left (the relaxed ∃-step semantics): a step is a sequential path by construction, and
+    causal chains in that order fit in one step. Replayed as for parallel steps, each step in
+    that order. Clean to depth k: no state reachable by at most k such steps violates."""
     if guide and not one_query:
         raise ValueError("a guide under-approximates: only with one_query")
-    if steps not in ("sequential", "parallel"):
-        raise ValueError(f"steps: sequential or parallel, not {steps!r}")
-    if steps == "parallel" and (exhaustive or por):
-        raise ValueError("parallel steps: not with exhaustive or por")
+    if steps not in ("sequential", "parallel", "chained"):
+        raise ValueError(f"steps: sequential, parallel or chained, not {steps!r}")
+    if steps != "sequential" and (exhaustive or por):
+        raise ValueError(f"{steps} steps: not with exhaustive or por")
     with bitvectors(bits):
         return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-                    one_query, guide, guide_tail, slots, epochs, por, steps == "parallel")
+                    one_query, guide, guide_tail, slots, epochs, por, steps)
 
 
 def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
          one_query=False, guide=None, guide_tail=0, slots=3, epochs=None, por=False,
-         parallel=False) -> BmcResult:
+         steps="sequential") -> BmcResult:
     cfg = model.config
     enc = Encoding(cfg, writes=writes, slots=slots, epochs=epochs)
     # b -> the instances a < b independent of it, which may not directly follow it
@@ -175,7 +182,9 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     if por:
         for a, b in independent_pairs(enc):
             before.setdefault(b, []).append(a)
-    conflicts = sorted(interfering_pairs(read_write_sets(enc))) if parallel else []
+    parallel = steps != "sequential"
+    conflicts = sorted(interfering_pairs(read_write_sets(enc))) if steps == "parallel" else []
+    order = chain_order(enc) if steps == "chained" else None
     names = names_for(cfg, invariants)
     t0 = time.monotonic()
     s0 = enc.from_state(model.initial())
@@ -190,7 +199,8 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         nxt = variables(enc, f"s{k}")
         if parallel:
             ch = [z3.Bool(f"f{k}.{i}") for i in range(len(enc.insts))]
-            cons += parallel_transition(enc, states[-1], nxt, ch, conflicts)
+            cons += (chained_transition(enc, states[-1], nxt, ch, order) if order else
+                     parallel_transition(enc, states[-1], nxt, ch, conflicts))
             some = z3.Or(ch)
             if not one_query:
                 cons.append(some)
@@ -232,7 +242,8 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
                              message="a path leaves the encoding's bounds (more writes or "
                                      "requests than its slots): no verdict")
         if r == z3.sat and parallel:
-            return _replay_parallel(model, enc, sol.model(), states, choices, names, t0, one_query)
+            return _replay_parallel(model, enc, sol.model(), states, choices, names, t0, one_query,
+                                    order)
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
                            viol if exhaustive or one_query else None)
@@ -297,10 +308,12 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
 
 
 def _replay_parallel(model: Model, enc: Encoding, m, states, fires, names, t0,
-                     one_query: bool) -> BmcResult:
-    """A parallel path: each step's set fired on spec in instance order (steps.linearise),
-    each action named from z3's state before the step (its members read nothing another
-    writes). After each step spec's state must be z3's, up to the renumbering of versions.
+                     one_query: bool, order: list[int] | None = None) -> BmcResult:
+    """A parallel path: each step's set fired on spec in instance order, each action named
+    from z3's state before the step (its members read nothing another writes). A chained path
+    (`order`): each step's instances fired in that order, each action named from spec's own
+    state at that point encoded (its predecessors in the step may have changed what it reads).
+    After each step spec's state must be z3's, up to the renumbering of versions.
     spec's first violation ends the replay: depth by depth it must fall in the last step (a
     violation inside an earlier step would be a state z3 found clean at that depth); with
     `one_query`, in any step (z3 asked only of the last). The result's `steps` counts the
@@ -314,17 +327,24 @@ def _replay_parallel(model: Model, enc: Encoding, m, states, fires, names, t0,
         fired.pop()                                   # trailing empty steps (one_query)
     s = model.initial()
     actions, out, sizes = [], [], [len(f) for f in fired]
-    order = linearise(fired)
-    done = 0
+    total, done = sum(sizes), 0
+    rank = {i: n for n, i in enumerate(order)} if order else {}
     for k, step in enumerate(fired):
         d = concretize(m, states[k])
-        for n, i in enumerate(sorted(step), 1):
+        for n, i in enumerate(sorted(step, key=lambda i: rank.get(i, i)), 1):
+            if order:
+                try:
+                    d = enc.from_state(s)
+                except Unsupported as e:
+                    return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
+                                     states=out, steps=sizes,
+                                     problem=f"step {k + 1}: spec's state leaves the encoding: {e}")
             a = _spec_action(enc, enc.insts[i], d, s)
             done += 1
             if a not in model.enabled(s):
                 return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
                                  states=out, steps=sizes,
-                                 problem=f"step {k + 1} (action {done} of {len(order)}): z3 "
+                                 problem=f"step {k + 1} (action {done} of {total}): z3 "
                                          f"takes '{a.describe()}', which spec does not enable")
             t = model.step(s, a)
             actions.append(a)
