@@ -4,10 +4,10 @@ replay on spec (and through `kafkaverify replay`); it refutes fixes already refu
 sequentially at a smaller or equal depth; a pair that interferes never shares a step, and
 without the interference constraints z3's "counterexample" is one the replay rejects; and on
 the golden counterexamples of the three-replica fixes, the sets of their layering fired at
-once reach the same states as the path itself."""
+once reach the same states as the path itself. Chained steps (checkers/prove/steps.py,
+the relaxed ∃-step semantics) pack those paths into far fewer steps and refute in them."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +16,13 @@ import pytest
 import z3
 
 import checkers.prove.bmc as bmc_mod
-from checkers.prove.bmc import _spec_action, bmc
+from checkers.prove.bmc import bmc
 from checkers.prove.encoding import Encoding
-from checkers.prove.steps import (fire, interferes, interfering_pairs, parallel_length,
-                                  parallel_transition, read_write_sets)
+from checkers.prove.steps import (chain_order, chain_passes, fire, interferes,
+                                  interfering_pairs, parallel_length, parallel_transition,
+                                  read_write_sets)
 from checkers.prove.symstate import variables
-from spec import Action, Model, make_config
+from spec import Model, make_config
 from spec.invariants import selected, violated
 from spec.model import _normalize_versions as canon
 
@@ -38,15 +39,14 @@ CASES = [
 @pytest.mark.parametrize("gen,without,bounds,inv,seq,par", CASES,
                          ids=["v0.10", "without-min-isr-hw", "without-maximal-isr"])
 def test_parallel_refutes_at_a_smaller_or_equal_depth_and_replays(gen, without, bounds, inv, seq, par):
-    """Depth by depth, sequential and parallel: each finds the invariant at its first depth
-    (the parallel one never deeper), and the parallel path, linearised, replays on spec from
-    the initial state to that violation."""
+    """Depth by depth over parallel steps: the invariant at its first parallel depth, never
+    deeper than the sequential one (`seq`, which tests/test_prove_bmc_fixes.py and
+    test_prove_por.py pin depth by depth), and the parallel path, linearised, replays on spec
+    from the initial state to that violation."""
     model = Model(make_config(gen, without, **bounds))
-    s = bmc(model, seq + 1, invariants=(inv,), time_limit=120, bits=8)
     p = bmc(model, seq + 1, invariants=(inv,), time_limit=120, bits=8, steps="parallel")
-    assert (s.status, s.invariant, s.depth, s.problem) == ("violation", inv, seq, None)
     assert (p.status, p.invariant, p.depth, p.problem) == ("violation", inv, par, None)
-    assert p.depth <= s.depth and len(p.steps) == p.depth and sum(p.steps) == len(p.actions)
+    assert p.depth <= seq and len(p.steps) == p.depth and sum(p.steps) == len(p.actions)
     st = model.initial()
     for a in p.actions:
         assert a in model.enabled(st), a.describe()
@@ -111,32 +111,23 @@ def test_without_the_interference_constraints_the_replay_rejects_the_path(monkey
     assert len(r.steps) <= 4
 
 
-GOLDEN = [("isr-expand-epoch-start", "model-kafka7128-isr-expansion.jsonl", 14, 12),
-          ("fetch-epoch-fencing", "model-kip320-stale-fetch.jsonl", 19, 16)]
+GOLDEN = [("isr-expand-epoch-start", 14, 12, 3), ("fetch-epoch-fencing", 19, 16, 4)]
 
 
-@pytest.mark.parametrize("fix,name,length,layers", GOLDEN, ids=["kafka-7128", "kip-320"])
-def test_golden_paths_layer_into_parallel_steps_that_reach_the_same_states(fix, name, length, layers):
+@pytest.mark.parametrize("fix,length,layers,chained", GOLDEN, ids=["kafka-7128", "kip-320"])
+def test_golden_paths_layer_into_parallel_steps_that_reach_the_same_states(fix, length, layers, chained):
     """The golden counterexample, shrunk at the three-replica bench's tight bounds, layered
     into parallel steps (each action one past the latest earlier one it interferes with):
     that many layers, and each layer fired at once (steps.fire) reaches spec's state after
-    the layer's actions one by one, ending in the violation."""
-    from checkers.shrink_trace import shrink_path
-    from kafkaverify.bench.prove import THREE_TIGHT
-    _, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == fix)
-    model = Model(make_config("current", (fix,), **bounds))
-    lines = [json.loads(x) for x in (ROOT / "traces" / "corpus" / name).read_text().splitlines()]
-    path, _, _ = shrink_path(model, [Action.from_json(x["action"]) for x in lines
-                                     if x["kind"] == "step"], inv)
+    the layer's actions one by one, ending in the violation. In chained steps it fits in
+    far fewer."""
+    from kafkaverify.bench.prove import THREE_TIGHT, golden_instances
+    inv = next(c for c in THREE_TIGHT if c[0] == fix)[2]
+    model, enc, path, seq = golden_instances(fix)
     assert len(path) == length
-    enc = Encoding(model.config, slots=slots, epochs=epochs)
     rw = read_write_sets(enc)
-    s, d, seq = model.initial(), enc.from_state(model.initial()), []
-    for a in path:     # the instance of each action
-        i = next(k for k, x in enumerate(enc.insts) if x.guard(d, x) and _spec_action(enc, x, d, s) == a)
-        seq.append(i)
-        d, s = enc.succ(enc.insts[i], d), model.step(s, a)
     assert parallel_length(seq, rw) == layers
+    assert chain_passes(seq, rw, chain_order(enc)) == chained
     level = []
     for p, a in enumerate(seq):
         level.append(1 + max((level[q] for q in range(p) if interferes(rw[seq[q]], rw[a])), default=0))
@@ -148,3 +139,36 @@ def test_golden_paths_layer_into_parallel_steps_that_reach_the_same_states(fix, 
             s = model.step(s, path[p])
         assert not d[("g", "oob")] and canon(enc.to_state(d)) == canon(s), k
     assert violated(model.config, s, selected(model.config, (inv,)))[0] == inv
+
+
+@pytest.mark.parametrize("gen,without,bounds,inv,depth", [
+    ("current", ("min-isr-hw",), SMALL, "MinIsrDurability", 1),
+    ("current", ("maximal-isr",), {**SMALL, "min_isr": 1}, "ReplicationQuorumSuperset", 2),
+], ids=["without-min-isr-hw", "without-maximal-isr"])
+def test_chained_steps_refute_in_fewer_steps_and_replay(gen, without, bounds, inv, depth):
+    """Chained steps (any subsequence of the instances in steps.CHAIN_ORDER, each seeing its
+    predecessors' state): min-isr-hw's 4-action counterexample fits in one step, maximal-isr's
+    in two; replayed on spec (bmc compares spec's state with z3's after every step)."""
+    model = Model(make_config(gen, without, **bounds))
+    r = bmc(model, depth + 1, invariants=(inv,), time_limit=120, bits=8, steps="chained")
+    assert (r.status, r.invariant, r.depth, r.problem) == ("violation", inv, depth, None)
+    assert sum(r.steps) == len(r.actions) >= 4
+    st = model.initial()
+    for a in r.actions:
+        assert a in model.enabled(st), a.describe()
+        st = model.step(st, a)
+    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
+
+
+@pytest.mark.slow
+def test_chained_steps_refute_kafka_7128():
+    """`current --without isr-expand-epoch-start` at the three-replica bench's tight bounds:
+    one chained-step query at depth 3 finds LeaderCandidateCompleteness, replayed on spec
+    (about a minute on the loaded 2-core machine; breadth-first search of spec: 47 s)."""
+    from kafkaverify.bench.prove import THREE_TIGHT
+    fix, bounds, inv, _, slots, epochs = THREE_TIGHT[0]
+    model = Model(make_config("current", (fix,), **bounds))
+    r = bmc(model, 3, invariants=(inv,), time_limit=600, one_query=True, bits=5, slots=slots,
+            epochs=epochs, steps="chained")
+    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
+    assert len(r.steps) <= 3
