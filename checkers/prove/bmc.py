@@ -14,7 +14,7 @@ from typing import Callable
 
 import z3
 
-from checkers.prove.encoding import Encoding, Unsupported
+from checkers.prove.encoding import Encoding
 from checkers.prove.props import STATE_PROPS, names_for, step_holds
 from checkers.prove.steps import (chain_order, chained_transition, interfering_pairs,
                                   parallel_transition, read_write_sets)
@@ -311,8 +311,9 @@ def _replay_parallel(model: Model, enc: Encoding, m, states, fires, names, t0,
                      one_query: bool, order: list[int] | None = None) -> BmcResult:
     """A parallel path: each step's set fired on spec in instance order, each action named
     from z3's state before the step (its members read nothing another writes). A chained path
-    (`order`): each step's instances fired in that order, each action named from spec's own
-    state at that point encoded (its predecessors in the step may have changed what it reads).
+    (`order`): each step's instances fired in that order, each action named from the
+    encoding's state where it fires (z3's state before the step, stepped concretely through
+    its predecessors in the step).
     After each step spec's state must be z3's, up to the renumbering of versions.
     spec's first violation ends the replay: depth by depth it must fall in the last step (a
     violation inside an earlier step would be a state z3 found clean at that depth); with
@@ -332,14 +333,9 @@ def _replay_parallel(model: Model, enc: Encoding, m, states, fires, names, t0,
     for k, step in enumerate(fired):
         d = concretize(m, states[k])
         for n, i in enumerate(sorted(step, key=lambda i: rank.get(i, i)), 1):
-            if order:
-                try:
-                    d = enc.from_state(s)
-                except Unsupported as e:
-                    return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
-                                     states=out, steps=sizes,
-                                     problem=f"step {k + 1}: spec's state leaves the encoding: {e}")
             a = _spec_action(enc, enc.insts[i], d, s)
+            if order:           # the encoding's state where the next instance of the step fires
+                d = enc.succ(enc.insts[i], d)
             done += 1
             if a not in model.enabled(s):
                 return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
