@@ -65,6 +65,10 @@ def test_a_parallel_trace_replays_through_the_cli(tmp_path):
            "--invariant", "MinIsrDurability", "--parallel-steps", "--out", str(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "BMC depth 3, parallel steps" in r.stdout and "4 actions in 3 parallel steps" in r.stdout
+    r = kv("prove", "--without", "min-isr-hw", "--brokers", "2", "--log-length", "1",
+           "--crashes", "1", "--elections", "1", "--losses", "0", "--depth", "2",
+           "--invariant", "MinIsrDurability", "--chained-steps")
+    assert r.returncode == 1 and "BMC depth 1, chained steps" in r.stdout, r.stdout + r.stderr
     (trace,) = tmp_path.glob("*.jsonl")
     rep = subprocess.run([sys.executable, "-m", "kafkaverify", "replay", str(trace)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
