@@ -1,5 +1,6 @@
-"""Parallel steps for BMC (the ∀-step semantics of SAT planning, Rintanen, Heljanko and Niemelä
-2006): one step of the unrolling fires a *set* of pairwise non-interfering action instances.
+"""Steps of more than one action for BMC, so that the unrolling needs fewer of them: parallel
+steps (the ∀-step semantics of SAT planning, Rintanen, Heljanko and Niemelä 2006), where one
+step fires a *set* of pairwise non-interfering action instances, and chained steps (below).
 
 Instance a interferes with b when a writes a field that b reads or writes, or b one that a
 reads. Read and write sets come from the encoding itself, over a state of fresh constants: the
@@ -143,6 +144,9 @@ def parallel_transition(enc: Encoding, s: dict, t: dict, fire: list, conflicts) 
 # answer; then faults, the controller's reaction, its requests delivered, the truncation they
 # cause. On the golden counterexamples of the three-replica fixes it packs 14, 19, 19 and 30
 # actions into 3, 6, 4 and 9 steps (where pairwise non-interfering sets need 12, 18, 16, 22).
+# Clean to chained depth k: no state reachable by at most k chained steps violates; those are
+# the ends of every sequential path that, after swapping adjacent non-interfering actions, cuts
+# into at most k runs each ascending in this order (so of every path of at most k actions).
 CHAIN_ORDER = ("Restart", "Reregister", "Produce", "FetchRequest", "FetchResponse", "ProposeShrink",
                "ControllerElect", "ControllerAlterIsr", "AlterIsrResponse", "Flush", "Pause",
                "Resume", "SessionExpire", "Crash", "ControllerReact", "ZombieElect", "Lose",
