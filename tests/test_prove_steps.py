@@ -181,3 +181,23 @@ def test_chained_steps_refute_kafka_7128():
         assert a in model.enabled(st), a.describe()
         st = model.step(st, a)
     assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
+
+
+@pytest.mark.slow
+def test_chained_steps_refute_kip_320():
+    """`current --without fetch-epoch-fencing` at the three-replica bench's tight bounds: one
+    chained-step query at depth 4 finds StrongIsr, replayed on spec (215 s in the three-steps
+    bench at load 7, where the explorer's portfolio found nothing in 240 s). Run with
+    `pytest -m slow tests/test_prove_steps.py`."""
+    from kafkaverify.bench.prove import THREE_TIGHT
+    fix, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == "fetch-epoch-fencing")
+    model = Model(make_config("current", (fix,), **bounds))
+    r = bmc(model, 4, invariants=(inv,), time_limit=1200, one_query=True, bits=6, slots=slots,
+            epochs=epochs, steps="chained")
+    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
+    assert len(r.steps) <= 4 and sum(r.steps) == len(r.actions)
+    st = model.initial()
+    for a in r.actions:
+        assert a in model.enabled(st), a.describe()
+        st = model.step(st, a)
+    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
