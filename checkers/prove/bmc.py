@@ -34,7 +34,7 @@ class BmcResult:
     actions: list[Action] = field(default_factory=list)
     states: list[State] = field(default_factory=list)
     problem: str | None = None     # set when spec does not reproduce the path
-    steps: list[int] = field(default_factory=list)   # parallel steps: actions fired per step
+    steps: list[int] = field(default_factory=list)   # parallel/chained: actions per step
 
 
 def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False,
@@ -182,7 +182,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     if por:
         for a, b in independent_pairs(enc):
             before.setdefault(b, []).append(a)
-    parallel = steps != "sequential"
+    multi = steps != "sequential"          # a step fires a set of instances
     conflicts = sorted(interfering_pairs(read_write_sets(enc))) if steps == "parallel" else []
     order = chain_order(enc) if steps == "chained" else None
     names = names_for(cfg, invariants)
@@ -197,7 +197,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         if left <= 0:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
-        if parallel:
+        if multi:
             ch = [z3.Bool(f"f{k}.{i}") for i in range(len(enc.insts))]
             cons += (chained_transition(enc, states[-1], nxt, ch, order) if order else
                      parallel_transition(enc, states[-1], nxt, ch, conflicts))
@@ -210,7 +210,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             ch = _choice_var(f"a{k}", len(enc.insts), bits)
             cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
                                keep_oob=exhaustive)
-        if not parallel and (exhaustive or one_query) and choices:
+        if not multi and (exhaustive or one_query) and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
         if before and choices:
             prev = choices[-1]
@@ -241,8 +241,8 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             return BmcResult("unknown", depth, time.monotonic() - t0,
                              message="a path leaves the encoding's bounds (more writes or "
                                      "requests than its slots): no verdict")
-        if r == z3.sat and parallel:
-            return _replay_parallel(model, enc, sol.model(), states, choices, names, t0, one_query,
+        if r == z3.sat and multi:
+            return _replay_steps(model, enc, sol.model(), states, choices, names, t0, one_query,
                                     order)
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
@@ -307,7 +307,7 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
                      problem="spec reproduces the path but finds no violation at its end")
 
 
-def _replay_parallel(model: Model, enc: Encoding, m, states, fires, names, t0,
+def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
                      one_query: bool, order: list[int] | None = None) -> BmcResult:
     """A parallel path: each step's set fired on spec in instance order, each action named
     from z3's state before the step (its members read nothing another writes). A chained path
@@ -352,11 +352,11 @@ def _replay_parallel(model: Model, enc: Encoding, m, states, fires, names, t0,
                 late = not one_query and k + 1 != len(fired)
                 return BmcResult("violation", k + 1, time.monotonic() - t0, v[0], v[1], actions,
                                  out, None if not late else
-                                 f"spec finds {v[0]} in parallel step {k + 1}, z3 at {len(fired)}",
+                                 f"spec finds {v[0]} in step {k + 1}, z3 at {len(fired)}",
                                  steps=sizes[:k] + [n])
         if canon(enc.to_state(concretize(m, states[k + 1]))) != canon(s):
             return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
                              states=out, steps=sizes,
-                             problem=f"after parallel step {k + 1} spec's state is not z3's")
+                             problem=f"after step {k + 1} spec's state is not z3's")
     return BmcResult("violation", len(fired), time.monotonic() - t0, actions=actions, states=out,
                      steps=sizes, problem="spec reproduces the path but finds no violation at its end")
