@@ -201,3 +201,22 @@ def test_chained_steps_refute_kip_320():
         assert a in model.enabled(st), a.describe()
         st = model.step(st, a)
     assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
+
+
+@pytest.mark.slow
+def test_chained_steps_refute_kip_279():
+    """`current --without epoch-end-offset` at the three-replica bench's tight bounds (unflushed
+    loss): one chained-step query at depth 6 finds StrongIsr, replayed on spec (61 s at load 2;
+    no answer in 240 s at load 8)."""
+    from kafkaverify.bench.prove import THREE_TIGHT
+    fix, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == "epoch-end-offset")
+    model = Model(make_config("current", (fix,), **bounds))
+    r = bmc(model, 6, invariants=(inv,), time_limit=1200, one_query=True, bits=6, slots=slots,
+            epochs=epochs, steps="chained")
+    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
+    assert len(r.steps) <= 6 and sum(r.steps) == len(r.actions)
+    st = model.initial()
+    for a in r.actions:
+        assert a in model.enabled(st), a.describe()
+        st = model.step(st, a)
+    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
