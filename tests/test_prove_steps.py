@@ -220,3 +220,22 @@ def test_chained_steps_refute_kip_279():
         assert a in model.enabled(st), a.describe()
         st = model.step(st, a)
     assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
+
+
+@pytest.mark.slow
+def test_chained_steps_refute_kafka_7164():
+    """`current --without truncate-on-epoch-change` at the three-replica bench's tight bounds:
+    one chained-step query at depth 9 finds LogMatching, replayed on spec (238 s at load 3)."""
+    from kafkaverify.bench.prove import THREE_TIGHT
+    fix, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT
+                                              if c[0] == "truncate-on-epoch-change")
+    model = Model(make_config("current", (fix,), **bounds))
+    r = bmc(model, 9, invariants=(inv,), time_limit=1800, one_query=True, bits=6, slots=slots,
+            epochs=epochs, steps="chained")
+    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
+    assert len(r.steps) <= 9 and sum(r.steps) == len(r.actions)
+    st = model.initial()
+    for a in r.actions:
+        assert a in model.enabled(st), a.describe()
+        st = model.step(st, a)
+    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
