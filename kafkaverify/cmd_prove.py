@@ -19,8 +19,9 @@ from kafkaverify.exitcodes import InputError
 
 
 MAX_PROVE_BROKERS = 7
-# Exhaustive BMC bit-blasts: integer fields as 16-bit signed bit-vectors (checkers/prove/sym.py
-# says why that width cannot overflow at any depth this command reaches).
+# Exhaustive BMC, and BMC over parallel or chained steps, bit-blast: integer fields as 16-bit
+# signed bit-vectors (checkers/prove/sym.py says why that width cannot overflow at any depth
+# this command reaches; a parallel or chained step fires at most one action per instance).
 EXHAUSTIVE_BITS = 16
 # The guided search (--guided) is a refutation search whose paths are replayed on spec: 8-bit
 # fields suffice at the depths it is used at (values move by at most one per step from small
@@ -70,7 +71,7 @@ def _config(generation, without, brokers, log_length, idempotence=None, **bounds
 def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
               out: Path | None, echo=click.echo, progress=None, exhaustive: bool = False,
               write_slots: int | None = None, guided: int | None = None, k: int | None = None,
-              lemmas: tuple[str, ...] = ()) -> tuple[int, list[tuple]]:
+              lemmas: tuple[str, ...] = (), steps: str = "sequential") -> tuple[int, list[tuple]]:
     """BMC to `depth` over the chosen invariants, then induction for each not refuted (with `k`:
     k-induction for k = 1 .. `k` instead, strengthened by `lemmas` only: checkers/prove/kinduction.py).
     With `exhaustive`, BMC is one query over every path of at most `depth` steps; when it is
@@ -82,7 +83,9 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     With `guided` (a number of steps N), BMC is instead one query over paths of at most
     `depth` steps whose states keep the producer strengthening but in the last N steps
     (strengthen_producers.guide): a search for a refutation only, which proves nothing.
-    Returns (exit code, rows of (invariant, method, verdict, seconds, note))."""
+    With `steps` "parallel", each BMC step fires a set of pairwise non-interfering actions,
+    with "chained" any subsequence of the actions in a fixed order (checkers/prove/steps.py);
+    the depth counts such steps, the trace holds the path as spec replayed it. Returns (exit code, rows of (invariant, method, verdict, seconds, note))."""
     from checkers.prove.bmc import bmc
     from checkers.prove.induction import prove
     from checkers.prove.props import CLIENT_PROPS
@@ -100,13 +103,21 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
             from checkers.prove.strengthen_producers import guide
             extra = {"one_query": True, "guide": guide(cfg), "guide_tail": guided}
             method = f"BMC depth {{}}, guided (strengthening kept but in the last {guided} steps)"
-        bits = GUIDED_BITS if guided is not None else EXHAUSTIVE_BITS if exhaustive else 0
+        if steps != "sequential":
+            extra["steps"] = steps
+            method = f"BMC depth {{}}, {steps} steps"
+        bits = (GUIDED_BITS if guided is not None else
+                EXHAUSTIVE_BITS if exhaustive or steps != "sequential" else 0)
         r = bmc(model, depth, invariants=invariants, time_limit=left(), exhaustive=exhaustive,
                 writes=write_slots, bits=bits, **extra,
                 progress=(lambda d, s: progress(f"BMC depth {d} done, {s:.1f}s")) if progress else None)
         if r.status == "violation" and r.problem is None:
             refuted.add(r.invariant)
-            note = _refutation(cfg, r, invariants, out, f" --depth {depth}", depth)
+            note = _refutation(cfg, r, invariants, out, f" --depth {depth}"
+                               + (f" --{steps}-steps" if steps != "sequential" else ""), depth)
+            if r.steps:
+                note = (f"{len(r.actions)} actions in {len(r.steps)} {steps} steps "
+                        f"({'+'.join(map(str, r.steps))}); " + note)
             rows.append((r.invariant, method.format(r.depth), "refuted", r.seconds, note))
             settled.add(r.invariant)
         elif r.status == "violation":
@@ -285,12 +296,20 @@ def register(group: click.Group) -> None:
                        "independently")
     @click.option("--lemma", "lemmas", multiple=True, metavar="NAME",
                   help="with --k: a strengthening lemma of checkers/prove/strengthen.py (repeatable)")
+    @click.option("--parallel-steps", "parallel", is_flag=True,
+                  help="with --depth: each BMC step fires a set of pairwise non-interfering "
+                       "actions (the depth counts such steps); a path found is linearised and "
+                       "replayed on spec")
+    @click.option("--chained-steps", "chained", is_flag=True,
+                  help="with --depth: each BMC step fires any subsequence of the actions in a "
+                       "fixed order, each seeing its predecessors' state (the depth counts such "
+                       "steps); a path found is replayed on spec")
     def prove(generation, without, brokers, log_length, depth, invariants, time_limit, out,
               crashes, pauses, elections, losses, min_isr, unflushed_loss, disk_loss, producers,
               max_in_flight, retries, idempotence, exhaustive, write_slots, guided, k, lemmas,
-              method):
-        """Prove invariants with z3: bounded model checking, induction and k-induction, or
-        Spacer (IC3/PDR) with --method spacer."""
+              method, parallel, chained):
+        """Prove invariants with z3: bounded model checking (one step per action, or parallel or
+        chained steps), induction and k-induction, or Spacer (IC3/PDR) with --method spacer."""
         from checkers.prove.induction import CORE
         from checkers.prove.props import CLIENT_PROPS, names_for
         from rich.console import Console
@@ -317,10 +336,15 @@ def register(group: click.Group) -> None:
             why = guide(cfg)
             if isinstance(why, str):
                 raise InputError(f"--guided: {why}")
+        steps = "parallel" if parallel else "chained" if chained else "sequential"
+        if parallel and chained:
+            raise InputError("--parallel-steps or --chained-steps, not both")
+        if steps != "sequential" and (not depth or exhaustive or guided is not None):
+            raise InputError(f"--{steps}-steps needs --depth, and not --exhaustive or --guided")
         if method == "spacer":
-            if depth or exhaustive or guided is not None or k is not None or write_slots:
+            if depth or exhaustive or guided is not None or k is not None or write_slots or steps != "sequential":
                 raise InputError("--method spacer takes none of --depth, --exhaustive, --guided, "
-                                 "--k, --write-slots")
+                                 "--k, --write-slots, --parallel-steps, --chained-steps")
             if cfg.producers:
                 raise InputError("--method spacer: producers are not encoded for Spacer")
             if brokers > 5:
@@ -361,6 +385,7 @@ def register(group: click.Group) -> None:
                    f"brokers={cfg.brokers} log-length={cfg.records} depth={depth}"
                    + (" exhaustive" if exhaustive else "")
                    + (f" guided={guided}" if guided is not None else "")
+                   + (f" {steps}-steps" if steps != "sequential" else "")
                    + (f" k-induction k<={k} lemmas={','.join(lemmas) or '-'}" if k is not None else ""))
         if cfg.producers:
             click.echo(f"producers={cfg.producers} records_each={cfg.records} "
@@ -377,7 +402,7 @@ def register(group: click.Group) -> None:
         else:
             code, rows = run_prove(cfg, chosen, depth, time_limit, outdir, progress=progress,
                                    exhaustive=exhaustive, write_slots=write_slots, guided=guided,
-                                   k=k, lemmas=tuple(lemmas))
+                                   k=k, lemmas=tuple(lemmas), steps=steps)
         table = Table(title="kafkaverify prove")
         for col in ("invariant", "method", "verdict", "seconds", "note"):
             table.add_column(col)

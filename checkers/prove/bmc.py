@@ -16,6 +16,8 @@ import z3
 
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import STATE_PROPS, names_for, step_holds
+from checkers.prove.steps import (chain_order, chained_transition, interfering_pairs,
+                                  parallel_transition, read_write_sets)
 from checkers.prove.sym import AND, IF, NOT, OR, bitvectors, int_var, value
 from checkers.prove.symstate import concretize, variables
 from spec import Action, Model, State
@@ -32,6 +34,7 @@ class BmcResult:
     actions: list[Action] = field(default_factory=list)
     states: list[State] = field(default_factory=list)
     problem: str | None = None     # set when spec does not reproduce the path
+    steps: list[int] = field(default_factory=list)   # parallel/chained: actions per step
 
 
 def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False,
@@ -65,48 +68,16 @@ def transition(enc: Encoding, s: dict, t: dict, choice, *, stutter: bool = False
     return [c if z3.is_expr(c) else z3.BoolVal(bool(c)) for c in cons]
 
 
-def _fields(exprs, key_of: dict) -> set:
-    """The state fields (keys) that z3 terms mention: a walk of their shared DAG."""
-    seen, out, todo = set(), set(), [e for e in exprs if z3.is_expr(e)]
-    while todo:
-        e = todo.pop()
-        i = e.get_id()
-        if i in seen:
-            continue
-        seen.add(i)
-        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            k = key_of.get(e.decl().name())
-            if k is not None:
-                out.add(k)
-        else:
-            todo.extend(e.children())
-    return out
-
-
 def independent_pairs(enc: Encoding) -> list[tuple[int, int]]:
     """Pairs (a, b), a < b, of action instances that commute everywhere: neither writes a field
     the other reads (guard or successor) or writes. Read and write sets come from the symbolic
-    guard and successor over a state of free variables, so they over-approximate (a field a
-    successor rebuilds unchanged counts as written). The `oob` flag is left out: every
-    instance only ORs into it, and a path that sets it is excluded in either order."""
-    s = variables(enc, "por")
-    key_of = {v.decl().name(): k for k, v in s.items()}
-    oob = ("g", "oob")
-    rw = []
-    for inst in enc.insts:
-        g = inst.guard(s, inst)
-        t = enc.succ(inst, s)
-        w = {k for k, v in t.items() if v is not s[k]} - {oob}
-        r = _fields([_zb(g)] + [_zb(t[k]) for k in w], key_of) - {oob}
-        rw.append((r, w))
-    out = []
-    for a in range(len(rw)):
-        ra, wa = rw[a]
-        for b in range(a + 1, len(rw)):
-            rb, wb = rw[b]
-            if not (wa & (rb | wb)) and not (wb & ra):
-                out.append((a, b))
-    return out
+    guard and successor over a state of free variables (steps.read_write_sets), so they
+    over-approximate (a field a successor rebuilds unchanged counts as written). The `oob`
+    flag is left out: every instance only ORs into it, and a path that sets it is excluded in
+    either order."""
+    rw = read_write_sets(enc)
+    bad = interfering_pairs(rw)
+    return [(a, b) for a in range(len(rw)) for b in range(a + 1, len(rw)) if (a, b) not in bad]
 
 
 def _choice_var(name: str, count: int, bits: int):
@@ -141,7 +112,8 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
         time_limit: float = 60.0, progress: Callable[[int, float], None] | None = None,
         exhaustive: bool = False, writes: int | None = None, bits: int = 0,
         one_query: bool = False, guide: list | None = None, guide_tail: int = 0,
-        slots: int = 3, epochs: int | None = None, por: bool = False) -> BmcResult:
+        slots: int = 3, epochs: int | None = None, por: bool = False,
+        steps: str = "sequential") -> BmcResult:
     """Depth by depth: the first depth with a violation (a shortest counterexample). With
     `exhaustive`, one query at `depth` over paths that may stop early (trailing stutter
     steps): a violation within `depth` steps (not necessarily a shortest one), or "clean":
@@ -173,16 +145,36 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     enabled and the end state the same), so every state reachable in k steps is still
     reached in k steps, and a violating end state still found; intermediate states may
     differ, so a depth-by-depth search may report a later first violation along the
-    path it finds, never a deeper first depth."""
+    path it finds, never a deeper first depth.
+
+    `steps="parallel"`: each step fires a set of pairwise non-interfering instances
+    (checkers/prove/steps.py, the ∀-step semantics); `depth` counts such steps. A path found
+    is linearised (each set in instance order) and replayed on spec, which must reach z3's
+    state after every step; the result's `steps` gives the actions fired per step, its
+    `actions` the linearised path. Clean to depth k: no state reachable in at most k parallel
+    steps violates (steps.py says which sequential paths that covers). Depth by depth, every
+    step fires at least one instance; with `one_query`, empty steps only at the end. Not with
+    `exhaustive` or `por`.
+
+    `steps="chained"`: each step runs through every instance in a fixed order
+    (steps.CHAIN_ORDER) firing any subsequence, each seeing what its predecessors in the step
+    left (the relaxed ∃-step semantics): a step is a sequential path by construction, and
+    causal chains in that order fit in one step. Replayed as for parallel steps, each step in
+    that order. Clean to depth k: no state reachable by at most k such steps violates."""
     if guide and not one_query:
         raise ValueError("a guide under-approximates: only with one_query")
+    if steps not in ("sequential", "parallel", "chained"):
+        raise ValueError(f"steps: sequential, parallel or chained, not {steps!r}")
+    if steps != "sequential" and (exhaustive or por):
+        raise ValueError(f"{steps} steps: not with exhaustive or por")
     with bitvectors(bits):
         return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-                    one_query, guide, guide_tail, slots, epochs, por)
+                    one_query, guide, guide_tail, slots, epochs, por, steps)
 
 
 def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
-         one_query=False, guide=None, guide_tail=0, slots=3, epochs=None, por=False) -> BmcResult:
+         one_query=False, guide=None, guide_tail=0, slots=3, epochs=None, por=False,
+         steps="sequential") -> BmcResult:
     cfg = model.config
     enc = Encoding(cfg, writes=writes, slots=slots, epochs=epochs)
     # b -> the instances a < b independent of it, which may not directly follow it
@@ -190,6 +182,9 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     if por:
         for a, b in independent_pairs(enc):
             before.setdefault(b, []).append(a)
+    multi = steps != "sequential"          # a step fires a set of instances
+    conflicts = sorted(interfering_pairs(read_write_sets(enc))) if steps == "parallel" else []
+    order = chain_order(enc) if steps == "chained" else None
     names = names_for(cfg, invariants)
     t0 = time.monotonic()
     s0 = enc.from_state(model.initial())
@@ -202,10 +197,20 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         if left <= 0:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
         nxt = variables(enc, f"s{k}")
-        ch = _choice_var(f"a{k}", len(enc.insts), bits)
-        cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
-                           keep_oob=exhaustive)
-        if (exhaustive or one_query) and choices:
+        if multi:
+            ch = [z3.Bool(f"f{k}.{i}") for i in range(len(enc.insts))]
+            cons += (chained_transition(enc, states[-1], nxt, ch, order) if order else
+                     parallel_transition(enc, states[-1], nxt, ch, conflicts))
+            some = z3.Or(ch)
+            if not one_query:
+                cons.append(some)
+            elif choices:                                           # empty steps only at the end
+                cons.append(z3.Implies(z3.Not(z3.Or(choices[-1])), z3.Not(some)))
+        else:
+            ch = _choice_var(f"a{k}", len(enc.insts), bits)
+            cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
+                               keep_oob=exhaustive)
+        if not multi and (exhaustive or one_query) and choices:
             cons.append(z3.Implies(choices[-1] == -1, ch == -1))     # stutter only at the end
         if before and choices:
             prev = choices[-1]
@@ -236,6 +241,9 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             return BmcResult("unknown", depth, time.monotonic() - t0,
                              message="a path leaves the encoding's bounds (more writes or "
                                      "requests than its slots): no verdict")
+        if r == z3.sat and multi:
+            return _replay_steps(model, enc, sol.model(), states, choices, names, t0, one_query,
+                                    order)
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
                            viol if exhaustive or one_query else None)
@@ -297,3 +305,58 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
                              f"spec finds {v[0]} at step {depth}, z3 at {len(choices)}")
     return BmcResult("violation", len(choices), time.monotonic() - t0, actions=actions, states=out,
                      problem="spec reproduces the path but finds no violation at its end")
+
+
+def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
+                     one_query: bool, order: list[int] | None = None) -> BmcResult:
+    """A parallel path: each step's set fired on spec in instance order, each action named
+    from z3's state before the step (its members read nothing another writes). A chained path
+    (`order`): each step's instances fired in that order, each action named from the
+    encoding's state where it fires (z3's state before the step, stepped concretely through
+    its predecessors in the step).
+    After each step spec's state must be z3's, up to the renumbering of versions.
+    spec's first violation ends the replay: depth by depth it must fall in the last step (a
+    violation inside an earlier step would be a state z3 found clean at that depth); with
+    `one_query`, in any step (z3 asked only of the last). The result's `steps` counts the
+    actions replayed per step (the last step's set may have more than reached the violation)."""
+    from spec.model import _normalize_versions as canon
+    only = tuple(n for n in names if n != "MonotonicEpochs")
+    invs = selected(model.config, only)
+    fired = [[i for i, f in enumerate(fs) if z3.is_true(m.eval(f, model_completion=True))]
+             for fs in fires]
+    while fired and not fired[-1]:
+        fired.pop()                                   # trailing empty steps (one_query)
+    s = model.initial()
+    actions, out, sizes = [], [], [len(f) for f in fired]
+    total, done = sum(sizes), 0
+    rank = {i: n for n, i in enumerate(order)} if order else {}
+    for k, step in enumerate(fired):
+        d = concretize(m, states[k])
+        for n, i in enumerate(sorted(step, key=lambda i: rank.get(i, i)), 1):
+            a = _spec_action(enc, enc.insts[i], d, s)
+            if order:           # the encoding's state where the next instance of the step fires
+                d = enc.succ(enc.insts[i], d)
+            done += 1
+            if a not in model.enabled(s):
+                return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
+                                 states=out, steps=sizes,
+                                 problem=f"step {k + 1} (action {done} of {total}): z3 "
+                                         f"takes '{a.describe()}', which spec does not enable")
+            t = model.step(s, a)
+            actions.append(a)
+            out.append(t)
+            v = ((model.step_violation(s, t) if "MonotonicEpochs" in names else None)
+                 or violated(model.config, t, invs))
+            s = t
+            if v:
+                late = not one_query and k + 1 != len(fired)
+                return BmcResult("violation", k + 1, time.monotonic() - t0, v[0], v[1], actions,
+                                 out, None if not late else
+                                 f"spec finds {v[0]} in step {k + 1}, z3 at {len(fired)}",
+                                 steps=sizes[:k] + [n])
+        if canon(enc.to_state(concretize(m, states[k + 1]))) != canon(s):
+            return BmcResult("violation", k + 1, time.monotonic() - t0, actions=actions,
+                             states=out, steps=sizes,
+                             problem=f"after step {k + 1} spec's state is not z3's")
+    return BmcResult("violation", len(fired), time.monotonic() - t0, actions=actions, states=out,
+                     steps=sizes, problem="spec reproduces the path but finds no violation at its end")

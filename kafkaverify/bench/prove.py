@@ -19,6 +19,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
     nice -n 15 python -m kafkaverify.bench.prove spacer --time-limit 120 --cex-limit 300
     nice -n 15 python -m kafkaverify.bench.prove spacer-rules --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove three-steps --time-limit 300
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
 (isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
@@ -110,6 +111,83 @@ def _explorer_row(m, inv: str, time_limit: float) -> tuple[str, float]:
     xs = time.monotonic() - t0
     return ((f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
              if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})"), xs)
+
+
+# The golden counterexample of each three-replica fix (traces/corpus/), shrunk at its tight bounds.
+GOLDEN = {"isr-expand-epoch-start": "model-kafka7128-isr-expansion.jsonl",
+          "epoch-end-offset": "model-kip279-divergence.jsonl",
+          "fetch-epoch-fencing": "model-kip320-stale-fetch.jsonl",
+          "truncate-on-epoch-change": "model-kafka7164-divergence.jsonl"}
+
+
+def golden_instances(fix: str):
+    """(model, encoding, shrunk spec path, its instance numbers) for a three-replica fix at its
+    THREE_TIGHT bounds and encoding bounds: the golden trace shrunk to its first violation of
+    the fix's invariant (checkers/shrink_trace), each action matched to the encoding's
+    instance that takes it."""
+    import json
+    from pathlib import Path
+
+    from checkers.prove.bmc import _spec_action
+    from checkers.prove.encoding import Encoding
+    from checkers.shrink_trace import shrink_path
+    from spec import Action
+    _, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == fix)
+    model = Model(make_config("current", (fix,), **bounds))
+    corpus = Path(__file__).resolve().parents[2] / "traces" / "corpus" / GOLDEN[fix]
+    lines = [json.loads(x) for x in corpus.read_text().splitlines()]
+    path, _, _ = shrink_path(model, [Action.from_json(x["action"]) for x in lines
+                                     if x["kind"] == "step"], inv)
+    enc = Encoding(model.config, slots=slots, epochs=epochs)
+    s, d, seq = model.initial(), enc.from_state(model.initial()), []
+    for a in path:
+        i = next(k for k, x in enumerate(enc.insts)
+                 if x.guard(d, x) and _spec_action(enc, x, d, s) == a)
+        seq.append(i)
+        d, s = enc.succ(enc.insts[i], d), model.step(s, a)
+    return model, enc, path, seq
+
+
+def run_three_steps(time_limit: float, only: list[str] | None = None, explorer: bool = True,
+                    modes: tuple[str, ...] = ("parallel", "chained")) -> None:
+    """The three-replica fixes with BMC over parallel and chained steps (checkers/prove/steps.py),
+    one after the other in one run. Per fix: the golden counterexample's length, the fewest
+    parallel steps it sorts into (steps.parallel_length) and the chained steps it fits in
+    (steps.chain_passes), computed first; then one BMC query at each of those depths (paths of
+    at most that many steps, bit-blasted as in `three`, replayed on spec step by step), then
+    the explorer's portfolio on the same config with the same limit. Seconds to the first
+    counterexample of each and the 1-minute load average."""
+    import os
+
+    from checkers.prove.steps import chain_order, chain_passes, parallel_length, read_write_sets
+    print("| config (`current`, 3 brokers) | invariant | golden path: actions / parallel / chained "
+          "| BMC | BMC s | explorer | explorer s | load |\n|---|---|---|---|---:|---|---:|---:|")
+    for fix, bounds, inv, depth, slots, epochs in THREE_TIGHT:
+        if only and fix not in only:
+            continue
+        model, enc, path, seq = golden_instances(fix)
+        rw = read_write_sets(enc)
+        target = {"sequential": len(path), "parallel": parallel_length(seq, rw),
+                  "chained": chain_passes(seq, rw, chain_order(enc))}
+        width = max(5, (depth + 1).bit_length() + 1)
+        name = f"--without {fix}" + "".join(f" --{k.replace('_', '-')} {v}" for k, v in bounds.items())
+        shape = f"{len(path)} / {target['parallel']} / {target['chained']}"
+        for mode in modes:
+            load = os.getloadavg()[0]
+            r = bmc(model, target[mode], invariants=(inv,), time_limit=time_limit, one_query=True,
+                    bits=width, slots=slots, epochs=epochs, steps=mode, por=mode == "sequential")
+            if r.status == "violation":
+                bm = (f"{mode} D = {target[mode]}: {r.invariant}, {len(r.actions)} actions in "
+                      f"{len(r.steps)} steps ({'+'.join(map(str, r.steps))})"
+                      + (f" (spec disagrees: {r.problem})" if r.problem else ", replayed on spec"))
+            else:
+                bm = f"{mode} D = {target[mode]}: " + ("no path within the bounds" if r.message
+                                                         else "unknown (time limit)")
+            print(f"| {name} | {inv} | {shape} | {bm} | {r.seconds:.1f} | | | {load:.1f} |", flush=True)
+        if explorer:
+            load = os.getloadavg()[0]
+            ex, xs = _explorer_row(model, inv, time_limit)
+            print(f"| {name} | {inv} | {shape} | | | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
 
 def run_three_guided(time_limit: float, depths: list[int], only: list[str] | None = None,
@@ -558,9 +636,9 @@ def _spacer_verdict(r) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "producers",
-                                     "producer-induction", "producer-failover", "producer-drops", "kinduction",
-                                     "spacer", "spacer-rules"])
+    ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "three-steps",
+                                     "producers", "producer-induction", "producer-failover", "producer-drops",
+                                     "kinduction", "spacer", "spacer-rules"])
     ap.add_argument("--cex-limit", type=float, default=300.0,
                     help="spacer: time limit of each three-replica fix (each engine)")
     ap.add_argument("--k", type=int, default=3, help="kinduction: k = 1 .. K")
@@ -568,6 +646,9 @@ def main(argv=None) -> None:
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
                          "three-guided: guide with only these of the proved lemmas")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
+    ap.add_argument("--steps", nargs="*", default=["parallel", "chained"],
+                    choices=["parallel", "chained", "sequential"],
+                    help="three-steps: the step semantics to run (each at its depth)")
     ap.add_argument("--depths", type=int, nargs="*", default=[6, 8, 10, 14],
                     help="three-guided: depths (at most the explorer's) to time plain and guided")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
@@ -607,6 +688,8 @@ def main(argv=None) -> None:
         run_producer_failover(a.time_limit, a.upto, drop_cases)
     elif a.what == "three-guided":
         run_three_guided(a.time_limit, a.depths, a.fix, not a.no_explorer, subset=a.lemma or None)
+    elif a.what == "three-steps":
+        run_three_steps(a.time_limit, a.fix, not a.no_explorer, tuple(a.steps))
     elif a.what == "three":
         run_three(a.time_limit, a.bits, a.fix, not a.no_explorer)
     elif a.what == "fixes":
