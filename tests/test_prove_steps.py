@@ -164,76 +164,29 @@ def test_chained_steps_refute_in_fewer_steps_and_replay(gen, without, bounds, in
     assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
 
 
-def test_chained_steps_refute_kafka_7128():
-    """`current --without isr-expand-epoch-start` at the three-replica bench's tight bounds
-    (BMC over single steps: no answer at its depth 14 in 1,200 s): one chained-step query at
-    depth 3 finds LeaderCandidateCompleteness, 14 actions, replayed on spec state by state
-    (14 s in the three-steps bench at load 8; the explorer's breadth-first search: 47 s)."""
+# The four three-replica fixes at the three-replica bench's tight bounds (THREE_TIGHT), each one
+# chained-step query at the chained length of its golden path, the path replayed on spec state by
+# state (over single steps, BMC had no answer at KAFKA-7128's length 14 in 1,200 s).
+# - KAFKA-7128: LeaderCandidateCompleteness, 14 actions in 3 steps (14 s in the three-steps bench
+#   at load 8; the explorer's breadth-first search: 47 s). In the default run.
+# - KIP-320: StrongIsr at depth 4 (215 s at load 7, where the explorer found nothing in 240 s).
+# - KIP-279 (unflushed loss): StrongIsr at depth 6 (61 s at load 2; no answer in 240 s at load 8).
+# - KAFKA-7164: LogMatching at depth 9 (238 s at load 3).
+# The slow ones: `pytest -m slow tests/test_prove_steps.py`.
+@pytest.mark.parametrize("fix, depth, bits, limit, at_least", [
+    ("isr-expand-epoch-start", 3, 5, 600, 14),
+    pytest.param("fetch-epoch-fencing", 4, 6, 1200, 1, marks=pytest.mark.slow),
+    pytest.param("epoch-end-offset", 6, 6, 1200, 1, marks=pytest.mark.slow),
+    pytest.param("truncate-on-epoch-change", 9, 6, 1800, 1, marks=pytest.mark.slow),
+], ids=["kafka-7128", "kip-320", "kip-279", "kafka-7164"])
+def test_chained_steps_refute_the_three_replica_fixes(fix, depth, bits, limit, at_least):
     from kafkaverify.bench.prove import THREE_TIGHT
-    fix, bounds, inv, _, slots, epochs = THREE_TIGHT[0]
+    _, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == fix)
     model = Model(make_config("current", (fix,), **bounds))
-    r = bmc(model, 3, invariants=(inv,), time_limit=600, one_query=True, bits=5, slots=slots,
-            epochs=epochs, steps="chained")
+    r = bmc(model, depth, invariants=(inv,), time_limit=limit, one_query=True, bits=bits,
+            slots=slots, epochs=epochs, steps="chained")
     assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
-    assert len(r.steps) <= 3 and sum(r.steps) == len(r.actions) >= 14
-    st = model.initial()
-    for a in r.actions:
-        assert a in model.enabled(st), a.describe()
-        st = model.step(st, a)
-    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
-
-
-@pytest.mark.slow
-def test_chained_steps_refute_kip_320():
-    """`current --without fetch-epoch-fencing` at the three-replica bench's tight bounds: one
-    chained-step query at depth 4 finds StrongIsr, replayed on spec (215 s in the three-steps
-    bench at load 7, where the explorer's portfolio found nothing in 240 s). Run with
-    `pytest -m slow tests/test_prove_steps.py`."""
-    from kafkaverify.bench.prove import THREE_TIGHT
-    fix, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == "fetch-epoch-fencing")
-    model = Model(make_config("current", (fix,), **bounds))
-    r = bmc(model, 4, invariants=(inv,), time_limit=1200, one_query=True, bits=6, slots=slots,
-            epochs=epochs, steps="chained")
-    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
-    assert len(r.steps) <= 4 and sum(r.steps) == len(r.actions)
-    st = model.initial()
-    for a in r.actions:
-        assert a in model.enabled(st), a.describe()
-        st = model.step(st, a)
-    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
-
-
-@pytest.mark.slow
-def test_chained_steps_refute_kip_279():
-    """`current --without epoch-end-offset` at the three-replica bench's tight bounds (unflushed
-    loss): one chained-step query at depth 6 finds StrongIsr, replayed on spec (61 s at load 2;
-    no answer in 240 s at load 8)."""
-    from kafkaverify.bench.prove import THREE_TIGHT
-    fix, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == "epoch-end-offset")
-    model = Model(make_config("current", (fix,), **bounds))
-    r = bmc(model, 6, invariants=(inv,), time_limit=1200, one_query=True, bits=6, slots=slots,
-            epochs=epochs, steps="chained")
-    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
-    assert len(r.steps) <= 6 and sum(r.steps) == len(r.actions)
-    st = model.initial()
-    for a in r.actions:
-        assert a in model.enabled(st), a.describe()
-        st = model.step(st, a)
-    assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
-
-
-@pytest.mark.slow
-def test_chained_steps_refute_kafka_7164():
-    """`current --without truncate-on-epoch-change` at the three-replica bench's tight bounds:
-    one chained-step query at depth 9 finds LogMatching, replayed on spec (238 s at load 3)."""
-    from kafkaverify.bench.prove import THREE_TIGHT
-    fix, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT
-                                              if c[0] == "truncate-on-epoch-change")
-    model = Model(make_config("current", (fix,), **bounds))
-    r = bmc(model, 9, invariants=(inv,), time_limit=1800, one_query=True, bits=6, slots=slots,
-            epochs=epochs, steps="chained")
-    assert (r.status, r.invariant, r.problem) == ("violation", inv, None)
-    assert len(r.steps) <= 9 and sum(r.steps) == len(r.actions)
+    assert len(r.steps) <= depth and sum(r.steps) == len(r.actions) >= at_least
     st = model.initial()
     for a in r.actions:
         assert a in model.enabled(st), a.describe()

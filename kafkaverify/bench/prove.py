@@ -103,6 +103,16 @@ def run_three(time_limit: float, bits: int | None, only: list[str] | None = None
         print(f"| {name} | {inv} | {bm} | {r.seconds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
 
+def _explorer_cell(m, invs, time_limit: float) -> tuple[str, float]:
+    """The breadth-first explorer on the same config (the producer benches' baseline): what it
+    found, and its seconds."""
+    t0 = time.monotonic()
+    x = explore(m, time_limit=time_limit, invariants=invs)
+    xs = time.monotonic() - t0
+    return (f"{x.invariant} at {len(x.path)}" if x.status == "violation"
+            else f"{x.status} (depth {x.depth})"), xs
+
+
 def _explorer_row(m, inv: str, time_limit: float) -> tuple[str, float]:
     """The explorer's portfolio on the same config: what it found, and its seconds."""
     from checkers.portfolio import search
@@ -358,10 +368,7 @@ def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
             verdict = r.status + (f" ({r.message})" if r.message else " (time limit)")
         method = f"exhaustive BMC, depth {d}" + (" = diameter" if dia is not None else "") + (
             f", {writes} write slots" if writes else "") + (f", {bits}-bit" if bits else ", integers")
-        t1 = time.monotonic()
-        x = explore(m, time_limit=time_limit, invariants=invs)
-        xs = time.monotonic() - t1
-        ex = f"{x.invariant} at {len(x.path)}" if x.status == "violation" else f"{x.status} (depth {x.depth})"
+        ex, xs = _explorer_cell(m, invs, time_limit)
         print(f"| {name} | {', '.join(invs)} | {method} | {verdict} | {zs:.1f} | {ds:.1f} | {ex} | {xs:.1f} | "
               f"{load:.1f} |", flush=True)
 
@@ -451,10 +458,7 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) ->
                   + f", {kw['writes']} write slots, {kw['bits']}-bit"
                   + f", {kw['slots']} LeaderAndIsr slot, {kw['epochs']} epochs"
                   + (", partial-order reduction" if kw.get("por") else ""))
-        t1 = time.monotonic()
-        x = explore(m, time_limit=time_limit, invariants=invs)
-        xs = time.monotonic() - t1
-        ex = f"{x.invariant} at {len(x.path)}" if x.status == "violation" else f"{x.status} (depth {x.depth})"
+        ex, xs = _explorer_cell(m, invs, time_limit)
         print(f"| {name} | {', '.join(invs)} | {method} | {verdict} | {r.seconds:.1f} | {cs:.1f} | "
               f"{ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
