@@ -467,8 +467,7 @@ def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> 
                             else f" at {time_limit:.0f} s")
 
     print("| case | bounds | states | diameter / chained | diameters s | chained BMC | s | CPU s "
-          "| sequential BMC (baseline) | s | CPU s | load (1 min) |
-"
+          "| sequential BMC (baseline) | s | CPU s | load (1 min) |\n"
           "|---|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|")
     for name, without, bounds, _, kw, invs in chained_failover_cases(upto):
         m = Model(make_config("current", without, **bounds))
