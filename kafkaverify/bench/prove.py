@@ -756,10 +756,10 @@ def main(argv=None) -> None:
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
     elif a.what == "producers":
         run_producers(a.time_limit, a.upto, bits)
+    elif a.what == "producer-failover" and a.chained:
+        run_producer_chained(a.time_limit, a.upto)
     elif a.what == "producer-failover":
         run_producer_failover(a.time_limit, a.upto)
-    elif a.what == "producer-chained":
-        run_producer_chained(a.time_limit, a.upto)
     elif a.what == "producer-drops":
         run_producer_failover(a.time_limit, a.upto, drop_cases)
     elif a.what == "three-guided":
