@@ -331,7 +331,8 @@ def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
     After each step spec's state must be z3's, up to the renumbering of versions.
     spec's first violation ends the replay: depth by depth it must fall in the last step (a
     violation inside an earlier step would be a state z3 found clean at that depth); with
-    `one_query`, in any step (z3 asked only of the last). The result's `steps` counts the
+    `one_query` (a one-query search, or exhaustive: z3 asked of the last step, or of any), in
+    any step. The result's `steps` counts the
     actions replayed per step (the last step's set may have more than reached the violation)."""
     from spec.model import _normalize_versions as canon
     only = tuple(n for n in names if n != "MonotonicEpochs")
