@@ -10,7 +10,8 @@ import pytest
 
 from checkers.explore_legacy import reachable
 from checkers.prove.bmc import bmc
-from checkers.prove.differential import chained_diameter, chained_edges, chained_successors
+from checkers.prove.differential import (chained_diameter, chained_edges, chained_rank,
+                                         chained_successors)
 from checkers.prove.encoding import Encoding
 from spec import Model, make_config
 from spec.invariants import selected, violated
@@ -46,7 +47,8 @@ def test_chained_successors_are_the_sweep_over_the_chained_order():
     in S, p enabled at t}; and each sequential successor is among them."""
     m = failover(1)
     enc = Encoding(m.config)
-    edges = {s: chained_edges(m, enc, s) for _, s in reachable(m)}
+    rank = chained_rank(enc)
+    edges = {s: chained_edges(m, enc, s, rank) for _, s in reachable(m)}
     positions = sorted({p for e in edges.values() for p, _ in e})
     for s, e in edges.items():
         swept = {s}

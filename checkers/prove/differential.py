@@ -173,16 +173,20 @@ class ChainedReach:
     layers: list = field(default_factory=list)   # new states per chained step (layers[0] = 1)
 
 
-def chained_edges(model: Model, enc: Encoding, s: State) -> list[tuple[int, State]]:
+def chained_rank(enc: Encoding) -> dict[int, int]:
+    """Instance number -> its position in the chained order (steps.chain_order)."""
+    from checkers.prove.steps import chain_order
+    return {i: n for n, i in enumerate(chain_order(enc))}
+
+
+def chained_edges(model: Model, enc: Encoding, s: State,
+                  rank: dict[int, int] | None = None) -> list[tuple[int, State]]:
     """spec's successors of s, each labelled with its instance's position in the chained order
     (steps.chain_order): the encoding names the instance (its guard at s's encoding), spec
     takes the step. ValueError if the encoded instances enabled at s are not exactly spec's
     enabled actions (a kind the encoding lacks would make the chained search miss states)."""
     from checkers.prove.bmc import _spec_action
-    from checkers.prove.steps import chain_order
-    rank = getattr(enc, "_chain_rank", None)
-    if rank is None:
-        rank = enc._chain_rank = {i: n for n, i in enumerate(chain_order(enc))}
+    rank = rank if rank is not None else chained_rank(enc)
     d = enc.from_state(s)
     out, acts = [], set()
     for idx, inst in enumerate(enc.insts):
@@ -228,12 +232,13 @@ def chained_diameter(model: Model, enc: Encoding | None = None,
     the sequentially reachable states: `states` equals what `diameter` counts). None when
     more than `limit` states are reachable."""
     enc = enc or Encoding(model.config)
+    rank = chained_rank(enc)
     memo: dict = {}
 
     def edges(t):
         e = memo.get(t)
         if e is None:
-            e = memo[t] = chained_edges(model, enc, t)
+            e = memo[t] = chained_edges(model, enc, t, rank)
         return e
 
     s0 = model.initial()
