@@ -160,13 +160,27 @@ def bmc(model: Model, depth: int, *, invariants: tuple[str, ...] | None = None,
     (steps.CHAIN_ORDER) firing any subsequence, each seeing what its predecessors in the step
     left (the relaxed ∃-step semantics): a step is a sequential path by construction, and
     causal chains in that order fit in one step. Replayed as for parallel steps, each step in
-    that order. Clean to depth k: no state reachable by at most k such steps violates."""
+    that order. Clean to depth k: no state reachable by at most k such steps violates.
+
+    `steps="chained"` with `exhaustive`: one query at `depth` over chained paths whose empty
+    steps (firing nothing) come only at the end, asking for a violation at any step's end or
+    a step past the encoding's bounds (inside a step too: the `oob` flag is sticky). Clean at
+    `depth` D is a proof, at these bounds, that no reachable state violates when D is at least
+    the chained diameter (differential.chained_diameter): every reachable state is the end
+    of a path of at most D chained steps, padded with empty steps to exactly D; that path
+    stays within the encoding's bounds (or the query would have found the path leaving them,
+    "unknown"), where the encoding's step is spec's (the differential tests), so its end
+    state is one of the step ends the query asks about, and it violates nothing. States
+    inside a step are not asked about, and need not be: each is itself reachable, so the end
+    of another such path."""
     if guide and not one_query:
         raise ValueError("a guide under-approximates: only with one_query")
     if steps not in ("sequential", "parallel", "chained"):
         raise ValueError(f"steps: sequential, parallel or chained, not {steps!r}")
-    if steps != "sequential" and (exhaustive or por):
-        raise ValueError(f"{steps} steps: not with exhaustive or por")
+    if steps != "sequential" and por:
+        raise ValueError(f"{steps} steps: not with por")
+    if steps == "parallel" and exhaustive:
+        raise ValueError("parallel steps: not with exhaustive")
     with bitvectors(bits):
         return _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bits,
                     one_query, guide, guide_tail, slots, epochs, por, steps)
@@ -199,10 +213,10 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         nxt = variables(enc, f"s{k}")
         if multi:
             ch = [z3.Bool(f"f{k}.{i}") for i in range(len(enc.insts))]
-            cons += (chained_transition(enc, states[-1], nxt, ch, order) if order else
-                     parallel_transition(enc, states[-1], nxt, ch, conflicts))
+            cons += (chained_transition(enc, states[-1], nxt, ch, order, keep_oob=exhaustive)
+                     if order else parallel_transition(enc, states[-1], nxt, ch, conflicts))
             some = z3.Or(ch)
-            if not one_query:
+            if not (one_query or exhaustive):
                 cons.append(some)
             elif choices:                                           # empty steps only at the end
                 cons.append(z3.Implies(z3.Not(z3.Or(choices[-1])), z3.Not(some)))
@@ -242,8 +256,8 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
                              message="a path leaves the encoding's bounds (more writes or "
                                      "requests than its slots): no verdict")
         if r == z3.sat and multi:
-            return _replay_steps(model, enc, sol.model(), states, choices, names, t0, one_query,
-                                    order)
+            return _replay_steps(model, enc, sol.model(), states, choices, names, t0,
+                                 one_query or exhaustive, order)
         if r == z3.sat:
             return _replay(model, enc, sol.model(), states, choices, names, t0,
                            viol if exhaustive or one_query else None)
@@ -317,7 +331,8 @@ def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
     After each step spec's state must be z3's, up to the renumbering of versions.
     spec's first violation ends the replay: depth by depth it must fall in the last step (a
     violation inside an earlier step would be a state z3 found clean at that depth); with
-    `one_query`, in any step (z3 asked only of the last). The result's `steps` counts the
+    `one_query` (a one-query search, or exhaustive: z3 asked of the last step, or of any), in
+    any step. The result's `steps` counts the
     actions replayed per step (the last step's set may have more than reached the violation)."""
     from spec.model import _normalize_versions as canon
     only = tuple(n for n in names if n != "MonotonicEpochs")

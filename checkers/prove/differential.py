@@ -164,3 +164,97 @@ def diameter(model: Model, limit: int = 200_000) -> int | None:
         if n > limit:
             return None
     return depth
+
+
+@dataclass
+class ChainedReach:
+    diameter: int | None       # the chained diameter (None: more than `limit` states)
+    states: int                # reachable states found by chained steps
+    layers: list = field(default_factory=list)   # new states per chained step (layers[0] = 1)
+
+
+def chained_rank(enc: Encoding) -> dict[int, int]:
+    """Instance number -> its position in the chained order (steps.chain_order)."""
+    from checkers.prove.steps import chain_order
+    return {i: n for n, i in enumerate(chain_order(enc))}
+
+
+def chained_edges(model: Model, enc: Encoding, s: State,
+                  rank: dict[int, int] | None = None) -> list[tuple[int, State]]:
+    """spec's successors of s, each labelled with its instance's position in the chained order
+    (steps.chain_order): the encoding names the instance (its guard at s's encoding), spec
+    takes the step. ValueError if the encoded instances enabled at s are not exactly spec's
+    enabled actions (a kind the encoding lacks would make the chained search miss states)."""
+    from checkers.prove.bmc import _spec_action
+    rank = rank if rank is not None else chained_rank(enc)
+    d = enc.from_state(s)
+    out, acts = [], set()
+    for idx, inst in enumerate(enc.insts):
+        if inst.guard(d, inst):
+            a = _spec_action(enc, inst, d, s)
+            acts.add(a)
+            out.append((rank[idx], model.step(s, a)))
+    if acts != set(model.enabled(s)):
+        raise ValueError(f"encoded instances and spec's actions differ at a reachable state: "
+                         f"{sorted(a.describe() for a in acts ^ set(model.enabled(s)))}")
+    return out
+
+
+def chained_successors(s: State, edges) -> set:
+    """Every state one chained step leads to from s (s itself included: the step firing
+    nothing): a sweep through the chained order, each position p adding the p-labelled
+    successors of the states gathered so far. `edges(t)`: t's (position, successor) pairs. A
+    state added at position p continues only with positions after p (each instance fires at
+    most once per step)."""
+    seen = {s}
+    pending: dict[int, list] = {}
+    for p, t in edges(s):
+        pending.setdefault(p, []).append(t)
+    while pending:
+        p = min(pending)
+        for t in pending.pop(p):
+            if t in seen:
+                continue
+            seen.add(t)
+            for q, u in edges(t):
+                if q > p:
+                    pending.setdefault(q, []).append(u)
+    return seen
+
+
+def chained_diameter(model: Model, enc: Encoding | None = None,
+                     limit: int = 200_000) -> ChainedReach:
+    """The chained diameter: the largest, over reachable states, of the fewest chained steps
+    (bmc's `steps="chained"`, steps.chained_transition) that reach it, by a breadth-first
+    search of spec's states whose successors are `chained_successors`. Every reachable state
+    is then the end of a path of at most that many chained steps (a chained step is a
+    sequential path, and every single action is a chained step, so the search finds exactly
+    the sequentially reachable states: `states` equals what `diameter` counts). None when
+    more than `limit` states are reachable."""
+    enc = enc or Encoding(model.config)
+    rank = chained_rank(enc)
+    memo: dict = {}
+
+    def edges(t):
+        e = memo.get(t)
+        if e is None:
+            e = memo[t] = chained_edges(model, enc, t, rank)
+        return e
+
+    s0 = model.initial()
+    seen = {s0}
+    frontier = [s0]
+    layers = [1]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            for t in chained_successors(s, edges):
+                if t not in seen:
+                    seen.add(t)
+                    nxt.append(t)
+        if len(seen) > limit:
+            return ChainedReach(None, len(seen), layers)
+        if nxt:
+            layers.append(len(nxt))
+        frontier = nxt
+    return ChainedReach(len(layers) - 1, len(seen), layers)

@@ -161,11 +161,14 @@ def chain_order(enc: Encoding) -> list[int]:
                   key=lambda i: (rank.get(enc.insts[i].kind, len(rank)), i))
 
 
-def chained_transition(enc: Encoding, s: dict, t: dict, fire: list, order: list[int]) -> list:
+def chained_transition(enc: Encoding, s: dict, t: dict, fire: list, order: list[int],
+                       keep_oob: bool = False) -> list:
     """Constraints: t is what firing, in `order`, the instances whose booleans in `fire` are
     true leaves of s, each guard holding in the state its predecessors left; no intermediate
     state leaves the encoding's bounds. Fields no fired instance can write keep s's value
-    (reused in t, as in bmc.transition)."""
+    (reused in t, as in bmc.transition). With `keep_oob` (exhaustive BMC), leaving the bounds
+    is not excluded: t's `oob` is true when s's was or any fired instance left them (then
+    sought as a verdict of its own)."""
     cons: list = []
     cur = dict(s)
     cur[OOB] = False
@@ -195,8 +198,11 @@ def chained_transition(enc: Encoding, s: dict, t: dict, fire: list, order: list[
             t[k] = s[k]
         else:
             cons.append(tv == cur[k])
-    cons.append(NOT(OR(*oob)))
-    t[OOB] = False
+    if keep_oob:
+        t[OOB] = OR(*oob)
+    else:
+        cons.append(NOT(OR(*oob)))
+        t[OOB] = False
     return [_zb(c) for c in cons]
 
 

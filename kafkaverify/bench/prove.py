@@ -13,6 +13,7 @@ explorer's time on the same config, in the same run).
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 3 --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-drops --upto 3 --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
@@ -411,6 +412,22 @@ def failover_cases(upto: int):
            {"exhaustive": True, "bits": 16, "writes": 1, **small}, both)
 
 
+def chained_failover_cases(upto: int):
+    """The fail-over proofs with chained steps (issue 11): 1 broker 1..2 in flight, 2 brokers
+    1..upto in flight. On two brokers the encoding needs 2 LeaderAndIsr slots, 3 leader epochs
+    and K + 1 write slots (checked on every reachable state at K = 1: none is past them, no
+    enabled instance leaves them); smaller ones make the exhaustive query unknown."""
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    for k in range(1, min(upto, 2) + 1):
+        yield (f"idempotence, 1 broker, {k} in flight ({k} records)", (),
+               {**FAILOVER, "brokers": 1, "records": k, "max_in_flight": k}, None,
+               {"exhaustive": True, "bits": 16, "writes": k, "slots": 1, "epochs": 2}, both)
+    for k in range(1, upto + 1):
+        yield (f"idempotence, 2 brokers, {k} in flight ({k} records)", (),
+               {**FAILOVER, "brokers": 2, "records": k, "max_in_flight": k}, None,
+               {"exhaustive": True, "bits": 16, "writes": k + 1, "slots": 2, "epochs": 3}, both)
+
+
 def drop_cases(upto: int):
     """More dropped connections than retries on a quiet single broker (issue 11): a batch
     whose retries are spent fails, its sequence is unresolved and the producer bumps its epoch
@@ -424,6 +441,56 @@ def drop_cases(upto: int):
                    {**DROPS, "records": k, "max_in_flight": k, "retries": r, "losses": r + 1},
                    None, {"exhaustive": True, "bits": 16, "writes": k * (r + 2), "slots": 1,
                           "epochs": 2}, both)
+
+
+def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> None:
+    """Each fail-over case: exhaustive BMC with chained steps to the chained diameter
+    (differential.chained_diameter, an explicit search of spec's states), beside the same
+    run's exhaustive sequential BMC to the sequential diameter (the baseline). Both clean is
+    a proof at these bounds; a case of more than `limit` reachable states has no diameter
+    and no query."""
+    import os
+    import resource
+
+    from checkers.prove.differential import chained_diameter, diameter
+
+    def cpu():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+    def verdict(r):
+        if r.status == "violation":
+            return f"refuted: {r.invariant} in {r.depth} steps" + (
+                f" ({r.problem})" if r.problem else ", replayed on spec")
+        if r.status == "clean":
+            return "**proved**"
+        return "unknown" + (" (past the slots)" if r.message and "bounds" in r.message
+                            else f" at {time_limit:.0f} s")
+
+    print("| case | bounds | states | diameter / chained | diameters s | chained BMC | s | CPU s "
+          "| sequential BMC (baseline) | s | CPU s | load (1 min) |\n"
+          "|---|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|")
+    for name, without, bounds, _, kw, invs in chained_failover_cases(upto):
+        m = Model(make_config("current", without, **bounds))
+        load = os.getloadavg()[0]
+        t0 = time.monotonic()
+        dia = diameter(m, limit)
+        ch = chained_diameter(m, limit=limit) if dia is not None else None
+        ds = time.monotonic() - t0
+        shape = (f"{kw['writes']} write slots, {kw['slots']} LeaderAndIsr slots, "
+                 f"{kw['epochs']} epochs, 16-bit")
+        if dia is None or ch is None or ch.diameter is None:
+            print(f"| {name} | {shape} | > {limit:,} | not computed | {ds:.1f} | no query | | | "
+                  f"no query | | | {load:.1f} |", flush=True)
+            continue
+        c0 = cpu()
+        rc = bmc(m, ch.diameter, invariants=invs, time_limit=time_limit, steps="chained", **kw)
+        c1 = cpu()
+        rs = bmc(m, dia, invariants=invs, time_limit=time_limit, **kw)
+        c2 = cpu()
+        print(f"| {name} | {shape} | {ch.states:,} | {dia} / {ch.diameter} | {ds:.1f} | "
+              f"{verdict(rc)} at depth {ch.diameter} | {rc.seconds:.1f} | {c1 - c0:.1f} | "
+              f"{verdict(rs)} at depth {dia} | {rs.seconds:.1f} | {c2 - c1:.1f} | {load:.1f} |",
+              flush=True)
 
 
 def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) -> None:
@@ -650,6 +717,9 @@ def main(argv=None) -> None:
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
                          "three-guided: guide with only these of the proved lemmas")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
+    ap.add_argument("--chained", action="store_true",
+                    help="producer-failover: exhaustive BMC with chained steps to the chained "
+                         "diameter, beside sequential exhaustive BMC to the diameter (same run)")
     ap.add_argument("--steps", nargs="*", default=["parallel", "chained"],
                     choices=["parallel", "chained", "sequential"],
                     help="three-steps: the step semantics to run (each at its depth)")
@@ -686,6 +756,8 @@ def main(argv=None) -> None:
         run_producer_induction(a.time_limit, a.upto, a.baseline_limit, bits, a.start)
     elif a.what == "producers":
         run_producers(a.time_limit, a.upto, bits)
+    elif a.what == "producer-failover" and a.chained:
+        run_producer_chained(a.time_limit, a.upto)
     elif a.what == "producer-failover":
         run_producer_failover(a.time_limit, a.upto)
     elif a.what == "producer-drops":
