@@ -200,6 +200,22 @@ fail:
     return -1;
 }
 
+/* Reads a call's arguments, exactly n objects with __arrow_c_stream__, into cols[0..n-1]
+ * (names[i] for messages). Returns 0, or -1 with an exception set and nothing left to free. */
+static int in_read_args(PyObject *args, int n, In *cols, const char *const *names) {
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != n) {
+        PyErr_Format(PyExc_TypeError, "expected %d columns", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (in_read(PyTuple_GET_ITEM(args, i), &cols[i], names[i]) < 0) {
+            while (i-- > 0)
+                in_free(&cols[i]);
+            return -1;
+        }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Output: Column, a uint32 or int64 column built here, handed to polars once through
  * __arrow_c_array__ (the buffers move into the exported array; polars frees them). */
@@ -486,6 +502,17 @@ static PyObject *rows_column(Rows *r) {
     return (PyObject *)c;
 }
 
+/* Sets probe i's answer: row r - 1 when r (row + 1) is not 0, else null. Returns 1 for a null. */
+static inline int put_row(uint32_t *pos, uint8_t *bits, int64_t i, uint32_t r) {
+    if (r) {
+        pos[i] = r - 1;
+        bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+        return 0;
+    }
+    pos[i] = 0;
+    return 1;
+}
+
 /* lookup(table, probe) -> Column | None
  * For each value of `probe`, the row of `table` holding the same value (uint32; null where
  * none, or where the probe value is null). `table`'s null values are never matched. None
@@ -498,16 +525,11 @@ static PyObject *rows_column(Rows *r) {
  * come in about offset order, read it in sequence); otherwise one hash table of the values. */
 #define SPAN_SLACK 2
 static PyObject *lookup(PyObject *mod, PyObject *args) {
-    PyObject *tobj, *pobj;
-    if (!PyArg_ParseTuple(args, "OO", &tobj, &pobj))
+    static const char *const names[2] = {"table", "probe"};
+    In in[2];
+    if (in_read_args(args, 2, in, names) < 0)
         return NULL;
-    In tk, pk;
-    if (in_read(tobj, &tk, "table") < 0)
-        return NULL;
-    if (in_read(pobj, &pk, "probe") < 0) {
-        in_free(&tk);
-        return NULL;
-    }
+    In tk = in[0], pk = in[1];
     PyObject *out = NULL;
     Column *col = NULL;
     Table parts = {0}, t = {0};
@@ -616,13 +638,7 @@ static PyObject *lookup(PyObject *mod, PyObject *args) {
                     if (ls != UINT32_MAX - 1 && l >= lo[ls] && l <= hi[ls])
                         r = dense[base[ls] + l - lo[ls]];
                 }
-                if (r) {
-                    pos[i] = r - 1;
-                    bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-                } else {
-                    pos[i] = 0;
-                    nulls++;
-                }
+                nulls += put_row(pos, bits, i, r);
             }
         }
         Py_END_ALLOW_THREADS
@@ -639,13 +655,7 @@ static PyObject *lookup(PyObject *mod, PyObject *args) {
         if (!dup) {
             for (int64_t i = 0; i < pk.len; i++) {
                 uint32_t r = in_valid(&pk, i) ? table_get(&t, in_get(&pk, i)) : 0;
-                if (r) {
-                    pos[i] = r - 1;
-                    bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-                } else {
-                    pos[i] = 0;
-                    nulls++;
-                }
+                nulls += put_row(pos, bits, i, r);
             }
         }
         Py_END_ALLOW_THREADS
@@ -685,27 +695,11 @@ enum { SKIP = 0, POLL = 1, RESET = 2, ACKED = 3 };
  *         previous acknowledged offset (each producer's offsets increase in send order).
  * A null offset compares as unknown: never flagged (as polars' comparison with null). */
 static PyObject *order_scan(PyObject *mod, PyObject *args) {
-    PyObject *ko, *kd, *fo, *lo;
-    if (!PyArg_ParseTuple(args, "OOOO", &ko, &kd, &fo, &lo))
+    static const char *const names[4] = {"key", "kind", "first", "last"};
+    In in[4];
+    if (in_read_args(args, 4, in, names) < 0)
         return NULL;
-    In key, kind, first, last;
-    if (in_read(ko, &key, "key") < 0)
-        return NULL;
-    if (in_read(kd, &kind, "kind") < 0) {
-        in_free(&key);
-        return NULL;
-    }
-    if (in_read(fo, &first, "first") < 0) {
-        in_free(&key);
-        in_free(&kind);
-        return NULL;
-    }
-    if (in_read(lo, &last, "last") < 0) {
-        in_free(&key);
-        in_free(&kind);
-        in_free(&first);
-        return NULL;
-    }
+    In key = in[0], kind = in[1], first = in[2], last = in[3];
     PyObject *out = NULL;
     Rows flagged = {0};
     Table t = {0};
@@ -1006,16 +1000,11 @@ static PyObject *steps(PyObject *mod, PyObject *args) {
 /* time_ordered(inv, id) -> whether the rows are in (inv, id) order with no (inv, id) twice
  * (no nulls). One pass, stopping at the first row out of order. */
 static PyObject *time_ordered(PyObject *mod, PyObject *args) {
-    PyObject *a, *b;
-    if (!PyArg_ParseTuple(args, "OO", &a, &b))
+    static const char *const names[2] = {"inv", "id"};
+    In in[2];
+    if (in_read_args(args, 2, in, names) < 0)
         return NULL;
-    In inv, id;
-    if (in_read(a, &inv, "inv") < 0)
-        return NULL;
-    if (in_read(b, &id, "id") < 0) {
-        in_free(&inv);
-        return NULL;
-    }
+    In inv = in[0], id = in[1];
     int ok = inv.len == id.len && !inv.bits && !id.bits;
     for (int64_t i = 1; i < inv.len && ok; i++) {
         int64_t x = in_get(&inv, i - 1), y = in_get(&inv, i);
