@@ -486,6 +486,16 @@ def positions(e: Encoding, s):
     return AND(*out)
 
 
+def controller_cache(e: Encoding, s):
+    """The current controller (running, the store's controller, its epoch the store's) holds a
+    controller cache: ControllerElect fills it as it takes the epoch, and only a crash (or, with
+    pauses, a new session) ends that. Spec reads the cache of the current controller, so states
+    without it are not states of the model."""
+    return AND(*[IMPLIES(AND(s[("b", i, "alive")], EQ(s[("z", "controller")], i),
+                             EQ(s[("b", i, "ctl")], s[("z", "ce")])), s[("b", i, "hascc")])
+                 for i in range(e.n)])
+
+
 def leader_stays(e: Encoding, s):
     """Without pauses a running leader keeps the store's leadership: the controller elects anew
     only when the leader's session ends, which takes a crash; so every epoch since the one a
@@ -559,6 +569,7 @@ STRENGTHENING = {
     "HwExposed": hw_exposed,
     "Positions": positions,
     "LeaderStays": leader_stays,
+    "ControllerCache": controller_cache,
     # the producer invariants' (checkers/prove/strengthen_producers.py documents them)
     **PRODUCER_STRENGTHENING,
 }
