@@ -90,6 +90,16 @@ def test_mine_agrees_with_check_history_run_by_run(dataset, mined, tmp_path):
     assert p.returncode == 1
     good = pick[40]
     assert cli("check-history", tmp_path / f"{good}.parquet").returncode == 0
+    # An extracted run is in the one-history layout: LZ4, no trace_id column, the run's
+    # trace_id in the header.
+    import json
+
+    import pyarrow.parquet as pq
+    from traces.history import PARQUET_META_KEY
+    f = pq.ParquetFile(str(tmp_path / f"{good}.parquet"))
+    assert "trace_id" not in f.schema_arrow.names
+    assert f.metadata.row_group(0).column(0).compression.startswith("LZ4")
+    assert json.loads(f.schema_arrow.metadata[PARQUET_META_KEY])["trace_id"] == good
 
 
 def test_summary_pages(mined):

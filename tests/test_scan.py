@@ -180,3 +180,43 @@ def test_time_ordered_is_strict_inv_then_id_order(seed):
     inv, ids = [r[0] for r in rows], [r[1] for r in rows]
     want = all(rows[k - 1] < rows[k] for k in range(1, len(rows)))
     assert _scan.time_ordered(_col(inv), _col(ids, chunks=2)) == want
+
+
+def _import_kernel(tmp_path, pythonpath):
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, pythonpath))}
+    return subprocess.run([sys.executable, "-c", "import checkers.history.columnar"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_unbuilt_or_unloadable_scans_say_why(tmp_path):
+    """A checkout whose extension was never built is told how to build it; a Spark executor
+    whose Python cannot load the module shipped from the driver is told that, not to build."""
+    import shutil
+    import zipfile
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"
+    for pkg in ("checkers", "traces"):
+        shutil.copytree(root / pkg, src / pkg, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    p = _import_kernel(tmp_path, [src])
+    assert p.returncode != 0 and "is not built: run `pip install -e .`" in p.stderr, p.stderr
+
+    # The executor's layout: the packages in a zip, the built file in a directory of its own.
+    z = tmp_path / "pyfiles.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        for q in src.rglob("*.py"):
+            f.write(q, q.relative_to(src))
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "_scan.cpython-39-x86_64-linux-gnu.so").write_bytes(b"")   # built for another Python
+    p = _import_kernel(tmp_path, [z, files])
+    assert p.returncode != 0, p.stderr
+    assert "executors must run the driver's Python version" in p.stderr, p.stderr
+    assert "_scan.cpython-39-x86_64-linux-gnu.so" in p.stderr and "not built" not in p.stderr
+    # The same layout with the driver's own build imports.
+    shutil.copy(_scan.__file__, files)
+    p = _import_kernel(tmp_path, [z, files])
+    assert p.returncode == 0, p.stderr

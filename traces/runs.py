@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traces.history import FORMAT, PARQUET_META_KEY, VERSION, arrow_schema
+from traces.history import FORMAT, PARQUET_META_KEY, VERSION, arrow_schema, parquet_write_options
 
 LAYOUT = "kafkaverify-runs"
 LAYOUT_VERSION = 1
@@ -81,14 +81,15 @@ def write_events(path: Path, table: pa.Table) -> None:
     table = table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
     # One row group per file: Spark may split a file only at row groups, so a run is never
     # cut in two however Spark sizes its splits.
-    pq.write_table(table.cast(event_schema()), str(path), compression="zstd",
-                   row_group_size=max(table.num_rows, 1))
+    pq.write_table(table.cast(event_schema()), str(path), row_group_size=max(table.num_rows, 1),
+                   **parquet_write_options(False))
 
 
 def write_runs(dataset: str | Path, table: pa.Table, part: int = 0) -> None:
     d = runs_dir(dataset)
     d.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table.cast(run_schema()), str(d / f"part-{part:05d}.parquet"), compression="zstd")
+    pq.write_table(table.cast(run_schema()), str(d / f"part-{part:05d}.parquet"),
+                   **parquet_write_options(False))
 
 
 class LayoutError(Exception):
@@ -125,11 +126,12 @@ def extract_run(dataset: str | Path, trace_id: str, out: str | Path) -> int:
     b = hit.column("bucket")[0].as_py()
     tables = [pq.read_table(str(p)) for p in sorted(events_dir(dataset).glob(f"bucket={b:05d}/*.parquet"))]
     t = pa.concat_tables(tables)
-    t = t.filter(pc.equal(t.column("trace_id"), trace_id)).drop_columns(["row"])
+    t = t.filter(pc.equal(t.column("trace_id"), trace_id)).drop_columns(["row", "trace_id"])
     if "bucket" in t.column_names:
         t = t.drop_columns(["bucket"])
+    # The one-history layout (traces.history.write_parquet): the trace_id is the header's.
     header = {"format": FORMAT, "version": VERSION, "trace_id": trace_id}
-    t = t.cast(arrow_schema()).replace_schema_metadata(
+    t = t.cast(arrow_schema(trace_column=False)).replace_schema_metadata(
         {PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()})
-    pq.write_table(t, str(out), compression="zstd")
+    pq.write_table(t, str(out), **parquet_write_options(True))
     return t.num_rows

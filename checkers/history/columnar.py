@@ -32,6 +32,7 @@ partition is not linearizable; otherwise no cycle exists by locality (see cycles
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -42,6 +43,27 @@ from checkers.history.result import Anomaly, CheckResult, Verdict, combine, fini
 from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED,
                             RESULT_FIELDS, TYPES, History, Op)
 from traces.history import pair as pair_events
+
+def _scan_missing(e: ImportError) -> str:
+    """Why the compiled scans cannot be imported, and what to do: a checkout never built, or a
+    Spark executor whose Python cannot load the module built for the driver's."""
+    import glob
+    import sys
+    import sysconfig
+    here = os.path.dirname(os.path.abspath(__file__))
+    tag = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    shipped = [p for d in sys.path if d and os.path.isdir(d) and not d.endswith(".zip")
+               for p in glob.glob(os.path.join(d, "_scan.*.so"))]
+    if os.path.isfile(__file__) and not shipped:
+        return ("checkers.history._scan (checkers/history/_scan.c) is not built: run "
+                "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`; "
+                "it needs a C compiler and Python's headers (make system-deps)"
+                f" [{here}: {e}]")
+    return (f"the compiled scans shipped to this Spark executor ({', '.join(map(os.path.basename, shipped)) or 'none'}) "
+            f"cannot be loaded by its Python {sys.version_info[0]}.{sys.version_info[1]} (which needs "
+            f"_scan{tag}): executors must run the driver's Python version on the same platform "
+            f"(set PYSPARK_PYTHON); {e}")
+
 
 try:
     from checkers.history import _scan
@@ -54,11 +76,10 @@ except ImportError as e:
     except ImportError:
         _scan = None
     if _scan is None or getattr(_scan, "__name__", "") != "checkers.history._scan":
-        # A checkout whose C extension was never built: say how.
-        raise ImportError("checkers.history._scan (checkers/history/_scan.c) is not built: run "
-                          "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`; "
-                          "it needs a C compiler and Python's headers (make system-deps)") from e
+        raise ImportError(_scan_missing(e)) from e
 
+
+CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
 CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
 PER_PARTITION = CHECK_NAMES[:-1]
 T = "trace_id"
