@@ -186,11 +186,17 @@ def test_a_reader_restarting_its_recv_after_a_stop_cannot_read_the_next_clients_
     stopped: list[int] = []
     try:
         reader = int(proc.stdout.readline())
-        _wait_until(lambda: _in_syscall(proc.pid, reader, {RECVFROM}), "the reader to block in recv")
         proxy.hold_new()
-        # 1. The reader stops inside recv (a SIGSTOP that the scheduler ends late for it).
-        _stop_thread(reader)
-        stopped.append(reader)
+        # 1. The reader stops inside recv (a SIGSTOP that the scheduler ends late for it). A
+        # ping reply may wake it just then: stop it again until it is caught inside recv.
+        for _ in range(100):  # each round is one ping reply's handling at most
+            _wait_until(lambda: _in_syscall(proc.pid, reader, {RECVFROM}), "the reader to recv")
+            _stop_thread(reader)
+            stopped.append(reader)
+            if _in_syscall(proc.pid, reader, {RECVFROM}):
+                break
+            _ptrace(PTRACE_DETACH, stopped.pop())
+        assert stopped == [reader], "never caught the reader inside recv"
         proc.stdin.write("go\n")
         proc.stdin.flush()
         # 2. It hears nothing, so the client ends its session after a session timeout; the
