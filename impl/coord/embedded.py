@@ -193,8 +193,7 @@ class EmbeddedCoordinator(Coordinator):
             except Exception as e:  # a malformed message from the server: never hang the session
                 log.exception("coord: bad message from the server")
                 self._end(reason := f"protocol error: {e!r}")
-            self._retire(sock)  # this thread is done with it: the one safe moment to close it
-            sock = self._reconnect(reason) if self._dead is None else None
+            sock = self._reconnect(sock, reason)
 
     def _retire(self, sock: socket.socket) -> None:
         """Close a connection the reader has finished with (see the module note: only here)."""
@@ -221,17 +220,20 @@ class EmbeddedCoordinator(Coordinator):
             if fut is not None:
                 fut.set_result(msg)
 
-    def _reconnect(self, reason: str) -> socket.socket | None:
-        """The connection dropped (and the reader closed it): fail calls in flight
-        (indeterminate), then try to resume the session until its deadline (last word from the
-        server + timeout). Runs on the reader; returns the new connection, or None once the
+    def _reconnect(self, old: socket.socket, reason: str) -> socket.socket | None:
+        """The connection dropped: close it, fail calls in flight (indeterminate), then try to
+        resume the session until its deadline (last word from the server + timeout). Runs on the
+        reader, once it is done reading `old`; returns the new connection, or None once the
         session has ended."""
         with self._lock:
-            if self._dead is not None:
-                return None
-            self._connected = False
-            self._connected_evt.clear()
-            pending, self._pending = self._pending, {}
+            dead = self._dead is not None
+            if not dead:
+                self._connected = False
+                self._connected_evt.clear()
+                pending, self._pending = self._pending, {}
+        self._retire(old)  # the reader's last recv on it is over: the one safe moment to close
+        if dead:
+            return None
         for fut in pending.values():
             fut.set_exception(ConnectionLoss(f"connection lost ({reason}); the call may or may "
                                              "not have taken effect"))
