@@ -17,6 +17,16 @@ resume (e.g. it restarted: sessions are not persisted); nothing at all heard fro
 session_timeout_ms (the server has then expired us too, or is dead: a controller must stop
 acting either way). Then every call raises SessionExpired and the on_session_expired callbacks run
 once, after all earlier events. A new connect() makes a new session.
+
+Who may close a socket: only the reader, after its last recv on it, holding the send lock (so no
+sender is inside a call on it either). Every other thread that gives up on a connection shuts it
+down, which wakes the reader and fails sends, but keeps its descriptor number allocated. A closed
+number is handed to the next socket the process opens (Linux takes the lowest free one), and a
+thread can still be on its way into a call with the old number: notably a recv interrupted by
+SIGSTOP, which the kernel restarts with the same number on SIGCONT, possibly after other threads
+ended the session, closed the socket and connected a new client. That recv then took the length
+prefix of the new client's hello reply, and the new client read `{"id` as a frame length
+(tests/test_coord_stale_reader.py drives exactly that interleaving).
 """
 from __future__ import annotations
 
@@ -159,7 +169,7 @@ class EmbeddedCoordinator(Coordinator):
         self._stop.set()
         self._connected_evt.set()  # wake callers waiting for a reconnect: they see _dead
         if sock is not None:
-            _kill(sock)
+            _shut(sock)  # the reader wakes, sees _dead and closes it: never closed under its recv
         for fut in pending.values():
             fut.set_exception(CoordError("client is closed") if self._closed_by_us else
                               SessionExpired(f"session {self.session_id} ended: {reason}"))
@@ -174,15 +184,22 @@ class EmbeddedCoordinator(Coordinator):
     # ---- I/O threads -------------------------------------------------------------------------
 
     def _read_loop(self) -> None:
-        while self._dead is None:  # one pass per connection; ends with the session
+        sock: socket.socket | None = self._sock
+        while sock is not None:  # one pass per connection; ends with the session
             try:
-                self._read_connection(self._sock)
+                self._read_connection(sock)
             except (OSError, FrameError) as e:
-                if self._dead is None:
-                    self._reconnect(f"{e!r}")
+                reason = f"{e!r}"
             except Exception as e:  # a malformed message from the server: never hang the session
                 log.exception("coord: bad message from the server")
-                self._end(f"protocol error: {e!r}")
+                self._end(reason := f"protocol error: {e!r}")
+            sock = self._reconnect(sock, reason)
+
+    def _retire(self, sock: socket.socket) -> None:
+        """Close a connection the reader has finished with (see the module note: only here)."""
+        _shut(sock)  # fails a sender blocked on a full buffer, so the lock below comes free
+        with self._send_lock:  # no sender is inside sendall on this descriptor number
+            sock.close()
 
     def _read_connection(self, sock: socket.socket) -> None:
         while True:  # ends by exception: the connection drops, or the session ends
@@ -203,17 +220,20 @@ class EmbeddedCoordinator(Coordinator):
             if fut is not None:
                 fut.set_result(msg)
 
-    def _reconnect(self, reason: str) -> None:
-        """The connection dropped: fail calls in flight (indeterminate), then try to resume the
-        session until its deadline (last word from the server + timeout). Runs on the reader."""
+    def _reconnect(self, old: socket.socket, reason: str) -> socket.socket | None:
+        """The connection dropped: close it, fail calls in flight (indeterminate), then try to
+        resume the session until its deadline (last word from the server + timeout). Runs on the
+        reader, once it is done reading `old`; returns the new connection, or None once the
+        session has ended."""
         with self._lock:
-            if self._dead is not None:
-                return
-            self._connected = False
-            self._connected_evt.clear()
-            pending, self._pending = self._pending, {}
-            old = self._sock
-        _kill(old)
+            dead = self._dead is not None
+            if not dead:
+                self._connected = False
+                self._connected_evt.clear()
+                pending, self._pending = self._pending, {}
+        self._retire(old)  # the reader's last recv on it is over: the one safe moment to close
+        if dead:
+            return None
         for fut in pending.values():
             fut.set_exception(ConnectionLoss(f"connection lost ({reason}); the call may or may "
                                              "not have taken effect"))
@@ -224,25 +244,26 @@ class EmbeddedCoordinator(Coordinator):
             left = deadline - time.monotonic()
             if left <= 0:
                 self._end(f"connection lost ({reason}) and not resumed within the session timeout")
-                return
+                return None
             try:
                 sock, _ = self._open(min(left, self.connect_timeout_s), resume=True)
             except _Refused as e:
                 self._end(f"connection lost ({reason}); resume refused: {e}")
-                return
+                return None
             except (OSError, FrameError):
                 self._stop.wait(min(pause_s, max(left, 0)))
                 continue
             with self._lock:
                 if self._dead is not None:
-                    _kill(sock)
-                    return
+                    sock.close()  # never shared: no other thread knows its number
+                    return None
                 # last_heard first: the heartbeat must not judge the new connection by the old
                 self._last_heard = time.monotonic()
                 self._sock, self._connected = sock, True
                 self._connected_evt.set()
             log.warning("coord: session %s resumed", self.session_id)
-            return
+            return sock
+        return None
 
     def _heartbeat_loop(self) -> None:
         interval = self.session_timeout_ms / 3000
@@ -265,12 +286,16 @@ class EmbeddedCoordinator(Coordinator):
             if not self._connected:
                 raise ConnectionLoss("disconnected from the coordination server; reconnecting")
             sock = self._sock
-        try:
-            with self._send_lock:
+        with self._send_lock:
+            try:
                 sock.sendall(encode_frame(msg))
-        except OSError as e:
-            _kill(sock)  # the reader sees it and reconnects
-            raise ConnectionLoss(f"send failed ({e!r}); the call may or may not have taken effect") from None
+                return
+            except OSError as e:
+                # Shut down before another sender may follow a partly sent frame with its own
+                # (the server would read garbage); the reader sees it, closes and reconnects.
+                _shut(sock)
+                error = e
+        raise ConnectionLoss(f"send failed ({error!r}); the call may or may not have taken effect")
 
     def _deliver(self, wid: int, msg: dict, resync: bool) -> None:
         """Queue one watch callback; called only on the reader thread, so in server order. A
@@ -382,13 +407,13 @@ def _check_version(version: object) -> int:
     return version
 
 
-def _kill(sock: socket.socket) -> None:
-    """Shut down and close; wakes a thread blocked in recv on it."""
+def _shut(sock: socket.socket) -> None:
+    """Shut down both directions: wakes a thread blocked in recv on it (EOF) and fails later
+    sends, but keeps the descriptor number, so no other socket can take it yet."""
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
-        pass
-    sock.close()
+        pass  # already shut down, reset, or closed by the reader
 
 
 def _read_frame(sock: socket.socket) -> dict:
