@@ -2,7 +2,15 @@
 traces/history_columnar.py, hands it to the columnar kernel (checkers/history/columnar.py) in
 one piece or, above CHUNK_EVENTS events, in chunks of partitions, and falls back to the object
 reader and checkers for input the kernel's screens do not accept (the object reader then names
-the bad line or row). Reading is under the same deadline as checking."""
+the bad line or row). Reading is under the same deadline as checking.
+
+Before the kernel, the fused screen (checkers/history/_fused.c) reads the decoded columns in
+one C pass, slice by slice as they are decoded, with no polars frame work: a history in which
+it flags nothing is decided from its counts (the same verdict the kernel gives: the kernel
+would flag nothing either, and the checks' examined counts are the ones it computes); any flag
+sends the history to the kernel as before (the whole history: the kernel's verdict and
+witnesses are the answer). tests/test_fused.py checks that the screen never misses a
+partition the kernel reports an anomaly in."""
 from __future__ import annotations
 
 import time
@@ -49,7 +57,21 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
     try:
         n_events = full.select(pl.len()).collect().item()
+        if n_events > CHUNK_EVENTS and where == "row" and not hc.one_trace(src):
+            return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
         if n_events > CHUNK_EVENTS:
+            # The fused screen over slices, each decoded and dropped in turn.
+            if where == "row":
+                slices = (hc.scan_parquet(str(path), None, off, SLICE_EVENTS)[1].select(*NEEDED).collect()
+                          for off in range(0, n_events, SLICE_EVENTS))
+            else:
+                slices = (src.slice(off, SLICE_EVENTS).select(*NEEDED).collect()
+                          for off in range(0, n_events, SLICE_EVENTS))
+            fr = fused_screen(slices, deadline)
+            if fr is not None and fr.clean:
+                return fr.decide(header, deadline)
+            if fr is None and deadline is not None and time.monotonic() > deadline:
+                return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
             if where == "row":      # Parquet: each slice is its own scan (see hc.scan_parquet)
                 def part(off, n):
                     lf = hc.scan_parquet(str(path), None, off, n)[1]
@@ -57,23 +79,30 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             else:
                 def part(off, n):
                     return full.slice(off, n)
-            if where == "row" and not hc.one_trace(src):
-                return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
             return _check_chunked(path, fmt, full, part, header, where, n_events, deadline, cycle_max_ops)
         if where == "row":
-            # One scan feeds both the lean frame and the one-history test.
-            ev, tids = pl.collect_all([_lean_plan(full), src.select(pl.col("trace_id").n_unique())],
-                                      engine="streaming")
+            # One scan feeds both the decoded columns and the one-history test.
+            raw, tids = pl.collect_all([src.select(*NEEDED, "row"), src.select(pl.col("trace_id").n_unique())],
+                                       engine="streaming")
             if tids.item() > 1:
                 return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
         else:
-            ev = _lean(full)
+            raw = src.select(*NEEDED, "row").collect()
     except (pl.exceptions.PolarsError, OSError):
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
-        return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
-    if ev.height == 0:
+        return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
+    if raw.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
+    fr = fused_screen([raw], deadline)
+    if fr is not None and fr.clean:
+        return fr.decide(header, deadline)
+    # Flagged: the kernel, from the columns already decoded.
+    try:
+        ev = _lean(raw.lazy().with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+    except pl.exceptions.PolarsError:
+        return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
+    del raw
     # Handed over, not kept: pair releases the events once it has taken what it needs.
     held = [ev]
     del ev
@@ -84,6 +113,48 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     (r,) = judge(pd, lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops,
                  where, base).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+
+
+@dataclass
+class Fused:
+    """What the fused screen found: `why` is the history-wide reason to hand the history to
+    the kernel (or ""), `flagged` the partitions it flags ((topic, partition, [rule, ...])),
+    `counts` what the kernel's screens would count on a history with nothing flagged."""
+    why: str
+    flagged: list
+    counts: dict
+
+    @property
+    def clean(self) -> bool:
+        return not self.why and not self.flagged
+
+    def decide(self, header: dict, deadline: float | None) -> FileCheck:
+        """The verdict of a history with nothing flagged, as the kernel's `decide` gives it
+        from its screen's counts (no object checker runs: nothing is flagged)."""
+        k = self.counts
+        sc = Screen(True, set(),
+                    pl.DataFrame({"run": [0], "undecided": [k["undecided"]],
+                                  "consumer_examined": [k["consumer_examined"]], "records": [k["records"]]}),
+                    pl.DataFrame({"run": [0], "sends": [k["sends"]], "polls": [k["polls"]], "ops": [k["ops"]]}),
+                    pl.Series("_i", [], pl.UInt32))
+        (r,) = decide(sc, lambda sel: None, {0: header}, deadline).values()
+        return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+
+
+def fused_screen(frames, deadline: float | None = None) -> Fused | None:
+    """The fused screen over `frames` (the events' NEEDED columns, slices in file order), or
+    None when the time ran out or a frame is not of the schema's types."""
+    from checkers.history import _fused
+    st = _fused.new()
+    try:
+        for df in frames:
+            _fused.feed(st, df)
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+    except (TypeError, ValueError, pl.exceptions.PolarsError, OSError):
+        return None
+    r = _fused.finish(st)
+    return Fused(r["global"] or "", r["flagged"], r)
 
 
 def _lean_plan(part: pl.LazyFrame) -> pl.LazyFrame:
