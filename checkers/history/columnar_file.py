@@ -69,7 +69,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                           for off in range(0, n_events, SLICE_EVENTS))
             fr = fused_screen(slices, deadline)
             if fr is not None and fr.clean:
-                return fr.decide(header, deadline)
+                return fr.decide(header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices)")
             if fr is None and deadline is not None and time.monotonic() > deadline:
                 return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
             if where == "row":      # Parquet: each slice is its own scan (see hc.scan_parquet)
@@ -128,7 +128,7 @@ class Fused:
     def clean(self) -> bool:
         return not self.why and not self.flagged
 
-    def decide(self, header: dict, deadline: float | None) -> FileCheck:
+    def decide(self, header: dict, deadline: float | None, engine: str = "columnar") -> FileCheck:
         """The verdict of a history with nothing flagged, as the kernel's `decide` gives it
         from its screen's counts (no object checker runs: nothing is flagged)."""
         k = self.counts
@@ -138,12 +138,18 @@ class Fused:
                     pl.DataFrame({"run": [0], "sends": [k["sends"]], "polls": [k["polls"]], "ops": [k["ops"]]}),
                     pl.Series("_i", [], pl.UInt32))
         (r,) = decide(sc, lambda sel: None, {0: header}, deadline).values()
-        return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+        return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
+
+
+# Whether check_file runs the fused screen first (tests turn it off to drive the kernel alone).
+FUSED_SCREEN = True
 
 
 def fused_screen(frames, deadline: float | None = None) -> Fused | None:
     """The fused screen over `frames` (the events' NEEDED columns, slices in file order), or
-    None when the time ran out or a frame is not of the schema's types."""
+    None when the time ran out, a frame is not of the schema's types, or FUSED_SCREEN is off."""
+    if not FUSED_SCREEN:
+        return None
     from checkers.history import _fused
     st = _fused.new()
     try:
