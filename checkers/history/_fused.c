@@ -307,15 +307,26 @@ typedef struct {
     uint8_t f, final, delivery, done, kind, has_off, has_gen;
 } Op;
 
+/* One offset of a partition. One struct per offset (not one array per field): a record
+ * touches one cache line, and each partition is one stream for the prefetcher. */
+typedef struct {
+    uint64_t avh, rvh;          /* acknowledged value, first value read */
+    int64_t ainv, acomp;        /* the acknowledged (or placed) send's invoke, completion */
+    int64_t nfmin;              /* earliest completion of a non-final read */
+    int64_t ptop;               /* earliest completion of a poll whose highest offset is here */
+    uint8_t fl;
+} Off;
+
+typedef struct {
+    int64_t first;              /* earliest completion of a member's non-final read */
+    uint32_t reader;            /* the poll (id + 1) that read it first; NONE: two polls */
+} GOff;
+
 typedef struct {
     char *topic;
     int64_t topic_len, partition;
     int64_t cap;                /* offsets [0, cap) allocated */
-    uint8_t *fl;
-    uint64_t *avh, *rvh;        /* acknowledged value, first value read */
-    int64_t *ainv, *acomp;      /* the acknowledged (or placed) send's invoke, completion */
-    int64_t *nfmin;             /* earliest completion of a non-final read */
-    int64_t *ptop;              /* earliest completion of a poll whose highest offset is here */
+    Off *o;
     uint32_t why;
     int64_t max_read, first_final, last_final;
     int has_final;
@@ -326,8 +337,7 @@ typedef struct {
     int64_t top;                /* highest offset of the completed ok commits */
     int64_t start;              /* least offset of the group's ok assigns */
     int64_t cap;
-    int64_t *first;             /* earliest completion of a member's non-final read */
-    uint32_t *reader;           /* the poll (id + 1) that read it first; NONE: two polls */
+    GOff *o;
     int64_t *pre, from, hi;     /* at-least-once: prefix maxima of `first` over [from, hi] */
 } PG;
 
@@ -365,9 +375,16 @@ typedef struct {
     int64_t idcap;
     Vec ops;                    /* Op */
     uint32_t free_op;           /* free list (slot + 1) */
-    Map pmap, procmap, gmap, spmap, pgmap, sends, infomap;
+    Map pmap, procmap, gmap, spmap, pgmap, infomap;
     Vec parts, procs, groups, sps, pgs, commits, infos;
+    Vec sends;                  /* (partition, value) keys of every send: unique, at the end */
     int64_t n_ops, n_sends, n_polls, n_commits;
+    uint32_t last_part;         /* part_of's cache */
+    int64_t last_tn, last_partition;
+    uint8_t last_topic[64];
+    uint8_t *codes;             /* per row of the segment: type << 3 | f (0xff: unknown) */
+    int bytewise;               /* the segment's result-field rule was tested 8 rows at a time */
+    int64_t codes_cap;
 } State;
 
 #define DONE UINT32_MAX
@@ -377,21 +394,15 @@ typedef struct {
 
 static void state_free(State *s) {
     free(s->idslot);
+    free(s->codes);
     free(s->ops.p);
     for (uint32_t i = 0; i < s->parts.n; i++) {
         Part *p = &AT(s->parts, Part, i);
         free(p->topic);
-        free(p->fl);
-        free(p->avh);
-        free(p->rvh);
-        free(p->ainv);
-        free(p->acomp);
-        free(p->nfmin);
-        free(p->ptop);
+        free(p->o);
     }
     for (uint32_t i = 0; i < s->pgs.n; i++) {
-        free(AT(s->pgs, PG, i).first);
-        free(AT(s->pgs, PG, i).reader);
+        free(AT(s->pgs, PG, i).o);
         free(AT(s->pgs, PG, i).pre);
     }
     free(s->parts.p);
@@ -406,7 +417,7 @@ static void state_free(State *s) {
     map_free(&s->gmap);
     map_free(&s->spmap);
     map_free(&s->pgmap);
-    map_free(&s->sends);
+    free(s->sends.p);
     map_free(&s->infomap);
     free(s);
 }
@@ -423,10 +434,11 @@ static State *state_new(void) {
     s->pgs.size = sizeof(PG);
     s->commits.size = sizeof(Commit);
     s->infos.size = sizeof(Info);
+    s->sends.size = sizeof(uint64_t);
     s->last_t = INT64_MIN;
+    s->last_part = NONE;
     if (map_init(&s->pmap, 64) || map_init(&s->procmap, 256) || map_init(&s->gmap, 16) ||
-        map_init(&s->spmap, 1024) || map_init(&s->pgmap, 64) || map_init(&s->sends, 1 << 16) ||
-        map_init(&s->infomap, 64)) {
+        map_init(&s->spmap, 1024) || map_init(&s->pgmap, 64) || map_init(&s->infomap, 64)) {
         state_free(s);
         return NULL;
     }
@@ -452,25 +464,14 @@ static int part_reach(State *s, Part *p, int64_t o) {
     int64_t cap = p->cap ? p->cap : 1024;
     while (cap <= o)
         cap *= 2;
-#define GROW(field, fill)                                                          \
-    do {                                                                           \
-        void *g = realloc(p->field, cap * sizeof *p->field);                      \
-        if (!g) {                                                                  \
-            global(s, OOM);                                                        \
-            return -1;                                                             \
-        }                                                                          \
-        p->field = g;                                                              \
-        for (int64_t j = p->cap; j < cap; j++)                                     \
-            p->field[j] = fill;                                                    \
-    } while (0)
-    GROW(fl, 0);
-    GROW(avh, 0);
-    GROW(rvh, 0);
-    GROW(ainv, 0);
-    GROW(acomp, 0);
-    GROW(nfmin, BIG);
-    GROW(ptop, BIG);
-#undef GROW
+Off *g = realloc(p->o, cap * sizeof *g);
+    if (!g) {
+        global(s, OOM);
+        return -1;
+    }
+    for (int64_t j = p->cap; j < cap; j++)
+        g[j] = (Off){.nfmin = BIG, .ptop = BIG};
+    p->o = g;
     p->cap = cap;
     return 0;
 }
@@ -481,27 +482,36 @@ static int pg_reach(State *s, PG *g, int64_t o) {
     int64_t cap = g->cap ? g->cap : 1024;
     while (cap <= o)
         cap *= 2;
-    int64_t *f = realloc(g->first, cap * sizeof *f);
+    GOff *f = realloc(g->o, cap * sizeof *f);
     if (!f) {
         global(s, OOM);
         return -1;
     }
-    g->first = f;
-    uint32_t *r = realloc(g->reader, cap * sizeof *r);
-    if (!r) {
-        global(s, OOM);
-        return -1;
-    }
-    g->reader = r;
-    for (int64_t j = g->cap; j < cap; j++) {
-        g->first[j] = BIG;
-        g->reader[j] = 0;
-    }
+    for (int64_t j = g->cap; j < cap; j++)
+        f[j] = (GOff){.first = BIG, .reader = 0};
+    g->o = f;
     g->cap = cap;
     return 0;
 }
 
+static uint32_t part_of_map(State *s, const uint8_t *t, int64_t tn, int64_t partition);
+
 static uint32_t part_of(State *s, const uint8_t *t, int64_t tn, int64_t partition) {
+    /* The last (topic, partition) seen: invokes of one partition come in runs. */
+    if (s->last_part != NONE && tn == s->last_tn && partition == s->last_partition &&
+        memcmp(t, s->last_topic, (size_t)tn) == 0)
+        return s->last_part;
+    uint32_t v = part_of_map(s, t, tn, partition);
+    if (v != NONE && tn <= (int64_t)sizeof s->last_topic) {
+        memcpy(s->last_topic, t, (size_t)tn);
+        s->last_tn = tn;
+        s->last_partition = partition;
+        s->last_part = v;
+    }
+    return v;
+}
+
+static uint32_t part_of_map(State *s, const uint8_t *t, int64_t tn, int64_t partition) {
     uint64_t th = hbytes(t, tn);
     uint64_t key = th ^ mix((uint64_t)partition + 0x51);
     int fresh;
@@ -687,12 +697,16 @@ static void on_invoke(State *s, Col *c, int64_t i, int f, int64_t id, int64_t pr
     }
     s->idslot[id] = slot + 1;
     Op *op = &AT(s->ops, Op, slot);
-    memset(op, 0, sizeof *op);
+    /* Every field set here (a memset of the struct cost more than the fields: rep stos). */
     op->id = id;
     op->inv = t;
+    op->off = op->gen = op->top_at_inv = op->newest_at_inv = op->first = op->last = 0;
+    op->vh = 0;
     op->f = (uint8_t)f;
     op->part = op->sp = op->pg = op->group = NONE;
+    op->next = 0;
     op->delivery = 0xff;
+    op->done = op->kind = 0;
     op->proc = proc_of(s, process);
     if (op->proc == NONE)
         return global(s, OOM);
@@ -735,11 +749,10 @@ static void on_invoke(State *s, Col *c, int64_t i, int f, int64_t id, int64_t pr
         int64_t n;
         lstr(&c[C_VALUE].v, i, &p, &n);
         op->vh = hbytes(p, n);
-        int fresh;
-        if (map_put(&s->sends, op->vh ^ mix(((uint64_t)op->part << 1) | 1), 0, &fresh) == UINT32_MAX)
+        uint64_t *k = vec_add(&s->sends);
+        if (!k)
             return global(s, OOM);
-        if (!fresh)
-            return global(s, "a value sent twice to one partition");
+        *k = op->vh ^ mix(((uint64_t)op->part << 1) | 1);
     }
     if (f == F_COMMIT) {
         op->pg = pg_of(s, op->part, op->group);
@@ -782,12 +795,12 @@ static void on_complete(State *s, Col *c, int64_t i, uint32_t slot, int type, in
                 return global(s, "an ok send without an offset");
             if (part_reach(s, p, off) < 0)
                 return;
-            if (p->fl[off] & O_ACK)
+            if (p->o[off].fl & O_ACK)
                 flag(s, op->part, R_DUP_ACK);
-            p->fl[off] |= O_ACK;
-            p->avh[off] = op->vh;
-            p->ainv[off] = op->inv;
-            p->acomp[off] = t;
+            p->o[off].fl |= O_ACK;
+            p->o[off].avh = op->vh;
+            p->o[off].ainv = op->inv;
+            p->o[off].acomp = t;
             op->kind = ACKED;
             op->first = off;
         } else if (type == T_INFO) {
@@ -840,37 +853,37 @@ static void on_complete(State *s, Col *c, int64_t i, uint32_t slot, int type, in
                 top = o;
             if (part_reach(s, p, o) < 0)
                 return;
-            uint8_t fl = p->fl[o];
+            uint8_t fl = p->o[o].fl;
             if (!(fl & O_READ)) {
-                p->rvh[o] = vh;
+                p->o[o].rvh = vh;
                 fl |= O_READ;
-            } else if (p->rvh[o] != vh) {
+            } else if (p->o[o].rvh != vh) {
                 flag(s, op->part, R_ODD);
             }
             if (op->final) {
                 fl |= O_FINAL;
             } else {
-                if (t < p->nfmin[o])
-                    p->nfmin[o] = t;
+                if (t < p->o[o].nfmin)
+                    p->o[o].nfmin = t;
                 if (g) {
                     if (pg_reach(s, g, o) < 0)
                         return;
-                    if (t < g->first[o])
-                        g->first[o] = t;
+                    if (t < g->o[o].first)
+                        g->o[o].first = t;
                     uint32_t me = (uint32_t)op->id + 1;
-                    if (g->reader[o] == 0)
-                        g->reader[o] = me;
-                    else if (g->reader[o] != me)
-                        g->reader[o] = NONE;
+                    if (g->o[o].reader == 0)
+                        g->o[o].reader = me;
+                    else if (g->o[o].reader != me)
+                        g->o[o].reader = NONE;
                 }
             }
-            p->fl[o] = fl;
+            p->o[o].fl = fl;
         }
         if (top > p->max_read)
             p->max_read = top;
-        p->fl[top] |= O_TOP;
-        if (t < p->ptop[top])
-            p->ptop[top] = t;
+        p->o[top].fl |= O_TOP;
+        if (t < p->o[top].ptop)
+            p->o[top].ptop = t;
         op->kind = POLL;
         op->first = lint(&os->child, a);
         op->last = lint(&os->child, b - 1);
@@ -936,6 +949,98 @@ static const int OWN_LESS[] = {C_TOPIC, C_PARTITION, C_KEY, C_VALUE, C_OFFSET, C
                                C_VALUES, C_GROUP, C_GENERATION, C_FINAL, C_DELIVERY, C_RETRIES,
                                C_MIF, C_IDEMP, C_ACKS};
 
+/* type and f as codes: by length and first four bytes, then the whole name. */
+static inline int type_code(const uint8_t *p, int64_t n) {
+    switch (n) {
+    case 6: return memcmp(p, "invoke", 6) == 0 ? T_INVOKE : -1;
+    case 2: return memcmp(p, "ok", 2) == 0 ? T_OK : -1;
+    case 4: return memcmp(p, "fail", 4) == 0 ? T_FAIL : memcmp(p, "info", 4) == 0 ? T_INFO : -1;
+    default: return -1;
+    }
+}
+
+static inline int f_code(const uint8_t *p, int64_t n) {
+    switch (n) {
+    case 4: return memcmp(p, "send", 4) == 0 ? F_SEND : memcmp(p, "poll", 4) == 0 ? F_POLL : -1;
+    case 6: return memcmp(p, "commit", 6) == 0 ? F_COMMIT : memcmp(p, "assign", 6) == 0 ? F_ASSIGN : -1;
+    case 9: return memcmp(p, "subscribe", 9) == 0 ? F_SUBSCRIBE : -1;
+    case 15: return memcmp(p, "producer_config", 15) == 0 ? F_CONFIG : -1;
+    default: return -1;
+    }
+}
+
+/* Validity of rows r..r+7 of a column whose bits are byte-aligned there. */
+static inline uint8_t vbyte(const Leaf *l, int64_t r) {
+    if (l->kind == K_NULL)
+        return 0;
+    if (!l->bits)
+        return 0xff;
+    return l->bits[(l->off + r) >> 3];
+}
+
+/* The codes of a segment's n rows into s->codes, and the reader's rule that a completion
+ * carries only its operation's result fields, tested 8 rows at a time on the validity bytes
+ * (a test per row and field was a fifth of the pass). Returns -1 on no memory. */
+static int segment_codes(State *s, Col *c, int64_t n) {
+    if (n > s->codes_cap) {
+        uint8_t *g = realloc(s->codes, n);
+        if (!g)
+            return -1;
+        s->codes = g;
+        s->codes_cap = n;
+    }
+    uint8_t *codes = s->codes;
+    for (int64_t i = 0; i < n; i++) {
+        if (!lvalid(&c[C_TYPE].v, i) || !lvalid(&c[C_F].v, i)) {
+            codes[i] = 0xff;
+            continue;
+        }
+        const uint8_t *p;
+        int64_t len;
+        lstr(&c[C_TYPE].v, i, &p, &len);
+        int type = type_code(p, len);
+        lstr(&c[C_F].v, i, &p, &len);
+        int f = f_code(p, len);
+        codes[i] = type < 0 || f < 0 ? 0xff : (uint8_t)(type << 3 | f);
+    }
+    int aligned = 1;
+    for (size_t k = 0; k < sizeof OWN_LESS / sizeof *OWN_LESS; k++)
+        aligned &= c[OWN_LESS[k]].v.bits == NULL || (c[OWN_LESS[k]].v.off & 7) == 0;
+    if (!aligned) {
+        s->bytewise = 0;
+        return 0;
+    }
+    s->bytewise = 1;
+    for (int64_t r = 0; r < n && !s->global; r += 8) {
+        uint8_t comp = 0, a_off = 0, a_list = 0, a_gen = 0;
+        for (int j = 0; j < 8 && r + j < n; j++) {
+            uint8_t x = codes[r + j];
+            if (x == 0xff || (x >> 3) == T_INVOKE)
+                continue;
+            uint8_t bit = (uint8_t)(1u << j), f = x & 7;
+            comp |= bit;
+            if (f == F_SEND || f == F_ASSIGN || f == F_SUBSCRIBE)
+                a_off |= bit;
+            if (f == F_POLL)
+                a_list |= bit;
+            if (f == F_ASSIGN || f == F_SUBSCRIBE)
+                a_gen |= bit;
+        }
+        if (!comp)
+            continue;
+        uint8_t bad = 0;
+        for (size_t k = 0; k < sizeof OWN_LESS / sizeof *OWN_LESS; k++) {
+            int col = OWN_LESS[k];
+            uint8_t allowed = col == C_OFFSET ? a_off : (col == C_OFFSETS || col == C_VALUES) ? a_list
+                            : col == C_GENERATION ? a_gen : 0;
+            bad |= vbyte(&c[col].v, r) & comp & (uint8_t)~allowed;
+        }
+        if (bad)
+            global(s, "a completion restates a field");
+    }
+    return 0;
+}
+
 static void on_row(State *s, Col *c, int64_t i) {
     if (!lvalid(&c[C_ID].v, i) || !lvalid(&c[C_TYPE].v, i) || !lvalid(&c[C_PROCESS].v, i) ||
         !lvalid(&c[C_F].v, i) || !lvalid(&c[C_MONO].v, i))
@@ -949,15 +1054,10 @@ static void on_row(State *s, Col *c, int64_t i) {
     s->last_t = t;
     const uint8_t *p;
     int64_t n;
-    lstr(&c[C_TYPE].v, i, &p, &n);
-    int type = eq(p, n, "invoke") ? T_INVOKE : eq(p, n, "ok") ? T_OK : eq(p, n, "fail") ? T_FAIL
-             : eq(p, n, "info") ? T_INFO : -1;
-    lstr(&c[C_F].v, i, &p, &n);
-    int f = eq(p, n, "send") ? F_SEND : eq(p, n, "poll") ? F_POLL : eq(p, n, "commit") ? F_COMMIT
-          : eq(p, n, "assign") ? F_ASSIGN : eq(p, n, "subscribe") ? F_SUBSCRIBE
-          : eq(p, n, "producer_config") ? F_CONFIG : -1;
-    if (type < 0 || f < 0)
+    uint8_t code = s->codes[i];
+    if (code == 0xff)
         return global(s, "an unknown type or operation");
+    int type = code >> 3, f = code & 7;
     if (lvalid(&c[C_DELIVERY].v, i)) {
         lstr(&c[C_DELIVERY].v, i, &p, &n);
         if (!eq(p, n, "at-least-once") && !eq(p, n, "at-most-once"))
@@ -982,10 +1082,12 @@ static void on_row(State *s, Col *c, int64_t i) {
     }
     if (type == T_INVOKE)
         return on_invoke(s, c, i, f, id, process, t);
-    uint32_t allowed = RESULTS[f];
-    for (size_t k = 0; k < sizeof OWN_LESS / sizeof *OWN_LESS; k++)
-        if (!(allowed & (1u << OWN_LESS[k])) && lvalid(&c[OWN_LESS[k]].v, i))
-            return global(s, "a completion restates a field");
+    if (!s->bytewise) {
+        uint32_t allowed = RESULTS[f];
+        for (size_t k = 0; k < sizeof OWN_LESS / sizeof *OWN_LESS; k++)
+            if (!(allowed & (1u << OWN_LESS[k])) && lvalid(&c[OWN_LESS[k]].v, i))
+                return global(s, "a completion restates a field");
+    }
     if (id >= s->idcap || s->idslot[id] == 0 || s->idslot[id] == DONE)
         return global(s, "a completion without a pending invoke");
     uint32_t slot = s->idslot[id] - 1;
@@ -1003,7 +1105,51 @@ static void on_row(State *s, Col *c, int64_t i) {
 /* ------------------------------------------------------------------------------------------
  * The end: invokes never completed, then each partition's rules over its offsets. */
 
+/* Whether two of `n` keys are equal: an LSD radix sort (16-bit digits) and one look at
+ * neighbours. Linear in n (a hash set of the sends was a cache miss per send). -1: no memory. */
+static int any_twice(uint64_t *a, uint64_t n) {
+    if (n < 2)
+        return 0;
+    uint64_t *tmp = malloc(n * sizeof *tmp);
+    uint64_t *cnt = malloc(65536 * sizeof *cnt);
+    if (!tmp || !cnt) {
+        free(tmp);
+        free(cnt);
+        return -1;
+    }
+    uint64_t *from = a, *to = tmp;
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(cnt, 0, 65536 * sizeof *cnt);
+        for (uint64_t i = 0; i < n; i++)
+            cnt[(from[i] >> shift) & 0xffff]++;
+        uint64_t sum = 0;
+        for (int d = 0; d < 65536; d++) {
+            uint64_t x = cnt[d];
+            cnt[d] = sum;
+            sum += x;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            to[cnt[(from[i] >> shift) & 0xffff]++] = from[i];
+        uint64_t *t = from;
+        from = to;
+        to = t;
+    }
+    int twice = 0;
+    for (uint64_t i = 1; i < n && !twice; i++)
+        twice = from[i] == from[i - 1];
+    free(tmp);
+    free(cnt);
+    return twice;
+}
+
 static void finish(State *s, int64_t *records, int64_t *undecided) {
+    /* Values are unique per partition (the reader's rule; the checkers identify records by
+     * value). */
+    int twice = any_twice((uint64_t *)s->sends.p, s->sends.n);
+    if (twice < 0)
+        return global(s, OOM);
+    if (twice)
+        return global(s, "a value sent twice to one partition");
     /* Invokes never completed are info operations (an assign still counts as one). A queued
      * one is retired by its queue in invoke order (sp_drain stops at the first not done). */
     for (uint32_t slot = 0; slot < s->ops.n && !s->global; slot++) {
@@ -1026,11 +1172,11 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
         int64_t lo = -1, hi = -1, n = 0;
         /* Records at unacknowledged offsets: placed by an info send of the same value. */
         for (int64_t o = 0; o < p->cap; o++) {
-            uint8_t fl = p->fl[o];
-            if ((fl & O_READ) && (fl & O_ACK) && p->rvh[o] != p->avh[o])
+            uint8_t fl = p->o[o].fl;
+            if ((fl & O_READ) && (fl & O_ACK) && p->o[o].rvh != p->o[o].avh)
                 p->why |= R_ODD;
             if ((fl & O_READ) && !(fl & O_ACK)) {
-                uint32_t x = map_get(&s->infomap, p->rvh[o] ^ mix(((uint64_t)k << 1) | 1));
+                uint32_t x = map_get(&s->infomap, p->o[o].rvh ^ mix(((uint64_t)k << 1) | 1));
                 if (!x) {
                     p->why |= R_ODD;
                 } else {
@@ -1039,9 +1185,9 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
                         p->why |= R_PLACE;
                     in->placed = o;
                     fl |= O_PLACED;
-                    p->fl[o] = fl;
-                    p->ainv[o] = in->inv;
-                    p->acomp[o] = BIG;          /* a placed offset has no completion */
+                    p->o[o].fl = fl;
+                    p->o[o].ainv = in->inv;
+                    p->o[o].acomp = BIG;          /* a placed offset has no completion */
                 }
             }
             if (fl & (O_ACK | O_PLACED)) {
@@ -1056,24 +1202,24 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
         /* Writes, lost reads, linearizability. */
         int64_t latest = INT64_MIN;     /* latest invoke of an append at or below o */
         for (int64_t o = 0; o < p->cap; o++) {
-            uint8_t fl = p->fl[o];
+            uint8_t fl = p->o[o].fl;
             int in_log = (fl & (O_ACK | O_PLACED)) != 0;
             if ((fl & O_ACK) && !(fl & O_READ)) {
                 if (o < p->max_read)
                     p->why |= R_LOST;
-                else if (p->has_final && p->last_final > p->acomp[o])
+                else if (p->has_final && p->last_final > p->o[o].acomp)
                     p->why |= R_UNSEEN;
                 else
                     ++*undecided;
             }
-            if (p->has_final && p->nfmin[o] < p->first_final && !(fl & O_FINAL))
+            if (p->has_final && p->o[o].nfmin < p->first_final && !(fl & O_FINAL))
                 p->why |= R_LOST_READ;
-            if ((fl & O_ACK) && latest != INT64_MIN && latest > p->acomp[o])
+            if ((fl & O_ACK) && latest != INT64_MIN && latest > p->o[o].acomp)
                 p->why |= R_LIN;
-            if (in_log && p->ainv[o] > latest)
-                latest = p->ainv[o];
+            if (in_log && p->o[o].ainv > latest)
+                latest = p->o[o].ainv;
             if (fl & O_TOP) {
-                if (!in_log || latest == INT64_MIN || latest > p->ptop[o])
+                if (!in_log || latest == INT64_MIN || latest > p->o[o].ptop)
                     p->why |= R_LIN;
             }
         }
@@ -1086,7 +1232,7 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
         if (AT(s->groups, Group, g->group).mode != 1)
             continue;
         for (int64_t o = 0; o < g->cap; o++)
-            if (g->reader[o] == NONE) {
+            if (g->o[o].reader == NONE) {
                 flag(s, g->part, R_AMO);
                 break;
             }
@@ -1106,7 +1252,7 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
              * flagged) and the prefix maxima of first reads from the group's start. */
             int64_t lo = -1, hi = -1;
             for (int64_t o = 0; o < p->cap; o++)
-                if (p->fl[o] & (O_ACK | O_PLACED)) {
+                if (p->o[o].fl & (O_ACK | O_PLACED)) {
                     if (lo < 0)
                         lo = o;
                     hi = o;
@@ -1120,7 +1266,7 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
                 return global(s, OOM);
             int64_t worst = INT64_MIN;
             for (int64_t o = g->from; lo >= 0 && o <= hi; o++) {
-                int64_t fr = o < g->cap ? g->first[o] : BIG;
+                int64_t fr = o < g->cap ? g->o[o].first : BIG;
                 if (fr > worst)
                     worst = fr;
                 g->pre[o - g->from] = worst;
@@ -1162,109 +1308,159 @@ static State *state_arg(PyObject *cap) {
     return s;
 }
 
-/* feed(state, frame): the frame's events (anything with __arrow_c_stream__ yielding structs
- * with the COLS columns, in file order, after the events fed before). */
+/* One column's chunks, as its Arrow stream yields them (read in place, released at the end). */
+typedef struct {
+    PyObject *capsule;
+    int kind, ckind;
+    struct ArrowArray *chunks;
+    int64_t n, cap, len;
+} Chunks;
+
+static void chunks_free(Chunks *c) {
+    for (int64_t k = 0; k < c->n; k++)
+        if (c->chunks[k].release)
+            c->chunks[k].release(&c->chunks[k]);
+    free(c->chunks);
+    Py_CLEAR(c->capsule);
+}
+
+static int type_ok(int k, int kind, int ckind) {
+    switch (k) {
+    case C_ID: case C_PROCESS: case C_OFFSET: case C_GENERATION: case C_MONO:
+        return kind == K_I64 || kind == K_NULL;
+    case C_PARTITION: case C_RETRIES: case C_MIF:
+        return kind == K_I32 || kind == K_I64 || kind == K_NULL;
+    case C_FINAL: case C_IDEMP:
+        return kind == K_BOOL || kind == K_NULL;
+    case C_OFFSETS:
+        return kind == K_NULL || ((kind == K_LIST || kind == K_LLIST) && ckind == K_I64);
+    case C_VALUES:
+        return kind == K_NULL || ((kind == K_LIST || kind == K_LLIST) &&
+                                  (ckind == K_STR || ckind == K_LSTR || ckind == K_VIEW));
+    default:
+        return kind == K_STR || kind == K_LSTR || kind == K_VIEW || kind == K_NULL;
+    }
+}
+
+/* Reads column k's stream into `c`. Returns 0, or -1 with an exception set. */
+static int chunks_read(PyObject *obj, int k, Chunks *c) {
+    memset(c, 0, sizeof *c);
+    c->capsule = PyObject_CallMethod(obj, "__arrow_c_stream__", NULL);
+    if (!c->capsule)
+        return -1;
+    struct ArrowArrayStream *st = PyCapsule_GetPointer(c->capsule, "arrow_array_stream");
+    if (!st)
+        return -1;
+    struct ArrowSchema sc;
+    memset(&sc, 0, sizeof sc);
+    if (st->get_schema(st, &sc) != 0) {
+        PyErr_Format(PyExc_ValueError, "feed: column %s has no Arrow schema", COLS[k]);
+        return -1;
+    }
+    c->kind = kind_of(sc.format);
+    c->ckind = -1;
+    if ((c->kind == K_LIST || c->kind == K_LLIST) && sc.n_children == 1)
+        c->ckind = kind_of(sc.children[0]->format);
+    int ok = c->kind >= 0 && type_ok(k, c->kind, c->ckind);
+    if (!ok)
+        PyErr_Format(PyExc_TypeError, "feed: column %s of Arrow format '%s'", COLS[k], sc.format);
+    sc.release(&sc);
+    if (!ok)
+        return -1;
+    for (;;) {
+        if (c->n == c->cap) {
+            int64_t cap = c->cap ? 2 * c->cap : 8;
+            struct ArrowArray *g = realloc(c->chunks, cap * sizeof *g);
+            if (!g) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            c->chunks = g;
+            c->cap = cap;
+        }
+        struct ArrowArray *a = &c->chunks[c->n];
+        memset(a, 0, sizeof *a);
+        if (st->get_next(st, a) != 0) {
+            PyErr_Format(PyExc_ValueError, "feed: column %s: Arrow stream error", COLS[k]);
+            return -1;
+        }
+        if (!a->release)
+            return 0;                               /* the end of the stream */
+        c->len += a->length;
+        c->n++;
+    }
+}
+
+/* feed(state, columns): the next events of the history, in file order: a sequence of the
+ * COLS columns (anything with __arrow_c_stream__: polars Series), of one length, each in any
+ * number of chunks, read in place (a frame's own stream would copy them into one). */
 static PyObject *fused_feed(PyObject *mod, PyObject *args) {
-    PyObject *cap, *frame;
-    if (!PyArg_ParseTuple(args, "OO", &cap, &frame))
+    PyObject *cap, *seq;
+    if (!PyArg_ParseTuple(args, "OO", &cap, &seq))
         return NULL;
     State *s = state_arg(cap);
     if (!s)
         return NULL;
-    PyObject *sc = PyObject_CallMethod(frame, "__arrow_c_stream__", NULL);
-    if (!sc)
+    PyObject *fast = PySequence_Fast(seq, "feed: columns must be a sequence");
+    if (!fast)
         return NULL;
-    struct ArrowArrayStream *st = PyCapsule_GetPointer(sc, "arrow_array_stream");
-    if (!st) {
-        Py_DECREF(sc);
+    if (PySequence_Fast_GET_SIZE(fast) != NCOL) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "feed: expected %d columns", NCOL);
         return NULL;
     }
-    struct ArrowSchema schema;
-    memset(&schema, 0, sizeof schema);
-    int where[NCOL], kinds[NCOL], ckinds[NCOL];
+    Chunks ch[NCOL];
+    memset(ch, 0, sizeof ch);
     PyObject *out = NULL;
-    if (st->get_schema(st, &schema) != 0) {
-        PyErr_SetString(PyExc_ValueError, "feed: no Arrow schema");
-        goto done;
-    }
-    if (strcmp(schema.format, "+s") != 0) {
-        PyErr_SetString(PyExc_TypeError, "feed: expected a frame (a struct stream)");
-        goto done;
-    }
-    for (int k = 0; k < NCOL; k++) {
-        where[k] = -1;
-        for (int64_t j = 0; j < schema.n_children; j++)
-            if (schema.children[j]->name && !strcmp(schema.children[j]->name, COLS[k]))
-                where[k] = (int)j;
-        if (where[k] < 0) {
-            PyErr_Format(PyExc_ValueError, "feed: no column %s", COLS[k]);
+    for (int k = 0; k < NCOL; k++)
+        if (chunks_read(PySequence_Fast_GET_ITEM(fast, k), k, &ch[k]) < 0)
+            goto done;
+    for (int k = 1; k < NCOL; k++)
+        if (ch[k].len != ch[0].len) {
+            PyErr_SetString(PyExc_ValueError, "feed: columns of different lengths");
             goto done;
         }
-        struct ArrowSchema *cs = schema.children[where[k]];
-        kinds[k] = kind_of(cs->format);
-        ckinds[k] = -1;
-        if ((kinds[k] == K_LIST || kinds[k] == K_LLIST) && cs->n_children == 1)
-            ckinds[k] = kind_of(cs->children[0]->format);
-        int ok;
-        switch (k) {
-        case C_ID: case C_PROCESS: case C_OFFSET: case C_GENERATION: case C_MONO:
-            ok = kinds[k] == K_I64 || kinds[k] == K_NULL;
-            break;
-        case C_PARTITION: case C_RETRIES: case C_MIF:
-            ok = kinds[k] == K_I32 || kinds[k] == K_I64 || kinds[k] == K_NULL;
-            break;
-        case C_FINAL: case C_IDEMP:
-            ok = kinds[k] == K_BOOL || kinds[k] == K_NULL;
-            break;
-        case C_OFFSETS:
-            ok = kinds[k] == K_NULL || ((kinds[k] == K_LIST || kinds[k] == K_LLIST) && ckinds[k] == K_I64);
-            break;
-        case C_VALUES:
-            ok = kinds[k] == K_NULL || ((kinds[k] == K_LIST || kinds[k] == K_LLIST) &&
-                                        (ckinds[k] == K_STR || ckinds[k] == K_LSTR || ckinds[k] == K_VIEW));
-            break;
-        default:
-            ok = kinds[k] == K_STR || kinds[k] == K_LSTR || kinds[k] == K_VIEW || kinds[k] == K_NULL;
-        }
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "feed: column %s of Arrow format '%s'", COLS[k], cs->format);
-            goto done;
-        }
-    }
-    for (;;) {
-        struct ArrowArray a;
-        memset(&a, 0, sizeof a);
-        if (st->get_next(st, &a) != 0) {
-            PyErr_SetString(PyExc_ValueError, "feed: Arrow stream error");
-            goto done;
-        }
-        if (!a.release)
-            break;
-        Col c[NCOL];
+    /* Segments between chunk boundaries: every column in one chunk, its Col set once. */
+    int64_t at[NCOL], base[NCOL];          /* each column's chunk and its first row */
+    memset(at, 0, sizeof at);
+    memset(base, 0, sizeof base);
+    Col c[NCOL];
+    int64_t row = 0, total = ch[0].len;
+    s->horizon = s->rows + total;
+    while (row < total && !s->global) {
+        int64_t end = total;
         for (int k = 0; k < NCOL; k++) {
-            struct ArrowArray *ch = a.children[where[k]];
-            leaf_set(&c[k].v, kinds[k], ch, a.offset);
-            if (ckinds[k] >= 0)
-                leaf_set(&c[k].child, ckinds[k], ch->children[0], 0);
+            while (at[k] < ch[k].n && base[k] + ch[k].chunks[at[k]].length <= row) {
+                base[k] += ch[k].chunks[at[k]].length;
+                at[k]++;
+            }
+            struct ArrowArray *a = &ch[k].chunks[at[k]];
+            if (base[k] + a->length < end)
+                end = base[k] + a->length;
+            leaf_set(&c[k].v, ch[k].kind, a, row - base[k]);
+            if (ch[k].ckind >= 0)
+                leaf_set(&c[k].child, ch[k].ckind, a->children[0], 0);
         }
-        s->horizon = s->rows + a.length;
+        int64_t n = end - row;
+        if (segment_codes(s, c, n) < 0)
+            global(s, OOM);
         Py_BEGIN_ALLOW_THREADS
-        for (int64_t i = 0; i < a.length && !s->global; i++)
+        for (int64_t i = 0; i < n && !s->global; i++)
             on_row(s, c, i);
         Py_END_ALLOW_THREADS
-        s->rows += a.length;
-        a.release(&a);
-        if (s->global == OOM) {
-            PyErr_NoMemory();
-            goto done;
-        }
+        row = end;
+    }
+    s->rows += total;
+    if (s->global == OOM) {
+        PyErr_NoMemory();
+        goto done;
     }
     out = Py_None;
     Py_INCREF(out);
 done:
-    if (schema.release)
-        schema.release(&schema);
-    Py_DECREF(sc);
+    for (int k = 0; k < NCOL; k++)
+        chunks_free(&ch[k]);
+    Py_DECREF(fast);
     return out;
 }
 
@@ -1320,7 +1516,8 @@ static PyObject *fused_finish(PyObject *mod, PyObject *cap) {
         Py_DECREF(flagged);
         return NULL;
     }
-    return Py_BuildValue("{sNsNsLsLsLsLsLsL}", "global", g, "flagged", flagged,
+    return Py_BuildValue("{sNsNsLsLsLsLsLsLsL}", "global", g, "flagged", flagged,
+                         "pool", (long long)s->ops.n,
                          "ops", (long long)s->n_ops, "sends", (long long)s->n_sends,
                          "polls", (long long)s->n_polls, "records", (long long)records,
                          "undecided", (long long)undecided,
@@ -1343,5 +1540,22 @@ static struct PyModuleDef fused_module = {
 };
 
 PyMODINIT_FUNC PyInit__fused(void) {
-    return PyModule_Create(&fused_module);
+    PyObject *m = PyModule_Create(&fused_module);
+    if (!m)
+        return NULL;
+    PyObject *names = PyTuple_New(NCOL);
+    for (int k = 0; names && k < NCOL; k++) {
+        PyObject *n = PyUnicode_FromString(COLS[k]);
+        if (!n) {
+            Py_CLEAR(names);
+            break;
+        }
+        PyTuple_SET_ITEM(names, k, n);
+    }
+    if (!names || PyModule_AddObject(m, "COLUMNS", names) < 0) {
+        Py_XDECREF(names);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -154,7 +154,7 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
     st = _fused.new()
     try:
         for df in frames:
-            _fused.feed(st, df)
+            _fused.feed(st, [df.get_column(n) for n in _fused.COLUMNS])
             if deadline is not None and time.monotonic() > deadline:
                 return None
     except (TypeError, ValueError, pl.exceptions.PolarsError, OSError):
