@@ -837,48 +837,62 @@ static void on_complete(State *s, Col *c, int64_t i, uint32_t slot, int type, in
                 g = &AT(s->pgs, PG, x);
             }
         }
+        /* The offsets first (one stream of integers): nulls, range, steps, the highest; the
+         * leaves are copied so that the stores below cannot alias them. */
+        const Leaf oc = os->child, vc = vs->child;
         int64_t prev = 0, top = -1;
-        for (int64_t j = a, k = va; j < b; j++, k++) {
-            if (!lvalid(&os->child, j) || !lvalid(&vs->child, k))
+        for (int64_t j = a; j < b; j++) {
+            if (!lvalid(&oc, j))
                 return global(s, "a null inside a poll's records");
-            int64_t o = lint(&os->child, j);
-            const uint8_t *vp;
-            int64_t vn;
-            lstr(&vs->child, k, &vp, &vn);
-            uint64_t vh = hbytes(vp, vn);
+            int64_t o = lint(&oc, j);
+            if (o < 0 || o >= ((int64_t)1 << 32))
+                return global(s, "an offset out of range");
             if (j > a && o != prev + 1)
                 flag(s, op->part, R_STEP);
             prev = o;
             if (o > top)
                 top = o;
-            if (part_reach(s, p, o) < 0)
-                return;
-            uint8_t fl = p->o[o].fl;
+        }
+        if (part_reach(s, p, top) < 0 || (g && pg_reach(s, g, top) < 0))
+            return;
+        Off *po = p->o;
+        GOff *go = g ? g->o : NULL;
+        uint32_t me = (uint32_t)op->id + 1;
+        int final = op->final, odd = 0;
+        for (int64_t j = a, k = va; j < b; j++, k++) {
+            if (!lvalid(&vc, k))
+                return global(s, "a null inside a poll's records");
+            int64_t o = lint(&oc, j);
+            const uint8_t *vp;
+            int64_t vn;
+            lstr(&vc, k, &vp, &vn);
+            uint64_t vh = hbytes(vp, vn);
+            Off *x = &po[o];
+            uint8_t fl = x->fl;
             if (!(fl & O_READ)) {
-                p->o[o].rvh = vh;
+                x->rvh = vh;
                 fl |= O_READ;
-            } else if (p->o[o].rvh != vh) {
-                flag(s, op->part, R_ODD);
+            } else {
+                odd |= x->rvh != vh;
             }
-            if (op->final) {
+            if (final) {
                 fl |= O_FINAL;
             } else {
-                if (t < p->o[o].nfmin)
-                    p->o[o].nfmin = t;
-                if (g) {
-                    if (pg_reach(s, g, o) < 0)
-                        return;
-                    if (t < g->o[o].first)
-                        g->o[o].first = t;
-                    uint32_t me = (uint32_t)op->id + 1;
-                    if (g->o[o].reader == 0)
-                        g->o[o].reader = me;
-                    else if (g->o[o].reader != me)
-                        g->o[o].reader = NONE;
+                if (t < x->nfmin)
+                    x->nfmin = t;
+                if (go) {
+                    if (t < go[o].first)
+                        go[o].first = t;
+                    if (go[o].reader == 0)
+                        go[o].reader = me;
+                    else if (go[o].reader != me)
+                        go[o].reader = NONE;
                 }
             }
-            p->o[o].fl = fl;
+            x->fl = fl;
         }
+        if (odd)
+            flag(s, op->part, R_ODD);
         if (top > p->max_read)
             p->max_read = top;
         p->o[top].fl |= O_TOP;
@@ -1070,7 +1084,8 @@ static void on_row(State *s, Col *c, int64_t i) {
     }
     if (lvalid(&c[C_PARTITION].v, i) && lint(&c[C_PARTITION].v, i) < 0)
         return global(s, "a negative partition");
-    if (lvalid(&c[C_OFFSETS].v, i)) {
+    /* An ok poll's offsets are checked with its records (on_complete). */
+    if (lvalid(&c[C_OFFSETS].v, i) && !(type == T_OK && f == F_POLL)) {
         int64_t a, b;
         lrange(&c[C_OFFSETS].v, i, &a, &b);
         for (int64_t j = a; j < b; j++)
