@@ -207,3 +207,27 @@ def test_screen_flags_what_the_checkers_report_on_mutants(seed, tmp_path, monkey
     fr, _ = _agree(path, monkeypatch, followed=False)
     if oracle.status == "invalid" and not fr.why:
         assert fr.flagged, what
+
+
+def test_kernel_runs_on_the_flagged_partitions_only(tmp_path, monkeypatch):
+    """One partition of three flagged: the kernel judges its operations (and the settings)
+    alone, the other partitions' counts come from the screen, and the verdict, witnesses and
+    examined counts are the object checkers' on the whole history."""
+    b = B()
+    for part in range(3):
+        b.send(0, f"a{part}", 1, 2, offset=0, part=part)
+        b.send(0, f"b{part}", 3, 4, offset=1, part=part)
+        b.send(0, f"c{part}", 5, 6, offset=2, part=part)
+    b.assign(1, 7, 8, gen=1, group="g", part=1, delivery="at-least-once")
+    b.poll(1, [(0, "a1"), (1, "b1")], 9, 10, part=1)
+    b.commit(1, 11, 12, gen=1, offset=2, group="g", part=1)
+    b.poll(2, [(0, "a0"), (2, "c0")], 9, 10, part=0)          # offset 1 skipped: lost
+    for part in range(3):
+        b.poll(9, [(0, f"a{part}"), (1, f"b{part}"), (2, f"c{part}")], 20, 21, part=part, final=True)
+    path = _write(tmp_path, b)
+    seen = []
+    on_flagged = columnar_file._kernel_on_flagged
+    monkeypatch.setattr(columnar_file, "_kernel_on_flagged", lambda *a: seen.append(on_flagged(*a)) or seen[-1])
+    fr, oracle = _agree(path, monkeypatch)
+    assert [(t, p) for t, p, _ in fr.flagged] == [("t", 0)] and oracle.status == "invalid"
+    assert len(seen) == 1 and seen[0] is not None      # the check with the screen, in _agree

@@ -329,6 +329,7 @@ typedef struct {
     Off *o;
     uint32_t why;
     int64_t max_read, first_final, last_final;
+    int64_t n_log, n_undecided;     /* the log's offsets (acknowledged and placed), undecided writes */
     int has_final;
 } Part;
 
@@ -383,7 +384,8 @@ typedef struct {
     int64_t last_tn, last_partition;
     uint8_t last_topic[64];
     uint8_t *codes;             /* per row of the segment: type << 3 | f (0xff: unknown) */
-    int bytewise;               /* the segment's result-field rule was tested 8 rows at a time */
+    int bytewise;
+    int finished;               /* the segment's result-field rule was tested 8 rows at a time */
     int64_t codes_cap;
 } State;
 
@@ -1225,7 +1227,7 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
                 else if (p->has_final && p->last_final > p->o[o].acomp)
                     p->why |= R_UNSEEN;
                 else
-                    ++*undecided;
+                    ++*undecided, ++p->n_undecided;
             }
             if (p->has_final && p->o[o].nfmin < p->first_final && !(fl & O_FINAL))
                 p->why |= R_LOST_READ;
@@ -1240,6 +1242,7 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
         }
         if (!p->why)
             *records += n;
+        p->n_log = n;
     }
     /* Delivery at most once: no offset delivered to an at-most-once group by two polls. */
     for (uint32_t x = 0; x < s->pgs.n; x++) {
@@ -1316,8 +1319,8 @@ static PyObject *fused_new(PyObject *mod, PyObject *unused) {
 
 static State *state_arg(PyObject *cap) {
     State *s = PyCapsule_GetPointer(cap, "kv_fused");
-    if (s && !s->ops.size) {
-        PyErr_SetString(PyExc_ValueError, "state already finished");
+    if (s && s->finished) {
+        PyErr_SetString(PyExc_ValueError, "feed or finish after finish");
         return NULL;
     }
     return s;
@@ -1486,12 +1489,14 @@ static const char *const WHY[] = {"duplicate-ack", "odd-record", "placed-twice",
                                   "at-most-once"};
 
 /* finish(state) -> dict: global (reason or None), flagged [(topic, partition, [rules])],
- * ops, sends, polls, records, undecided, consumer_examined. The state is spent. */
+ * parts [(topic, partition, log offsets, undecided writes)], pool (operation slots used),
+ * ops, sends, polls, records (of unflagged partitions), undecided, consumer_examined. */
 static PyObject *fused_finish(PyObject *mod, PyObject *cap) {
     State *s = state_arg(cap);
     if (!s)
         return NULL;
     int64_t records = 0, undecided = 0;
+    s->finished = 1;            /* finish changes the per-offset state: once only */
     if (!s->global)
         finish(s, &records, &undecided);
     if (s->global == OOM)
@@ -1526,12 +1531,29 @@ static PyObject *fused_finish(PyObject *mod, PyObject *cap) {
         }
         Py_DECREF(item);
     }
-    PyObject *g = s->global ? PyUnicode_FromString(s->global) : (Py_INCREF(Py_None), Py_None);
-    if (!g) {
+    /* Every partition's own counts (the caller merges them with the kernel's for the flagged
+     * ones): (topic, partition, log offsets, undecided writes). */
+    PyObject *parts = PyList_New(0);
+    for (uint32_t k = 0; parts && k < s->parts.n && !s->global; k++) {
+        Part *p = &AT(s->parts, Part, k);
+        PyObject *item = Py_BuildValue("(s#LLL)", p->topic, (Py_ssize_t)p->topic_len,
+                                       (long long)p->partition, (long long)p->n_log,
+                                       (long long)p->n_undecided);
+        if (!item || PyList_Append(parts, item) < 0)
+            Py_CLEAR(parts);
+        Py_XDECREF(item);
+    }
+    if (!parts) {
         Py_DECREF(flagged);
         return NULL;
     }
-    return Py_BuildValue("{sNsNsLsLsLsLsLsLsL}", "global", g, "flagged", flagged,
+    PyObject *g = s->global ? PyUnicode_FromString(s->global) : (Py_INCREF(Py_None), Py_None);
+    if (!g) {
+        Py_DECREF(flagged);
+        Py_DECREF(parts);
+        return NULL;
+    }
+    return Py_BuildValue("{sNsNsNsLsLsLsLsLsLsL}", "global", g, "flagged", flagged, "parts", parts,
                          "pool", (long long)s->ops.n,
                          "ops", (long long)s->n_ops, "sends", (long long)s->n_sends,
                          "polls", (long long)s->n_polls, "records", (long long)records,

@@ -97,7 +97,12 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     fr = fused_screen([raw], deadline)
     if fr is not None and fr.clean:
         return fr.decide(header, deadline)
-    # Flagged: the kernel, from the columns already decoded.
+    if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
+        r = _kernel_on_flagged(raw, fr, header, full, where, deadline, cycle_max_ops)
+        if r is not None:
+            return r
+    # Flagged history-wide (or every partition): the kernel on the whole history, from the
+    # columns already decoded.
     try:
         ev = _lean(raw.lazy().with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
     except pl.exceptions.PolarsError:
@@ -139,6 +144,45 @@ class Fused:
                     pl.Series("_i", [], pl.UInt32))
         (r,) = decide(sc, lambda sel: None, {0: header}, deadline).values()
         return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
+
+
+def _kernel_on_flagged(raw: pl.DataFrame, fr: Fused, header: dict, full: pl.LazyFrame, where: str,
+                       deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
+    """The kernel on the flagged partitions' operations and the history's settings operations
+    (producers' configurations, assigns and subscribes: the groups, generations and modes the
+    consumer rules consult; as a chunk of the chunked path has them), with the counts of the
+    other partitions from the screen: the same verdict as the kernel on the whole history,
+    whose screens are per partition. None when the kernel's input screen flags a row (the
+    caller then takes the whole-history path, which hands it to the object reader)."""
+    c = pl.col
+    keys = pl.DataFrame({"topic": [t for t, _, _ in fr.flagged], "partition": [p for _, p, _ in fr.flagged]},
+                        schema={"topic": pl.String, "partition": pl.Int32})
+    inv = raw.lazy().filter(c("type") == "invoke")
+    ids = pl.concat([inv.filter(c("f").is_in(SETTINGS)).select("id"),
+                     inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
+    sub = raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
+    ev = _lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
+    pd = pair(ev)
+    del ev
+    if pd.bad:
+        return None
+    sc = screen(pd, deadline)
+    del pd
+    flagged = {(t, p) for t, p, _ in fr.flagged}
+    rest = [(n, u) for t, p, n, u in fr.counts["parts"] if (t, p) not in flagged]
+    k = next(iter(sc.counts.iter_rows(named=True)), {})
+    # records and undecided writes add up over partitions; the other counts are the
+    # history's (consumer offsets examined: ok commits, and polls times at-most-once groups).
+    counts = pl.DataFrame({"run": [0], "undecided": [(k.get("undecided") or 0) + sum(u for _, u in rest)],
+                           "consumer_examined": [fr.counts["consumer_examined"]],
+                           "records": [(k.get("records") or 0) + sum(n for n, _ in rest)]})
+    stats = pl.DataFrame({"run": [0], "sends": [fr.counts["sends"]], "polls": [fr.counts["polls"]],
+                          "ops": [fr.counts["ops"]]})
+    base = 1 if where == "row" else 2
+    (r,) = decide(Screen(sc.done, sc.flagged, counts, stats, sc.rows),
+                  lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops, where,
+                  base).values()
+    return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 
 # Whether check_file runs the fused screen first (tests turn it off to drive the kernel alone).
