@@ -97,6 +97,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     fr = fused_screen([raw], deadline)
     if fr is not None and fr.clean:
         return fr.decide(header, deadline)
+    if deadline is not None and time.monotonic() > deadline:
+        return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
     if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
         r = _kernel_on_flagged(raw, fr, header, full, where, deadline, cycle_max_ops)
         if r is not None:
