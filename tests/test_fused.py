@@ -231,3 +231,30 @@ def test_kernel_runs_on_the_flagged_partitions_only(tmp_path, monkeypatch):
     fr, oracle = _agree(path, monkeypatch)
     assert [(t, p) for t, p, _ in fr.flagged] == [("t", 0)] and oracle.status == "invalid"
     assert len(seen) == 1 and seen[0] is not None      # the check with the screen, in _agree
+
+
+@pytest.mark.parametrize("case", ["settings-only", "empty-poll", "log-from-offset-5", "sparse-ids"])
+def test_small_shapes_agree(case, tmp_path, monkeypatch):
+    """Histories with no partition operation, an ok poll of no records, a log that does not
+    start at offset 0, ids too sparse for the screen's id table (handed over whole)."""
+    b = B()
+    if case == "settings-only":
+        b.config(0, 0, idempotence=False, retries=3, max_in_flight=5, acks="all")
+    elif case == "log-from-offset-5":
+        b.send(0, "a", 1, 2, offset=5)
+        b.poll(9, [(5, "a")], 5, 6, final=True)
+    else:
+        b.send(0, "a", 1, 2, offset=0)
+        if case == "empty-poll":
+            b.poll(1, [], 3, 4)
+        b.poll(9, [(0, "a")], 5, 6, final=True)
+    h = b.history()
+    evs = history_events(h.ops)
+    if case == "sparse-ids":
+        for e in evs:
+            e["id"] *= 10**9
+    for ext in ("parquet", "jsonl"):
+        path = tmp_path / f"s.{ext}"
+        write(path, h.header, evs)
+        fr, _ = _agree(path, monkeypatch, followed=case != "sparse-ids")
+        assert bool(fr.why) == (case == "sparse-ids") and not fr.flagged
