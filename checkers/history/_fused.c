@@ -15,9 +15,10 @@
  * decides a history with nothing flagged from the counts returned here, and hands any other to
  * the kernel. tests/test_fused.py checks both ways against the kernel.
  *
- * The state is fed one frame (a slice of the events, in file order) at a time: memory is the
- * state (about 50 bytes per offset of the log, 4 per operation id, the operations in flight),
- * not the events. Rules that compare a completion with later invokes (regression, fencing) are
+ * The state is fed one slice of the events (in file order) at a time: memory is the state
+ * (56 bytes per offset of the log, 16 per offset a group read, 4 per operation id, 8 per send,
+ * the operations in flight), not the events; it grows with the log (BENCHMARKS.md, seventh
+ * round: about 0.5 GiB at 10^7 operations). Rules that compare a completion with later invokes (regression, fencing) are
  * decided as the events come, which needs events in time order (checked; else history-wide);
  * the rest are decided per partition at the end from per-offset arrays.
  *
