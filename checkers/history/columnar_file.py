@@ -7,10 +7,12 @@ the bad line or row). Reading is under the same deadline as checking.
 Before the kernel, the fused screen (checkers/history/_fused.c) reads the decoded columns in
 one C pass, slice by slice as they are decoded, with no polars frame work: a history in which
 it flags nothing is decided from its counts (the same verdict the kernel gives: the kernel
-would flag nothing either, and the checks' examined counts are the ones it computes); any flag
-sends the history to the kernel as before (the whole history: the kernel's verdict and
-witnesses are the answer). tests/test_fused.py checks that the screen never misses a
-partition the kernel reports an anomaly in."""
+would flag nothing either, and the checks' examined counts are the ones it computes); a
+history it flags in some partitions goes to the kernel with those partitions' operations and
+the settings operations (_kernel_on_flagged), the other partitions' counts from the screen;
+a history-wide flag, or a flag in every partition, sends the whole history to the kernel as
+before. The kernel's verdict and witnesses are then the answer. tests/test_fused.py checks
+that the screen never misses a partition the checkers report an anomaly or a note in."""
 from __future__ import annotations
 
 import time
@@ -100,9 +102,11 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     if deadline is not None and time.monotonic() > deadline:
         return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
     if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
-        r = _kernel_on_flagged(raw, fr, header, full, where, deadline, cycle_max_ops)
-        if r is not None:
-            return r
+        held = [raw]            # handed over, not kept (as to pair below)
+        del raw
+        r = _kernel_on_flagged(held, fr, header, full, where, deadline, cycle_max_ops)
+        return r if r is not None else _object_path(path, fmt, deadline, cycle_max_ops,
+                                                     "the input screen flagged rows")
     # Flagged history-wide (or every partition): the kernel on the whole history, from the
     # columns already decoded.
     try:
@@ -148,15 +152,19 @@ class Fused:
         return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
 
 
-def _kernel_on_flagged(raw: pl.DataFrame, fr: Fused, header: dict, full: pl.LazyFrame, where: str,
+def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: pl.LazyFrame, where: str,
                        deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
     """The kernel on the flagged partitions' operations and the history's settings operations
     (producers' configurations, assigns and subscribes: the groups, generations and modes the
     consumer rules consult; as a chunk of the chunked path has them), with the counts of the
     other partitions from the screen: the same verdict as the kernel on the whole history,
-    whose screens are per partition. None when the kernel's input screen flags a row (the
-    caller then takes the whole-history path, which hands it to the object reader)."""
+    whose screens are per partition. `held` holds the decoded columns, released once the
+    subset is taken. None when the kernel's input screen flags a row (the caller then hands
+    the history to the object reader, which names it or judges it; the screen hands such
+    histories over whole, so only the kernel's own hash collisions and its bound on partition
+    keys lead here)."""
     c = pl.col
+    raw = held.pop()
     keys = pl.DataFrame({"topic": [t for t, _, _ in fr.flagged], "partition": [p for _, p, _ in fr.flagged]},
                         schema={"topic": pl.String, "partition": pl.Int32})
     inv = raw.lazy().filter(c("type") == "invoke")
@@ -164,6 +172,7 @@ def _kernel_on_flagged(raw: pl.DataFrame, fr: Fused, header: dict, full: pl.Lazy
                      inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
     sub = raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
     ev = _lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
+    del raw, sub, inv, ids
     pd = pair(ev)
     del ev
     if pd.bad:
