@@ -210,7 +210,11 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
     None when the time ran out, a frame is not of the schema's types, or FUSED_SCREEN is off."""
     if not FUSED_SCREEN:
         return None
-    from checkers.history import _fused
+    try:
+        from checkers.history import _fused
+    except ImportError as e:        # a checkout whose extensions were built before this one
+        raise ImportError("checkers.history._fused (checkers/history/_fused.c) is not built: run "
+                          "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`") from e
     st = _fused.new()
     try:
         for df in frames:
