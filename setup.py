@@ -1,11 +1,14 @@
 """The compiled part of kafkaverify: checkers/history/_scan.c, the columnar history kernel's
-one-pass scans (CPython C API, no dependency but Python's headers). Everything else is in
+one-pass scans, and checkers/history/_fused.c, check-history's fused screen (CPython C API,
+no dependency but Python's headers). Everything else is in
 pyproject.toml; `pip install -e .` (make setup) builds this too, and
 `python setup.py build_ext --inplace` rebuilds it in a checkout. It needs a C compiler and
 Python's headers (Debian: build-essential python3-dev; `make system-deps` checks)."""
 from setuptools import Extension, setup
 
+FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+         "-Wno-missing-field-initializers"]
 setup(ext_modules=[Extension("checkers.history._scan", sources=["checkers/history/_scan.c"],
-                             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra",
-                                                 "-Wno-unused-parameter",
-                                                 "-Wno-missing-field-initializers"])])
+                             depends=["checkers/history/_arrow.h"], extra_compile_args=FLAGS),
+                   Extension("checkers.history._fused", sources=["checkers/history/_fused.c"],
+                             depends=["checkers/history/_arrow.h"], extra_compile_args=FLAGS)])

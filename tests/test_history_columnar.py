@@ -350,11 +350,18 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
         path = tmp_path / f"h{seed}.{'parquet' if seed % 2 else 'jsonl'}"
         write(path, h.header, history_events(h.ops))
         oracle = check_history(load(path))
-        r = check_file(str(path))
-        assert r.engine.startswith("columnar (") and "chunks" in r.engine, r.engine
-        assert _fingerprint(r.verdict) == _fingerprint(oracle), (kind, seed)
-        if kind and kind not in ("G0-realtime", "G1c-realtime"):
-            assert kind in r.verdict.types(), (kind, seed)
+        # With the fused screen (a valid history is decided from its slices, a flagged one goes
+        # to the chunked kernel) and, for a valid one, without it (the chunked kernel again).
+        for fused in (True, False) if not kind else (True,):
+            monkeypatch.setattr(columnar, "FUSED_SCREEN", fused)
+            r = check_file(str(path))
+            if fused and not kind:
+                assert r.engine.startswith("columnar (fused screen, ") and "slices" in r.engine, r.engine
+            else:
+                assert r.engine.startswith("columnar (") and "chunks" in r.engine, r.engine
+            assert _fingerprint(r.verdict) == _fingerprint(oracle), (kind, seed, fused)
+            if kind and kind not in ("G0-realtime", "G1c-realtime"):
+                assert kind in r.verdict.types(), (kind, seed)
 
 
 @pytest.mark.parametrize("kind", [None, "lost-write", "duplicate", "send-reorder"])
@@ -380,11 +387,13 @@ def test_spilled_json_lines_agree_with_object_checkers(kind, tmp_path, monkeypat
     assert not glob.glob(str(tmp_path / "kv-jsonl-*"))
     oracle = check_history(load(path))
     lines = load(path).by_id()
-    for chunk in (10**9, 700):
+    for chunk, fused in ((10**9, True), (700, True)) + (((700, False),) if not kind else ()):
         monkeypatch.setattr(columnar, "CHUNK_EVENTS", chunk)
         monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
+        monkeypatch.setattr(columnar, "FUSED_SCREEN", fused)
         r = check_file(str(path))
-        assert r.engine.startswith("columnar") and ("chunks" in r.engine) == (chunk == 700), r.engine
+        sliced = ("chunks" in r.engine) if kind or not fused else ("slices" in r.engine)
+        assert r.engine.startswith("columnar") and sliced == (chunk == 700), r.engine
         assert _fingerprint(r.verdict) == _fingerprint(oracle), (kind, chunk)
         named = {i for a in r.verdict.anomalies for i in a.witness}
         assert all(r.witness_ops[i].where == lines[i].where for i in named)
@@ -408,7 +417,7 @@ def test_chunked_check_with_sparse_ids_agrees_with_object_checkers(kind, tmp_pat
     write(path, h.header, history_events(h.ops))
     oracle = check_history(load(path))
     r = check_file(str(path))
-    assert "chunks" in r.engine, r.engine
+    assert ("chunks" if kind else "slices") in r.engine, r.engine
     assert _fingerprint(r.verdict) == _fingerprint(oracle), kind
     if kind:
         assert kind in r.verdict.types()

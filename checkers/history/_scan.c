@@ -5,8 +5,7 @@
  * `polars.Series` accepts): no copy either way, no numpy or pyarrow import (importing this
  * module costs well under a millisecond).
  *
- * The structs below are the Arrow C data interface's, as its specification fixes them
- * (https://arrow.apache.org/docs/format/CDataInterface.html); that ABI is stable. Only
+ * The Arrow C data interface's structs are in _arrow.h. Only
  * primitive columns are read: int64 ("l") and uint32 ("I"), with or without a validity
  * bitmap, in any number of chunks.
  *
@@ -18,38 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct ArrowSchema {
-    const char *format;
-    const char *name;
-    const char *metadata;
-    int64_t flags;
-    int64_t n_children;
-    struct ArrowSchema **children;
-    struct ArrowSchema *dictionary;
-    void (*release)(struct ArrowSchema *);
-    void *private_data;
-};
-
-struct ArrowArray {
-    int64_t length;
-    int64_t null_count;
-    int64_t offset;
-    int64_t n_buffers;
-    int64_t n_children;
-    const void **buffers;
-    struct ArrowArray **children;
-    struct ArrowArray *dictionary;
-    void (*release)(struct ArrowArray *);
-    void *private_data;
-};
-
-struct ArrowArrayStream {
-    int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
-    int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
-    const char *(*get_last_error)(struct ArrowArrayStream *);
-    void (*release)(struct ArrowArrayStream *);
-    void *private_data;
-};
+#include "_arrow.h"
 
 /* ------------------------------------------------------------------------------------------
  * Input: a primitive column as one contiguous run of values plus a validity byte per value

@@ -2,7 +2,17 @@
 traces/history_columnar.py, hands it to the columnar kernel (checkers/history/columnar.py) in
 one piece or, above CHUNK_EVENTS events, in chunks of partitions, and falls back to the object
 reader and checkers for input the kernel's screens do not accept (the object reader then names
-the bad line or row). Reading is under the same deadline as checking."""
+the bad line or row). Reading is under the same deadline as checking.
+
+Before the kernel, the fused screen (checkers/history/_fused.c) reads the decoded columns in
+one C pass, slice by slice as they are decoded, with no polars frame work: a history in which
+it flags nothing is decided from its counts (the same verdict the kernel gives: the kernel
+would flag nothing either, and the checks' examined counts are the ones it computes); a
+history it flags in some partitions goes to the kernel with those partitions' operations and
+the settings operations (_kernel_on_flagged), the other partitions' counts from the screen;
+a history-wide flag, or a flag in every partition, sends the whole history to the kernel as
+before. The kernel's verdict and witnesses are then the answer. tests/test_fused.py checks
+that the screen never misses a partition the checkers report an anomaly or a note in."""
 from __future__ import annotations
 
 import time
@@ -49,7 +59,21 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
     try:
         n_events = full.select(pl.len()).collect().item()
+        if n_events > CHUNK_EVENTS and where == "row" and not hc.one_trace(src):
+            return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
         if n_events > CHUNK_EVENTS:
+            # The fused screen over slices, each decoded and dropped in turn.
+            if where == "row":
+                slices = (hc.scan_parquet(str(path), None, off, SLICE_EVENTS)[1].select(*NEEDED).collect()
+                          for off in range(0, n_events, SLICE_EVENTS))
+            else:
+                slices = (src.slice(off, SLICE_EVENTS).select(*NEEDED).collect()
+                          for off in range(0, n_events, SLICE_EVENTS))
+            fr = fused_screen(slices, deadline)
+            if fr is not None and fr.clean:
+                return fr.decide(header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices)")
+            if fr is None and deadline is not None and time.monotonic() > deadline:
+                return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
             if where == "row":      # Parquet: each slice is its own scan (see hc.scan_parquet)
                 def part(off, n):
                     lf = hc.scan_parquet(str(path), None, off, n)[1]
@@ -57,23 +81,44 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             else:
                 def part(off, n):
                     return full.slice(off, n)
-            if where == "row" and not hc.one_trace(src):
-                return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
             return _check_chunked(path, fmt, full, part, header, where, n_events, deadline, cycle_max_ops)
-        if where == "row":
-            # One scan feeds both the lean frame and the one-history test.
-            ev, tids = pl.collect_all([_lean_plan(full), src.select(pl.col("trace_id").n_unique())],
-                                      engine="streaming")
+        if where == "row" and "trace_id" in pl.read_parquet_schema(str(path)):
+            # One scan feeds both the decoded columns and the one-history test.
+            raw, tids = pl.collect_all([src.select(*NEEDED, "row"), src.select(pl.col("trace_id").n_unique())],
+                                       engine="streaming")
             if tids.item() > 1:
                 return _object_path(path, fmt, deadline, cycle_max_ops, "several histories in one file")
+        elif where == "row":
+            # No trace_id column (one history per file, the header's: traces.history
+            # parquet_write_options): nothing to test; building and counting a column of the
+            # header's id for every row cost 0.03-0.06 CPU-s per 10^6 operations.
+            raw = src.select(*NEEDED, "row").collect(engine="streaming")
         else:
-            ev = _lean(full)
+            raw = src.select(*NEEDED, "row").collect()
     except (pl.exceptions.PolarsError, OSError):
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
-        return FileCheck(_all_unknown("time limit reached while reading"), ev.height, {}, "columnar")
-    if ev.height == 0:
+        return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
+    if raw.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
+    fr = fused_screen([raw], deadline)
+    if fr is not None and fr.clean:
+        return fr.decide(header, deadline)
+    if deadline is not None and time.monotonic() > deadline:
+        return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
+    if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
+        held = [raw]            # handed over, not kept (as to pair below)
+        del raw
+        r = _kernel_on_flagged(held, fr, header, full, where, deadline, cycle_max_ops)
+        return r if r is not None else _object_path(path, fmt, deadline, cycle_max_ops,
+                                                     "the input screen flagged rows")
+    # Flagged history-wide (or every partition): the kernel on the whole history, from the
+    # columns already decoded.
+    try:
+        ev = _lean(raw.lazy().with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+    except pl.exceptions.PolarsError:
+        return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
+    del raw
     # Handed over, not kept: pair releases the events once it has taken what it needs.
     held = [ev]
     del ev
@@ -84,6 +129,102 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     (r,) = judge(pd, lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops,
                  where, base).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+
+
+@dataclass
+class Fused:
+    """What the fused screen found: `why` is the history-wide reason to hand the history to
+    the kernel (or ""), `flagged` the partitions it flags ((topic, partition, [rule, ...])),
+    `counts` what the kernel's screens would count on a history with nothing flagged."""
+    why: str
+    flagged: list
+    counts: dict
+
+    @property
+    def clean(self) -> bool:
+        return not self.why and not self.flagged
+
+    def decide(self, header: dict, deadline: float | None, engine: str = "columnar") -> FileCheck:
+        """The verdict of a history with nothing flagged, as the kernel's `decide` gives it
+        from its screen's counts (no object checker runs: nothing is flagged)."""
+        k = self.counts
+        sc = Screen(True, set(),
+                    pl.DataFrame({"run": [0], "undecided": [k["undecided"]],
+                                  "consumer_examined": [k["consumer_examined"]], "records": [k["records"]]}),
+                    pl.DataFrame({"run": [0], "sends": [k["sends"]], "polls": [k["polls"]], "ops": [k["ops"]]}),
+                    pl.Series("_i", [], pl.UInt32))
+        (r,) = decide(sc, lambda sel: None, {0: header}, deadline).values()
+        return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
+
+
+def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: pl.LazyFrame, where: str,
+                       deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
+    """The kernel on the flagged partitions' operations and the history's settings operations
+    (producers' configurations, assigns and subscribes: the groups, generations and modes the
+    consumer rules consult; as a chunk of the chunked path has them), with the counts of the
+    other partitions from the screen: the same verdict as the kernel on the whole history,
+    whose screens are per partition. `held` holds the decoded columns, released once the
+    subset is taken. None when the kernel's input screen flags a row (the caller then hands
+    the history to the object reader, which names it or judges it; the screen hands such
+    histories over whole, so only the kernel's own hash collisions and its bound on partition
+    keys lead here)."""
+    c = pl.col
+    raw = held.pop()
+    keys = pl.DataFrame({"topic": [t for t, _, _ in fr.flagged], "partition": [p for _, p, _ in fr.flagged]},
+                        schema={"topic": pl.String, "partition": pl.Int32})
+    inv = raw.lazy().filter(c("type") == "invoke")
+    ids = pl.concat([inv.filter(c("f").is_in(SETTINGS)).select("id"),
+                     inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
+    sub = raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
+    ev = _lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
+    del raw, sub, inv, ids
+    pd = pair(ev)
+    del ev
+    if pd.bad:
+        return None
+    sc = screen(pd, deadline)
+    del pd
+    flagged = {(t, p) for t, p, _ in fr.flagged}
+    rest = [(n, u) for t, p, n, u in fr.counts["parts"] if (t, p) not in flagged]
+    k = next(iter(sc.counts.iter_rows(named=True)), {})
+    # records and undecided writes add up over partitions; the other counts are the
+    # history's (consumer offsets examined: ok commits, and polls times at-most-once groups).
+    counts = pl.DataFrame({"run": [0], "undecided": [(k.get("undecided") or 0) + sum(u for _, u in rest)],
+                           "consumer_examined": [fr.counts["consumer_examined"]],
+                           "records": [(k.get("records") or 0) + sum(n for n, _ in rest)]})
+    stats = pl.DataFrame({"run": [0], "sends": [fr.counts["sends"]], "polls": [fr.counts["polls"]],
+                          "ops": [fr.counts["ops"]]})
+    base = 1 if where == "row" else 2
+    (r,) = decide(Screen(sc.done, sc.flagged, counts, stats, sc.rows),
+                  lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops, where,
+                  base).values()
+    return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+
+
+# Whether check_file runs the fused screen first (tests turn it off to drive the kernel alone).
+FUSED_SCREEN = True
+
+
+def fused_screen(frames, deadline: float | None = None) -> Fused | None:
+    """The fused screen over `frames` (the events' NEEDED columns, slices in file order), or
+    None when the time ran out, a frame is not of the schema's types, or FUSED_SCREEN is off."""
+    if not FUSED_SCREEN:
+        return None
+    try:
+        from checkers.history import _fused
+    except ImportError as e:        # a checkout whose extensions were built before this one
+        raise ImportError("checkers.history._fused (checkers/history/_fused.c) is not built: run "
+                          "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`") from e
+    st = _fused.new()
+    try:
+        for df in frames:
+            _fused.feed(st, [df.get_column(n) for n in _fused.COLUMNS])
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+    except (TypeError, ValueError, pl.exceptions.PolarsError, OSError):
+        return None
+    r = _fused.finish(st)
+    return Fused(r["global"] or "", r["flagged"], r)
 
 
 def _lean_plan(part: pl.LazyFrame) -> pl.LazyFrame:

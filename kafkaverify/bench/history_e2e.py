@@ -18,7 +18,9 @@ printed as `Nx bare`. With --baseline DIR (a checkout of an earlier revision, e.
 a same-run ratio; with --base-layout old, base reads Parquet in the layout written before
 traces.history.parquet_write_options (zstd, a trace_id column: `h*-old.parquet`), so the
 ratio is the new layout and reader against the old. Sizes above --tile-above are tiled as
-JSON lines too (from the Parquet copies) when --jsonl-max allows.
+JSON lines too (from the Parquet copies) when --jsonl-max allows. With --planted, two more
+Parquet histories per size: a skipped record in one partition (`pq-one`) and in every partition
+(`pq-each`, the worst case for check-history's screen-then-kernel design).
 Prints seed= and the options first."""
 from __future__ import annotations
 
@@ -96,9 +98,13 @@ def _peak_mib() -> float:
 @click.option("--base-layout", type=click.Choice(["same", "old"]), default="same", show_default=True,
               help="Parquet for base: the same file as new, or the layout before this one "
                    "(zstd with a trace_id column)")
+@click.option("--planted/--no-planted", default=False,
+              help="also time Parquet histories with a skipped record planted in one partition "
+                   "('one': the kernel judges that partition) and in every partition ('each': "
+                   "the worst case of screening first); sizes up to --tile-above")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
 def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, bare, base_layout,
-         one):
+         planted, one):
     """End-to-end check-history benchmark (reading included), old vs new."""
     if one is not None:
         print(json.dumps(_one(*one)))
@@ -127,7 +133,12 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                 write(p, h.header, evs)
             if old_pq:
                 write_old_layout(old_pq, h.header, evs)
-            del h, evs
+            del evs
+            if planted:
+                for which in ("one", "each"):
+                    paths[f"pq-{which}"] = d / f"h{n}-{which}.parquet"
+                    write(paths[f"pq-{which}"], h.header, history_events(skip_one_record(h.ops, which == "each")))
+            del h
         else:
             base = d / f"h{tile_above}.parquet"
             if not base.exists():
@@ -141,6 +152,8 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
             res = {}
             engines = (["old"] if old and n <= old_max else []) + (["base"] if baseline else []) + ["new"]
             for engine in engines:
+                if engine == "old" and fmt.startswith("pq-"):
+                    continue
                 src = old_pq if engine == "base" and fmt == "parquet" and old_pq else p
                 cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(src),
                              "new" if engine == "base" else engine]
@@ -182,6 +195,22 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                       f"{b['peak_rss_mib']:>9.0f} {ratio:>9}  parse only ({b['rows']} events)", flush=True)
     if not workdir:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def skip_one_record(ops, every_partition: bool) -> list:
+    """Copies of `ops` where the first non-final poll of three or more records of partition 0
+    (of every partition) has lost its second record: a poll-skip anomaly there (as
+    checkers/history/seeding.py poll_skip plants it)."""
+    import copy
+    out, done = [], set()
+    for o in sorted(ops, key=lambda o: (o.inv, o.id)):
+        if (o.f == "poll" and o.type == "ok" and not o.final and o.offsets and len(o.offsets) >= 3
+                and o.partition not in done and (every_partition or o.partition == 0)):
+            o = copy.copy(o)
+            o.offsets, o.values = o.offsets[:1] + o.offsets[2:], o.values[:1] + o.values[2:]
+            done.add(o.partition)
+        out.append(o)
+    return out
 
 
 OLD_LAYOUT = {"compression": "zstd"}     # with a trace_id column: the layout before this one
