@@ -353,8 +353,14 @@ class Broker:
                 last_ckpt = t
                 for p in list(self.partitions.values()):
                     if p.hw != p.log.checkpointed_hw:
-                        # the fsync of a checkpoint must not stall produce/fetch handling
-                        await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw)
+                        # the fsync of a checkpoint must not stall produce/fetch handling; the
+                        # ticket keeps a truncation meanwhile from being overwritten by this HW
+                        try:
+                            await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw, p.log.hw_ticket())
+                        except OSError as e:      # e.g. its directory deleted meanwhile
+                            log.error("HW checkpoint failed for %s-%d: %s", p.topic, p.index, e)
+                        if self.partitions.get((p.topic, p.index)) is not p:
+                            continue     # deleted meanwhile (forget_topic): its log is closed
                     p.log.apply_retention(t, upper_bound=p.hw)
                     self._snapshot_producers(p)
 
