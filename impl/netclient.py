@@ -73,11 +73,29 @@ class AsyncConn:
 
 
 class SyncConn:
+    """A blocking connection for one thread at a time (the cluster API, tests): one request,
+    then its response. A call that fails part-way (a timeout in the middle of a frame, a reset,
+    a response to another request) leaves the byte stream at an unknown place: a later frame
+    read there would be the tail of the abandoned one, or its whole answer taken for the next
+    request's. So the connection is closed at once, by the thread that was using it, and every
+    later call raises ConnectionError; the caller opens a new one."""
+
     def __init__(self, host: str, port: int, client_id: str = "kafkaverify", timeout_s: float = 15.0):
         self.sock = socket.create_connection((host, port), timeout=timeout_s,
                                              source_address=netaddr.source_address())
         self._corr = 0
         self.client_id = client_id
+        self._broken: str | None = None
+
+    def _guarded(self, what: str, fn, *args):
+        if self._broken is not None:
+            raise ConnectionError(f"connection unusable after an earlier failure ({self._broken})")
+        try:
+            return fn(*args)
+        except BaseException as e:
+            self._broken = f"{what}: {e!r}"
+            self.sock.close()
+            raise
 
     def _read_frame(self) -> bytes:
         def exact(n: int) -> bytes:
@@ -91,21 +109,31 @@ class SyncConn:
         (size,) = struct.unpack(">i", exact(4))
         return exact(size)
 
+    def _exchange(self, payload: bytes) -> bytes:
+        self.sock.sendall(payload)
+        frame = self._read_frame()
+        (corr,) = struct.unpack_from(">i", frame, 0)
+        if corr != self._corr:
+            raise ConnectionError(f"response to correlation id {corr}, expected {self._corr}")
+        return frame
+
     def request(self, api_key: int, version: int, data: dict):
         self._corr += 1
-        self.sock.sendall(_encode_request(api_key, version, self._corr, data, self.client_id))
-        return _decode_response(api_key, version, self._read_frame())
+        frame = self._guarded("request", self._exchange,
+                              _encode_request(api_key, version, self._corr, data, self.client_id))
+        return _decode_response(api_key, version, frame)
 
     def control(self, body: dict) -> dict:
         self._corr += 1
-        self.sock.sendall(codec.encode_control_request(self._corr, body, self.client_id))
-        return codec.decode_control_response(self._read_frame())[1]
+        frame = self._guarded("control", self._exchange,
+                              codec.encode_control_request(self._corr, body, self.client_id))
+        return codec.decode_control_response(frame)[1]
 
     def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        self._guarded("send", self.sock.sendall, data)
 
     def read_frame(self) -> bytes:
-        return self._read_frame()
+        return self._guarded("read", self._read_frame)
 
     def close(self) -> None:
         self.sock.close()
