@@ -998,13 +998,13 @@ class Broker:
 
 
 def _fetches_for(p: Partition, epoch: int) -> bool:
-    """Is a fetcher started at leader epoch `epoch` still the partition's (a new leader comes
-    with a new epoch; _fetch_once checks the same)? Checked after every await before acting on
-    the log. Its task is cancelled when it is superseded (a new
-    LeaderAndIsr, the topic deleted and its log closed), but Python 3.11's asyncio.wait_for
-    returns the inner result and drops the cancellation when both land in the same loop
-    iteration, so a cancelled fetcher can resume once with an answer from the old leader."""
-    return p.role == "follower" and p.leader == leader and p.leader_epoch == epoch
+    """Is a fetcher started at leader epoch `epoch` still the partition's? (A new leader comes
+    with a new epoch; _fetch_once checks the same.) Checked after every await, before acting on
+    the log. A superseded fetcher's task is cancelled (a new LeaderAndIsr; the topic deleted and
+    its log closed), but Python 3.11's asyncio.wait_for returns the inner result and drops the
+    cancellation when both land in the same loop iteration, so a cancelled fetcher can resume
+    once with an answer from the old leader."""
+    return p.role == "follower" and p.leader_epoch == epoch
 
 
 def _epochs_fields(fetched: dict[int, int], current: dict[int, int]) -> dict:
