@@ -22,18 +22,32 @@ def _decode_response(api_key: int, version: int, frame: bytes):
 
 
 class AsyncConn:
+    """One connection, one request in flight (an asyncio.Lock orders them); a request that
+    fails drops the connection (a timeout may have left half a frame unread) and the next one
+    reconnects. close() is final: the owner (the fetcher, the controller) is done with it, so a
+    request still in flight, or one that was cancelled but resumes anyway (Python 3.11's
+    asyncio.wait_for can drop a cancellation), fails instead of opening a new connection and
+    sending on behalf of an owner that has stopped (e.g. a resigned controller)."""
+
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 10.0):
         self.host, self.port, self.client_id, self.timeout_s = host, port, client_id, timeout_s
         self._r: asyncio.StreamReader | None = None
         self._w: asyncio.StreamWriter | None = None
         self._corr = 0
         self._lock = asyncio.Lock()
+        self._closed = False
 
     async def _ensure(self) -> None:
+        if self._closed:
+            raise ConnectionError("connection closed by its owner")
         if self._w is None:
-            self._r, self._w = await asyncio.wait_for(
+            r, w = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port, local_addr=netaddr.source_address()),
                 self.timeout_s)
+            if self._closed:            # closed while connecting: never send on it
+                w.close()
+                raise ConnectionError("connection closed by its owner")
+            self._r, self._w = r, w
 
     async def _roundtrip(self, payload: bytes) -> bytes:
         await self._ensure()
@@ -49,7 +63,7 @@ class AsyncConn:
             try:
                 frame = await self._roundtrip(_encode_request(api_key, version, self._corr, data, self.client_id))
             except BaseException:
-                self.close()
+                self._drop()
                 raise
             return _decode_response(api_key, version, frame)
 
@@ -59,17 +73,21 @@ class AsyncConn:
             try:
                 frame = await self._roundtrip(codec.encode_control_request(self._corr, body, self.client_id))
             except BaseException:
-                self.close()
+                self._drop()
                 raise
             return codec.decode_control_response(frame)[1]
 
-    def close(self) -> None:
+    def _drop(self) -> None:
         if self._w is not None:
             try:
                 self._w.close()
             except Exception:
                 pass
         self._r = self._w = None
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
 
 
 class SyncConn:

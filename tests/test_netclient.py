@@ -94,3 +94,37 @@ def test_a_response_to_another_request_retires_the_connection():
         conn.close()
         listener.close()
         t.join(10)
+
+
+def test_async_close_by_its_owner_is_final_even_for_a_request_in_flight():
+    """The owner (a stopping controller, a superseded fetcher) closes the connection while one
+    of its requests waits for an answer. That request fails, and no request after it, nor one
+    cancelled but resumed, opens a new connection to send on the owner's behalf."""
+    import asyncio
+
+    from impl.netclient import AsyncConn
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        conn = AsyncConn(*listener.getsockname(), "test", timeout_s=10)
+        inflight = asyncio.create_task(conn.control({"op": "describe"}))
+        peer, _ = await loop.sock_accept(listener)   # the request's connection; never answered
+        with peer:
+            peer.setblocking(True)                    # read on an executor thread
+            corr = await loop.run_in_executor(None, _read_request, peer)
+            assert corr == 1 and not inflight.done()
+            conn.close()
+            with pytest.raises((ConnectionError, asyncio.IncompleteReadError)):
+                await asyncio.wait_for(inflight, 10)
+            with pytest.raises(ConnectionError, match="closed by its owner"):
+                await conn.control({"op": "describe"})
+        with pytest.raises(BlockingIOError):
+            listener.accept()                         # nobody connected again
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        listener.close()
