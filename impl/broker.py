@@ -353,8 +353,14 @@ class Broker:
                 last_ckpt = t
                 for p in list(self.partitions.values()):
                     if p.hw != p.log.checkpointed_hw:
-                        # the fsync of a checkpoint must not stall produce/fetch handling
-                        await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw)
+                        # the fsync of a checkpoint must not stall produce/fetch handling; the
+                        # ticket keeps a truncation meanwhile from being overwritten by this HW
+                        try:
+                            await self.loop.run_in_executor(None, p.log.checkpoint_hw, p.hw, p.log.hw_ticket())
+                        except OSError as e:      # e.g. its directory deleted meanwhile
+                            log.error("HW checkpoint failed for %s-%d: %s", p.topic, p.index, e)
+                        if self.partitions.get((p.topic, p.index)) is not p:
+                            continue     # deleted meanwhile (forget_topic): its log is closed
                     p.log.apply_retention(t, upper_bound=p.hw)
                     self._snapshot_producers(p)
 
@@ -822,6 +828,8 @@ class Broker:
                 try:
                     if p.needs_truncation:
                         await self._truncate_as_follower(p, conn, epoch)
+                        if not _fetches_for(p, epoch):
+                            break        # superseded meanwhile: the flag is the new fetcher's
                         p.needs_truncation = False
                         # the model's Truncate step ends here, whether or not it cut anything
                         self.event("truncation_done", topic=p.topic, partition=p.index,
@@ -859,6 +867,8 @@ class Broker:
                     "partition": p.index,
                     "current_leader_epoch": epoch if "fetch-epoch-fencing" in self.fixes else -1,
                     "leader_epoch": req_epoch}]}]})
+            if not _fetches_for(p, epoch):
+                return                # superseded while waiting (see _fetches_for)
             r = resp.topics[0].partitions[0]
             if r.error_code:
                 raise ConnectionError(f"OffsetsForLeaderEpoch error {r.error_code}")
@@ -890,7 +900,7 @@ class Broker:
             return
         r = resp.responses[0].partitions[0]
         if r.error_code == codec.OFFSET_OUT_OF_RANGE:
-            await self._handle_out_of_range(p, conn)
+            await self._handle_out_of_range(p, conn, epoch)
             return
         if r.error_code:
             await asyncio.sleep(0.1)
@@ -914,17 +924,21 @@ class Broker:
             p.hw = new_hw
             self.event("hw_advanced", topic=p.topic, partition=p.index, hw=new_hw, role="follower", **extra)
 
-    async def _handle_out_of_range(self, p: Partition, conn: AsyncConn) -> None:
+    async def _handle_out_of_range(self, p: Partition, conn: AsyncConn, epoch: int) -> None:
         """Pre-KIP-101 behaviour kept in all generations: when our LEO is past the leader's,
         truncate to the leader's LEO; below its log start, restart at its log start."""
         resp = await conn.request(2, 4, {"replica_id": self.id, "isolation_level": 0, "topics": [
             {"name": p.topic, "partitions": [{"partition_index": p.index, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        if not _fetches_for(p, epoch):
+            return
         leader_leo = resp.topics[0].partitions[0].offset
         if p.log.leo > leader_leo >= 0:
             self._truncate(p, leader_leo, "leader_log_end")
         else:
             resp = await conn.request(2, 4, {"replica_id": self.id, "isolation_level": 0, "topics": [
                 {"name": p.topic, "partitions": [{"partition_index": p.index, "current_leader_epoch": -1, "timestamp": -2}]}]})
+            if not _fetches_for(p, epoch):
+                return
             start = resp.topics[0].partitions[0].offset
             if p.log.leo < start:
                 p.log.truncate_fully_and_start_at(start)
@@ -981,6 +995,16 @@ class Broker:
                 return True
             await asyncio.sleep(0.02)
         return False
+
+
+def _fetches_for(p: Partition, epoch: int) -> bool:
+    """Is a fetcher started at leader epoch `epoch` still the partition's? (A new leader comes
+    with a new epoch; _fetch_once checks the same.) Checked after every await, before acting on
+    the log. A superseded fetcher's task is cancelled (a new LeaderAndIsr; the topic deleted and
+    its log closed), but Python 3.11's asyncio.wait_for returns the inner result and drops the
+    cancellation when both land in the same loop iteration, so a cancelled fetcher can resume
+    once with an answer from the old leader."""
+    return p.role == "follower" and p.leader_epoch == epoch
 
 
 def _epochs_fields(fetched: dict[int, int], current: dict[int, int]) -> dict:

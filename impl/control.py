@@ -91,10 +91,17 @@ def apply_fault(cluster, fault: dict) -> dict:
 
 class ControlServer:
     """Serves faults and status for one Cluster on a thread; `lock` serialises every operation
-    with the owner's own use of the Cluster (the dead-broker monitor)."""
+    with the owner's own use of the Cluster (the dead-broker monitor, and its final stop).
+
+    Each request runs on a thread of its own, which server.shutdown() does not wait for (they
+    are daemon threads). So stop() marks the channel closed under the lock: a request being
+    served finishes first, and one that reaches the lock later is refused, rather than
+    restarting a broker of a cluster the owner is stopping (or has stopped) under the same
+    lock."""
 
     def __init__(self, cluster, data_dir: str | Path, lock: threading.Lock):
         self.cluster, self.lock = cluster, lock
+        self.closed = False
         self.file = Path(data_dir) / CONTROL_FILE
         outer = self
 
@@ -117,6 +124,8 @@ class ControlServer:
             return {"ok": False, "error": "request is not a JSON line"}
         try:
             with self.lock:
+                if self.closed:
+                    return {"ok": False, "error": "the cluster is stopping"}
                 if isinstance(req, dict) and req.get("op") == "status":
                     return {"ok": True, **self.cluster.status()}
                 return {"ok": True, **apply_fault(self.cluster, req)}
@@ -133,9 +142,13 @@ class ControlServer:
         os.replace(tmp, self.file)
 
     def stop(self) -> None:
+        """No new connection after this, and no request acts on the cluster any more: the
+        caller may stop the cluster (holding the lock) once it returns."""
         self.file.unlink(missing_ok=True)
         self.server.shutdown()
         self.server.server_close()
+        with self.lock:       # waits for a request being served; later ones see closed
+            self.closed = True
 
 
 def request(data_dir: str | Path, body: dict, timeout_s: float = 120) -> dict:

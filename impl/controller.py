@@ -409,7 +409,8 @@ class Controller:
                 return
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
                 conn.close()
-                self.conns.pop(bid, None)
+                if self.conns.get(bid) is conn:     # another send may have replaced it already
+                    self.conns.pop(bid)
                 await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
 
     async def _refresh_addr(self, bid: int) -> None:

@@ -109,7 +109,7 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
                                    f"the others keep running", err=True)
     finally:
         if control is not None:
-            control.stop()
+            control.stop()    # waits for a request being served; none acts on the cluster after it
         cluster.stop()
         click.echo("stopped", err=True)
     return 0

@@ -190,3 +190,23 @@ def test_killed_leader_is_reported_others_keep_serving_restart_on_request(tmp_pa
     assert rc == 0 and "Traceback" not in err
     assert f"broker {old} exited with code -9" in err and "the others keep running" in err
     assert not (tmp_path / "d" / "control.json").exists()
+
+
+def test_control_channel_acts_on_nothing_once_stopped(tmp_path):
+    """Control requests run on daemon threads that the server's shutdown does not wait for; one
+    that reaches the cluster lock after stop() must be refused, not act on (restart a broker of)
+    a cluster being stopped. No broker process is started here."""
+    import threading
+
+    from impl.cluster import Cluster
+    from impl.control import ControlServer, request
+
+    cluster = Cluster(1, tmp_path)
+    control = ControlServer(cluster, tmp_path, threading.Lock())
+    control.start()
+    assert request(tmp_path, {"op": "status"}, timeout_s=10)["ok"]
+    control.stop()
+    assert not (tmp_path / "control.json").exists()
+    for body in (b'{"op": "status"}\n', b'{"fault": "restart", "target": "0"}\n'):
+        assert control.handle(body) == {"ok": False, "error": "the cluster is stopping"}
+    assert cluster.procs == {}

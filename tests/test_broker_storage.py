@@ -215,3 +215,63 @@ def test_hw_checkpoint_survives_and_is_capped_by_leo(tmp_path):
     lg = PartitionLog(d)
     lg.truncate_to(1)
     assert lg.checkpointed_hw == 0 or lg.checkpointed_hw <= lg.leo
+
+
+def test_a_closed_log_never_touches_a_reused_descriptor_number(tmp_path):
+    """Segment descriptors are bare numbers: once closed, the number goes to the next file or
+    socket the process opens. A second close (a topic deleted while another task still held its
+    partition) or a read after the close must fail, not close or read that other file."""
+    lg = PartitionLog(tmp_path / "t-0")
+    lg.append_as_leader(batch([b"a"]), 0)
+    number = lg.segments[0].fd
+    lg.close()
+    other = tmp_path / "other"
+    other.write_bytes(b"not a log segment")
+    fd = os.open(other, os.O_RDONLY)
+    try:
+        if fd != number:            # put the other file exactly on the freed number
+            os.dup2(fd, number)
+            os.close(fd)
+        lg.close()                  # again: must not close the other file
+        assert os.fstat(number).st_ino == other.stat().st_ino
+        with pytest.raises(OSError):
+            lg.read(0, 1 << 20, 1)  # must not serve the other file's bytes
+        assert os.pread(number, 3, 0) == b"not"
+    finally:
+        os.close(number)
+
+
+def test_a_checkpoint_decided_before_a_truncation_never_lands_after_it(tmp_path):
+    """The periodic HW checkpoint runs on an executor thread with an HW read on the loop; a
+    truncation on the loop in between writes its own checkpoint. The older decision is dropped,
+    so the file never holds an HW above what the log had after the cut."""
+    d = tmp_path / "t-0"
+    lg = PartitionLog(d)
+    for i in range(10):
+        lg.append_as_leader(batch([b"v%d" % i]), 0)
+    lg.checkpoint_hw(7)
+    stale = lg.hw_ticket()            # the loop decides to checkpoint HW 9 off-loop ...
+    lg.truncate_to(5)                 # ... a follower truncation runs first: writes 5
+    assert (d / "hw-checkpoint").read_text() == "5\n" and lg.checkpointed_hw == 5
+    lg.checkpoint_hw(9, stale)        # ... then the executor gets to it: dropped
+    assert (d / "hw-checkpoint").read_text() == "5\n" and lg.checkpointed_hw == 5
+    for i in range(5):                # the log regrows; a restart must not take HW 9 from disk
+        lg.append_as_leader(batch([b"w%d" % i]), 1)
+    lg.close()
+    assert PartitionLog(d).checkpointed_hw == 5
+
+    # also when nothing needed cutting in the checkpoint itself (it was below the cut)
+    lg = PartitionLog(d)
+    lg.checkpoint_hw(3)
+    stale = lg.hw_ticket()
+    lg.truncate_to(6)
+    lg.checkpoint_hw(8, stale)
+    assert (d / "hw-checkpoint").read_text() == "3\n"
+    # a checkpoint decided after the cut (or made on the loop) is written as before
+    lg.checkpoint_hw(4, lg.hw_ticket())
+    assert (d / "hw-checkpoint").read_text() == "4\n"
+    newer = lg.hw_ticket()
+    lg.checkpoint_hw(6)               # a later write on the loop wins over an earlier ticket
+    lg.checkpoint_hw(5, newer)
+    assert (d / "hw-checkpoint").read_text() == "6\n"
+    lg.close()

@@ -409,3 +409,47 @@ def test_server_compacts_its_log_and_recovers_from_the_snapshot(tmp_path):
             assert c.get_children("/brokers/topics") == []
     finally:
         server.stop()
+
+
+def test_shutdown_never_closes_the_journal_under_an_append_in_flight(tmp_path):
+    """The decide loop hands each batch's append (write + fsync on the journal's bare descriptor
+    number) to the executor. Shutdown cancels the loop, which does not stop that thread; closing
+    the journal then would free the number while the thread is still to write to it. The append
+    is held inside its call here (a gate before the real append), the loop cancelled, and the
+    journal must stay open until the append has landed."""
+    import asyncio
+
+    from impl.coord.server import Server
+
+    srv = Server(str(tmp_path), tick_ms=100)
+    entered, release = threading.Event(), threading.Event()
+    real_append = srv.journal.append
+
+    def held_append(records):
+        entered.set()
+        assert release.wait(10), "never released"
+        real_append(records)
+
+    srv.journal.append = held_append
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        decide = asyncio.create_task(srv.decide_loop())
+        await srv.queue.put(sm.Request(1, {"id": 0, "op": "hello", "timeout_ms": 6000}))
+        await srv.queue.put(sm.Request(1, {"id": 1, "op": "create", "path": "/kept", "data": b2s(b"x")}))
+        assert await loop.run_in_executor(None, entered.wait, 10), "the append never started"
+        decide.cancel()                       # what run() does at SIGTERM
+        await asyncio.wait([decide])
+        closer = asyncio.create_task(srv.close_journal())
+        await asyncio.sleep(0)                # one loop turn: the closer has run its first step
+        assert not closer.done() and srv.journal._fd is not None, "journal closed under the append"
+        release.set()
+        await asyncio.wait_for(closer, 10)
+        assert srv.journal._fd is None
+
+    asyncio.run(scenario())
+    j = journal_mod.Journal(str(tmp_path))    # the lock is free again, and the record landed
+    try:
+        assert {"t": "put", "p": "/kept", "d": b2s(b"x"), "v": 0} in j.recover()
+    finally:
+        j.close()

@@ -14,7 +14,7 @@ Bounds, and what happens when hit:
     while watches fire): its session is evicted, exactly like a timeout;
   - a batch takes at most MAX_BATCH events, so ticks and fsyncs interleave fairly.
 Prints `coord ready: 127.0.0.1:P` (flushed) once listening. SIGTERM/SIGINT: stop accepting,
-close connections, close the journal, exit 0.
+close connections, close the journal once no append is in flight on the executor, exit 0.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ HELLO_TIMEOUT_MS = 5000  # default of --hello-timeout-ms
 MAX_CONNECTIONS = 1024
 MAX_QUEUED_EVENTS = 4096
 MAX_OUTBUF_BYTES = 8 * 1024 * 1024
+JOURNAL_CLOSE_WAIT_S = 10.0  # at shutdown, how long an fsync in flight may hold up the close
 MAX_BATCH = 256
 
 
@@ -55,6 +56,7 @@ class Server:
         self.t0 = time.monotonic()
         self.handlers: set[asyncio.Task] = set()
         self.stopping = False
+        self._appending: asyncio.Future | None = None  # the journal append on the executor
 
     def now_ms(self) -> int:
         return int((time.monotonic() - self.t0) * 1000)
@@ -101,7 +103,12 @@ class Server:
             records = [e.record for e in effects if isinstance(e, sm.Persist)]
             if records:
                 # Persist before send; the fsync runs off-loop so readers keep filling the queue.
-                await asyncio.get_running_loop().run_in_executor(None, self.journal.append, records)
+                # Shielded: cancelling this loop (shutdown) does not stop the executor thread in
+                # os.write/os.fsync on the journal's descriptor, so it must stay visible to
+                # close_journal, which waits for it.
+                self._appending = asyncio.get_running_loop().run_in_executor(
+                    None, self.journal.append, records)
+                await asyncio.shield(self._appending)
                 if self.journal.needs_compaction():
                     self.journal.compact(sm.persistent_records(self.state))
             for e in effects:
@@ -111,6 +118,24 @@ class Server:
                     w = self.writers.pop(e.conn, None)
                     if w is not None:
                         w.close()
+
+    async def close_journal(self) -> None:
+        """Close the journal, but never under an append still running on the executor (the
+        decide loop was cancelled while awaiting it): that thread is in, or about to enter,
+        os.write/os.fsync with the journal's bare descriptor number, and a number closed under
+        it may already belong to another file, which would then get the records. If the append
+        does not finish within JOURNAL_CLOSE_WAIT_S, the journal is left open for the process
+        exit to close (its records may or may not be durable; no reply for them went out)."""
+        fut = self._appending
+        if fut is not None and not fut.done():
+            await asyncio.wait([fut], timeout=JOURNAL_CLOSE_WAIT_S)
+            if not fut.done():
+                log.error("coord: a journal append is still running after %.0fs; not closing "
+                          "the journal under it", JOURNAL_CLOSE_WAIT_S)
+                return
+        if fut is not None and not fut.cancelled():
+            fut.exception()  # retrieved: a failed last append is not news at shutdown
+        self.journal.close()
 
     def send(self, conn: int, msg: dict) -> None:
         w = self.writers.get(conn)
@@ -144,7 +169,7 @@ class Server:
             w.close()
         if self.handlers:  # let connection readers see EOF and finish, rather than cancel them
             await asyncio.wait(list(self.handlers), timeout=2.0)
-        self.journal.close()
+        await self.close_journal()
         for t in tasks:  # a shell task that ended by itself is a bug: exit non-zero, loudly
             if t.done() and not t.cancelled() and t.exception() is not None:
                 raise t.exception()

@@ -241,15 +241,21 @@ class Segment:
         self._since_index = 1 << 62
 
     def close(self) -> None:
+        """Idempotent. `fd` is a bare descriptor number, which nothing guards as a file object
+        guards its own: a second os.close of it, or a pread after the first, would hit whatever
+        file or socket the process opened next under that number (Linux reuses the lowest free
+        one). So the number is dropped with the close: later use fails with EBADF instead."""
         for f in (self._idx_f, self._tidx_f):
             try:
                 f.close()
             except OSError:
                 pass
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def delete(self) -> None:
         self.close()
@@ -261,7 +267,8 @@ class Segment:
 
 
 class PartitionLog:
-    """A replica's log. Not thread-safe: owned by one broker's event loop."""
+    """A replica's log. Not thread-safe: owned by one broker's event loop; only hw_ticket and
+    checkpoint_hw may run on another thread (they touch no segment, only the HW checkpoint)."""
 
     def __init__(self, dir: str | Path, config: LogConfig | None = None,
                  on_recovered: Callable[[int, int], None] | None = None):
@@ -276,6 +283,11 @@ class PartitionLog:
         self.producers = ProducerStateManager(self.dir)
         self._recover()
         self.checkpointed_hw = self._read_hw()
+        # HW checkpoints are written from the event loop and from an executor thread (the
+        # periodic one, so its fsync never stalls the loop): see checkpoint_hw.
+        self._ckpt_lock = threading.Lock()
+        self._ckpt_issued = 0        # tickets handed out (hw_ticket, or a call without one)
+        self._ckpt_newest = 0        # newest ticket written; older ones are refused
         if on_recovered:
             on_recovered(self.leo, self.truncated_bytes_on_recovery)
 
@@ -442,7 +454,30 @@ class PartitionLog:
         side = {s.path.name: s.size for s in self.segments}
         atomic_write(self.dir / FLUSHED, json.dumps(side, sort_keys=True).encode())
 
-    def checkpoint_hw(self, hw: int) -> None:
+    def hw_ticket(self) -> int:
+        """A place in line for a checkpoint_hw that runs on another thread, taken on the thread
+        that owns the log when it decides to checkpoint (the HW it passes is read then too)."""
+        with self._ckpt_lock:
+            self._ckpt_issued += 1
+            return self._ckpt_issued
+
+    def checkpoint_hw(self, hw: int, ticket: int | None = None) -> None:
+        """Durably record `hw`. Thread-safe. With a ticket (hw_ticket), the write is dropped if
+        a checkpoint decided later has already been written, or a truncation came in between:
+        an executor write of an HW read before a truncation must not land after the truncation's
+        own checkpoint (the file would hold an HW above what the log then has, and after the
+        log regrows a restart would take it as its HW: KIP-101's stale-HW hazard, from disk).
+        The next periodic checkpoint writes the current HW instead."""
+        with self._ckpt_lock:
+            if ticket is None:
+                self._ckpt_issued += 1
+                ticket = self._ckpt_issued
+            if ticket <= self._ckpt_newest:
+                return
+            self._ckpt_newest = ticket
+            self._write_hw_locked(hw)
+
+    def _write_hw_locked(self, hw: int) -> None:
         if hw != self.checkpointed_hw:
             atomic_write(self.dir / HW_CKPT, b"%d\n" % hw)
             self.checkpointed_hw = hw
@@ -532,8 +567,12 @@ class PartitionLog:
         self.epochs.truncate_from_end(self.leo)
         self.producers.truncate_and_reload(self)
         self._record_flushed_after_truncate()
-        if self.checkpointed_hw > self.leo:
-            self.checkpoint_hw(self.leo)
+        with self._ckpt_lock:
+            # refuse every checkpoint decided before the cut; one being written now has
+            # finished (we hold the lock), so checkpointed_hw is what the file says
+            self._ckpt_newest = self._ckpt_issued
+            if self.checkpointed_hw > self.leo:
+                self._write_hw_locked(self.leo)
         return old - self.leo
 
     def _record_flushed_after_truncate(self) -> None:

@@ -75,8 +75,12 @@ class _Polling:
             self.threads.append(t)
 
     def close(self, i):
+        """Close consumer i from this thread only once its polling thread has left poll():
+        closing a consumer another thread is polling is undefined in librdkafka."""
         self.stop[i] = True
         self.threads[i].join(10)
+        if self.threads[i].is_alive():
+            raise RuntimeError(f"consumer {i}: its poll thread did not stop within 10 s; not closing under it")
         self.cs[i].close()
 
 
