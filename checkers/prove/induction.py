@@ -23,8 +23,7 @@ import z3
 from checkers.prove.bmc import _solver
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
-from checkers.prove.strengthen import NEEDS, STRENGTHENING
-from checkers.prove.strengthen_producers import applies
+from checkers.prove.strengthen import NEEDS, STRENGTHENING, producer_needs
 from checkers.prove.symstate import concretize, variables
 from spec import Model
 
@@ -90,9 +89,11 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
     t0 = time.monotonic()
     producer_goal = name in CLIENT_PROPS
     if producer_goal:
-        why = applies(model.config)
+        needed, why = producer_needs(model.config)
         if why:
             return ProofResult(name, "unknown", 0.0, failing=why)
+        if strengthening is None:
+            strengthening = needed
         writes = writes or model.config.producers * model.config.records
     enc = Encoding(model.config, writes=writes)
     strong = NEEDS.get(name, tuple(STRENGTHENING)) if strengthening is None else strengthening

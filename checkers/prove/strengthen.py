@@ -76,6 +76,8 @@ Which strengthening each invariant's proof uses: NEEDS below.
 from __future__ import annotations
 
 from checkers.prove.encoding import Encoding
+from checkers.prove import strengthen_epochs, strengthen_producers
+from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING
 from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING
 from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, ite, sel
 from spec.state import FOLLOWER, LEADER, NONE
@@ -572,6 +574,8 @@ STRENGTHENING = {
     "ControllerCache": controller_cache,
     # the producer invariants' (checkers/prove/strengthen_producers.py documents them)
     **PRODUCER_STRENGTHENING,
+    # across epoch bumps and fail-overs on one broker (checkers/prove/strengthen_epochs.py)
+    **EPOCH_STRENGTHENING,
 }
 
 _ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
@@ -593,3 +597,17 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "ProducerSendOrder": tuple(PRODUCER_STRENGTHENING),
     "ProducerExactlyOnce": tuple(PRODUCER_STRENGTHENING),
 }
+
+
+def producer_needs(cfg) -> tuple[tuple[str, ...] | None, str | None]:
+    """The strengthening of the producer invariants' proof for cfg: the quiet-broker set where
+    strengthen_producers.applies, else the epoch set where strengthen_epochs.applies (with
+    QuietLeader when the broker never crashes or loses an election); (None, why) elsewhere."""
+    if strengthen_producers.applies(cfg) is None:
+        return tuple(PRODUCER_STRENGTHENING), None
+    why = strengthen_epochs.applies(cfg)
+    if why is None:
+        quiet = () if strengthen_producers.quiet(cfg) else ("QuietLeader",)
+        return quiet + tuple(EPOCH_STRENGTHENING), None
+    return None, f"{strengthen_producers.applies(cfg)}; {why}"
+

@@ -1,0 +1,265 @@
+"""The strengthening lemmas for the producer invariants (ProducerSendOrder, ProducerExactlyOnce)
+of an idempotent producer across epoch bumps and leader fail-overs on one broker: the broker
+may crash and be elected again in a new leader epoch while batches are in flight (its producer
+state is then the fold of its own log), and the connection may drop more often than the retry
+budget covers (a batch fails, its sequence is unresolved, the producer bumps its epoch and
+numbers the rest from 0). One producer, acks=all, min.insync.replicas 1, records <= 5, no
+unflushed loss (the log survives a crash). Outside those bounds each lemma is `True` and
+`applies` says why.
+
+The argument, in the producer's terms. Every write is a record of the producer in some epoch
+with some sequence, and the broker's log is the writes in order; along the log records strictly
+increase, epochs never go back and, within an epoch, sequences run 0, 1, 2, ... Within one
+epoch the producer numbers records in order, so among the writes, the unfinished batches and
+the requests of one epoch, sequence order is record order. A write of an older epoch is of an
+older record than every unfinished batch: an epoch bump happens with no batch left unfinished
+(a batch exists only once sent, and a bump for an unresolved sequence waits until nothing sent
+is unfinished), and the broker never answers OUT_OF_ORDER_SEQUENCE_NUMBER to the batch after
+the last acknowledged one (every sequence up to the log's last of the current epoch is in the
+log, at most 5 batches, all retained: a retry of one is a duplicate), so the other bump never
+happens. Hence the head request is either in the log with its own epoch and sequence (a
+duplicate, answered with the original's offset) or newer than every record there (appended at
+the end): records stay increasing, so none is in the log twice, and the acknowledged offsets of
+two records are in record order.
+
+SoloLog          the broker's log is the writes 0 .. produced-1 in order (LEO = flushed =
+                 produced); the exposed prefix is a prefix of it.
+WriteOrder       write w < produced is producer 0's record wk >= w with sequence >= 0 in an
+                 epoch <= the producer's; along the writes records strictly increase, epochs
+                 never go back, and an epoch's sequences run 0, 1, 2, ... (contiguous).
+EpochSeqOrder    among the writes, the unfinished batches (of the producer's epoch) and the
+                 requests on the connection: two of one epoch have sequences in the order of
+                 their records (equal exactly when the records are); the producer's next
+                 sequence and next record exceed those of its epoch.
+OlderEpochs      a write of an epoch older than the producer's is of a record below every
+                 unfinished batch's.
+ProducerBatches  the producer has its epoch before anything is sent; no epoch bump is required
+                 (bump != -2), an unresolved sequence is >= 0; batches are records below nxt in
+                 increasing order, each open, sent at least once (tried or in flight), tried at
+                 most `retries` times; the batches in flight are as many as the requests and
+                 answers on the connection.
+LastAcked        the last acknowledged sequence (if any) is at most the log's last sequence of
+                 the producer's epoch.
+ProducerWire     every request and answer on the connection is of a distinct in-flight batch,
+                 requests carry the producer's epoch, go to broker 0 and only the head may have
+                 been handled: then it awaits the HW past its own write (offset = write id).
+                 Answers: OK at the offset of the record's write (of the producer's epoch), or
+                 an error with offset -1; an OUT_OF_ORDER_SEQUENCE_NUMBER answer's sequence is
+                 more than one past the last acknowledged one and past every OK answer before it.
+EpochOutcomes    an acknowledged record's offset is its write's; records not yet handed over
+                 are open.
+
+Each holds on the states the explicit model reaches at these bounds (tests/test_prove_lemmas.py).
+"""
+from __future__ import annotations
+
+from checkers.prove.sym import AND, EQ, IMPLIES, NOT, OR, SUM, ite, sel
+from spec import rules
+
+CODES = (rules.OK, rules.NOT_LEADER, rules.NOT_ENOUGH_REPLICAS, rules.OUT_OF_ORDER_SEQUENCE)
+
+
+def applies(cfg) -> str | None:
+    """None when the lemmas below describe cfg's reachable states; else why not."""
+    if cfg.producers != 1 or cfg.consumers:
+        return "the producer epoch strengthening is written for one producer and no consumers"
+    if not cfg.idempotence or cfg.acks != "all" or cfg.min_isr > 1:
+        return ("the producer epoch strengthening is written for an idempotent producer with "
+                "acks=all and min ISR 1")
+    if cfg.brokers != 1 or cfg.pauses:
+        return ("the producer epoch strengthening is written for one broker (crashes and "
+                "elections allowed, no pauses)")
+    if cfg.unflushed_loss:
+        return ("the producer epoch strengthening needs the log to survive a crash (no "
+                "unflushed loss)")
+    if cfg.records > rules.BATCHES_RETAINED:
+        return (f"the producer epoch strengthening needs at most {rules.BATCHES_RETAINED} "
+                f"records (the broker's retained batches)")
+    return None
+
+
+def _p(s, f, *j):
+    return s[("p", 0, f) + j]
+
+
+def _w(s, f, w):
+    return s[("w", f, w)]
+
+
+def _solo_log(e, s):
+    n = s[("g", "produced")]
+    leo, elen = s[("b", 0, "leo")], s[("g", "elen")]
+    out = [EQ(leo, n), EQ(s[("b", 0, "flushed")], n), n >= 0, elen >= 0, elen <= n]
+    for k in range(e.L):
+        out.append(IMPLIES(k < n, EQ(s[("b", 0, "lr", k)], k)))
+        out.append(IMPLIES(k < elen, EQ(s[("g", "exp", k)], k)))
+    return AND(*out)
+
+
+def _write_order(e, s):
+    n, W = s[("g", "produced")], e.prods.W
+    pe, nxt = _p(s, "pe"), _p(s, "nxt")
+    out = [n <= nxt, n <= W]
+    for w in range(W):
+        out.append(IMPLIES(w < n, AND(EQ(_w(s, "wp", w), 0), _w(s, "wk", w) >= w,
+                                      _w(s, "wk", w) < nxt, _w(s, "wpe", w) >= 0,
+                                      _w(s, "wpe", w) <= pe, _w(s, "wseq", w) >= 0)))
+        first = EQ(_w(s, "wseq", w), 0)
+        if w == 0:
+            out.append(IMPLIES(w < n, first))
+            continue
+        same = EQ(_w(s, "wpe", w), _w(s, "wpe", w - 1))
+        out.append(IMPLIES(w < n, AND(_w(s, "wpe", w - 1) <= _w(s, "wpe", w),
+                                      OR(AND(same, EQ(_w(s, "wseq", w), _w(s, "wseq", w - 1) + 1)),
+                                         AND(NOT(same), first)))))
+        for v in range(w):
+            out.append(IMPLIES(w < n, _w(s, "wk", v) < _w(s, "wk", w)))
+    return AND(*out)
+
+
+def _objects(e, s):
+    """(present, epoch, sequence, record) of every write, batch and request."""
+    pr = e.prods
+    n, pe = s[("g", "produced")], _p(s, "pe")
+    out = [(w < n, _w(s, "wpe", w), _w(s, "wseq", w), _w(s, "wk", w)) for w in range(pr.W)]
+    out += [(j < _p(s, "nb"), pe, _p(s, "bs", j), _p(s, "bk", j)) for j in range(pr.B)]
+    out += [(j < _p(s, "nq"), _p(s, "qpe", j), _p(s, "qs", j), _p(s, "qk", j)) for j in range(pr.Q)]
+    return out
+
+
+def _epoch_seq_order(e, s):
+    objs = _objects(e, s)
+    pe, seqn, nxt = _p(s, "pe"), _p(s, "seqn"), _p(s, "nxt")
+    out = []
+    for i, (v1, e1, s1, r1) in enumerate(objs):
+        out.append(IMPLIES(AND(v1, EQ(e1, pe)), AND(s1 < seqn, r1 < nxt, s1 >= 0)))
+        for v2, e2, s2, r2 in objs[i + 1:]:
+            out.append(IMPLIES(AND(v1, v2, EQ(e1, e2)),
+                               AND(EQ(s1 < s2, r1 < r2), EQ(EQ(s1, s2), EQ(r1, r2)))))
+    return AND(*out)
+
+
+def _older_epochs(e, s):
+    pr = e.prods
+    n, pe, nb = s[("g", "produced")], _p(s, "pe"), _p(s, "nb")
+    out = []
+    for w in range(pr.W):
+        old = AND(w < n, _w(s, "wpe", w) < pe)
+        for j in range(pr.B):
+            out.append(IMPLIES(AND(old, j < nb), _w(s, "wk", w) < _p(s, "bk", j)))
+    return AND(*out)
+
+
+def _in_flight(e, s):
+    return SUM(AND(j < _p(s, "nb"), _p(s, "bf", j)) for j in range(e.prods.B))
+
+
+def _producer_batches(e, s):
+    pr, c = e.prods, e.cfg
+    pe, nxt, nb, nq, nr = (_p(s, f) for f in ("pe", "nxt", "nb", "nq", "nr"))
+    out = [pe >= -1, IMPLIES(EQ(pe, -1), AND(EQ(nxt, 0), EQ(s[("g", "produced")], 0))),
+           _p(s, "bump") >= -1, _p(s, "seqn") >= 0,
+           nb >= 0, nb <= nxt, nxt <= pr.RP, nq >= 0, nr >= 0, nq <= pr.Q, nr <= pr.Q,
+           EQ(_in_flight(e, s), nq + nr), s[("g", "losses")] >= 0]
+    for j in range(pr.B):
+        bk, bt = _p(s, "bk", j), _p(s, "bt", j)
+        here = j < nb
+        out.append(IMPLIES(here, AND(bk >= 0, bk < nxt, bt >= 0, bt <= c.retries,
+                                     OR(bt > 0, _p(s, "bf", j)),
+                                     *[IMPLIES(EQ(bk, q), EQ(_p(s, "out", q), -1))
+                                       for q in range(pr.RP)])))
+        if j:
+            out.append(IMPLIES(here, _p(s, "bk", j - 1) < bk))
+    return AND(*out)
+
+
+def _last_acked(e, s):
+    n, pe, lack = s[("g", "produced")], _p(s, "pe"), _p(s, "lack")
+    have = OR(*[AND(w < n, EQ(_w(s, "wpe", w), pe), _w(s, "wseq", w) >= lack)
+                for w in range(e.prods.W)])
+    return AND(lack >= -1, IMPLIES(lack >= 0, have))
+
+
+def _batch_of(e, s, k):
+    """(is an in-flight batch's record, its sequence) for record k."""
+    pr = e.prods
+    hit = [AND(j < _p(s, "nb"), _p(s, "bf", j), EQ(_p(s, "bk", j), k)) for j in range(pr.B)]
+    seq = 0
+    for j in range(pr.B - 1, -1, -1):
+        seq = ite(hit[j], _p(s, "bs", j), seq)
+    return OR(*hit), seq
+
+
+def _producer_wire(e, s):
+    pr = e.prods
+    n, pe, nq, nr, lack = (s[("g", "produced")], _p(s, "pe"), _p(s, "nq"), _p(s, "nr"),
+                           _p(s, "lack"))
+    wk = [_w(s, "wk", w) for w in range(pr.W)]
+    wpe = [_w(s, "wpe", w) for w in range(pr.W)]
+    wsq = [_w(s, "wseq", w) for w in range(pr.W)]
+    out = []
+    recs = []
+    ok_seqs = []          # (present and OK, its sequence) of the answers so far
+    for j in range(pr.Q):
+        rk, rc, ro = _p(s, "rk", j), _p(s, "rc", j), _p(s, "ro", j)
+        here = j < nr
+        inb, seq = _batch_of(e, s, rk)
+        ok = EQ(rc, rules.OK)
+        oos = EQ(rc, rules.OUT_OF_ORDER_SEQUENCE)
+        out.append(IMPLIES(here, AND(inb, OR(*[EQ(rc, c) for c in CODES]),
+                                     IMPLIES(ok, AND(ro >= 0, ro < n, EQ(sel(wk, ro), rk),
+                                                     EQ(sel(wpe, ro), pe))),
+                                     IMPLIES(NOT(ok), EQ(ro, -1)),
+                                     IMPLIES(oos, AND(seq > lack + 1,
+                                                      *[IMPLIES(v, seq > q + 1)
+                                                        for v, q in ok_seqs])))))
+        ok_seqs.append((AND(here, ok), sel(wsq, ro)))
+        recs.append((here, rk))
+    for j in range(pr.Q):
+        qk, qw = _p(s, "qk", j), _p(s, "qw", j)
+        here = j < nq
+        inb, _ = _batch_of(e, s, qk)
+        out.append(IMPLIES(here, AND(inb, EQ(_p(s, "qpe", j), pe), EQ(_p(s, "qb", j), 0))))
+        if j:
+            out.append(IMPLIES(here, qw < 0))
+        recs.append((here, qk))
+    qw, qk = _p(s, "qw", 0), _p(s, "qk", 0)
+    out.append(IMPLIES(AND(nq > 0, qw >= 0),
+                       AND(qw < n, EQ(_p(s, "qo", 0), qw), EQ(sel(wk, qw), qk),
+                           EQ(sel(wpe, qw), pe), EQ(sel(wsq, qw), _p(s, "qs", 0)))))
+    for i, (v1, r1) in enumerate(recs):
+        for v2, r2 in recs[i + 1:]:
+            out.append(IMPLIES(AND(v1, v2), NOT(EQ(r1, r2))))
+    return AND(*out)
+
+
+def _producer_outcomes(e, s):
+    n, nxt = s[("g", "produced")], _p(s, "nxt")
+    wk = [_w(s, "wk", w) for w in range(e.prods.W)]
+    out = []
+    for k in range(e.prods.RP):
+        o = _p(s, "out", k)
+        out.append(IMPLIES(o >= 0, AND(k < nxt, o < n, EQ(sel(wk, o), k))))
+        out.append(IMPLIES(k >= nxt, EQ(o, -1)))
+        out.append(o >= -2)
+    return AND(*out)
+
+
+def _lemma(body):
+    def lemma(e, s):
+        return True if applies(e.cfg) else body(e, s)
+    lemma.__name__, lemma.__doc__ = body.__name__.lstrip("_"), body.__doc__
+    return lemma
+
+
+_BODIES = {
+    "SoloLog": _solo_log,
+    "WriteOrder": _write_order,
+    "EpochSeqOrder": _epoch_seq_order,
+    "OlderEpochs": _older_epochs,
+    "ProducerBatches": _producer_batches,
+    "LastAcked": _last_acked,
+    "ProducerWire": _producer_wire,
+    "EpochOutcomes": _producer_outcomes,
+}
+EPOCH_STRENGTHENING = {name: _lemma(body) for name, body in _BODIES.items()}
