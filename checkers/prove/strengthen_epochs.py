@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from checkers.prove.sym import AND, EQ, IMPLIES, NOT, OR, SUM, ite, sel
 from spec import rules
+from spec.state import LEADER
 
 CODES = (rules.OK, rules.NOT_LEADER, rules.NOT_ENOUGH_REPLICAS, rules.OUT_OF_ORDER_SEQUENCE)
 
@@ -78,6 +79,57 @@ def applies(cfg) -> str | None:
     return None
 
 
+_SHAPES: dict = {}
+# fields that move with the producer's writes (the log, its epochs and cache, the HW, the
+# leader's own position, the exposed prefix) or are the producer's: not part of a shape
+_MOVING_B = ("leo", "flushed", "hw", "clen", "lr", "lep", "ce_", "cs", "pos")
+_MOVING_G = ("produced", "elen", "exp", "acked", "losses")
+
+
+def _moving(key) -> bool:
+    return (key[0] in ("p", "w") or key[0] == "b" and key[2] in _MOVING_B
+            or key[0] == "g" and key[1] in _MOVING_G)
+
+
+def _meant(key, d) -> bool:
+    """Whether a field means something in encoded state d: a controller cache's fields only
+    while it has one, a fetch response's while there is one, a request slot's while in use
+    (the encoding leaves the rest as they were)."""
+    if key[0] == "b" and key[2].startswith("cc"):
+        return bool(d[("b", key[1], "hascc")])
+    if key[0] == "b" and (key[2].startswith("f_") or key[2] == "fr"):
+        return bool(d[("b", key[1], "hasf")])
+    if key[0] == "m" and key[3] != "v":
+        return bool(d[key[:3] + ("v",)])
+    return True
+
+
+def shapes(e) -> list[dict]:
+    """The replication shapes: the values of the fields that do not move with writes (roles,
+    epochs, sessions, the controller and its cache, LeaderAndIsr requests, the crash and
+    election counters), over every state spec reaches with one record in flight. Writes move
+    none of them, so they are the shapes at any number of records (SoloReplication asserts it
+    and the induction proves it)."""
+    key = (e.cfg, e.L)
+    if key not in _SHAPES:
+        from dataclasses import replace
+
+        from checkers.prove.differential import bfs_states
+        from checkers.prove.encoding import Encoding
+        from spec import Model
+        keys = [k for k in e.from_state(Model(e.cfg).initial()) if not _moving(k)]
+        small = replace(e.cfg, records=1, max_in_flight=1)
+        enc = Encoding(small, writes=1)
+        seen = []
+        for st in bfs_states(Model(small), 100_000):
+            d = enc.from_state(st)
+            sh = {k: d[k] for k in keys if k in d and _meant(k, d)}
+            if sh not in seen:
+                seen.append(sh)
+        _SHAPES[key] = seen
+    return _SHAPES[key]
+
+
 def _p(s, f, *j):
     return s[("p", 0, f) + j]
 
@@ -93,6 +145,26 @@ def _solo_log(e, s):
     for k in range(e.L):
         out.append(IMPLIES(k < n, EQ(s[("b", 0, "lr", k)], k)))
         out.append(IMPLIES(k < elen, EQ(s[("g", "exp", k)], k)))
+    return AND(*out)
+
+
+def _solo_replication(e, s):
+    shape = OR(*[AND(*[EQ(s[k], v) for k, v in sh.items()]) for sh in shapes(e)])
+    b = lambda f, *k: s[("b", 0, f) + k]   # noqa: E731
+    leo, zle = b("leo"), s[("z", "le")]
+    out = [shape, b("hw") >= 0, b("hw") <= leo, b("pos", 0) <= leo,
+           IMPLIES(EQ(b("role"), LEADER), EQ(b("pos", 0), leo)),
+           b("clen") >= 0, b("clen") <= e.C]
+    for k in range(e.L):
+        out.append(IMPLIES(k < leo, AND(b("lep", k) >= 0, b("lep", k) <= zle)))
+        if k:
+            out.append(IMPLIES(k < leo, b("lep", k - 1) <= b("lep", k)))
+    for k in range(e.C):
+        here = k < b("clen")
+        out.append(IMPLIES(here, AND(b("ce_", k) >= 0, b("ce_", k) <= zle, b("cs", k) >= 0,
+                                     b("cs", k) <= leo)))
+        if k:
+            out.append(IMPLIES(here, AND(b("ce_", k - 1) < b("ce_", k), b("cs", k - 1) < b("cs", k))))
     return AND(*out)
 
 
@@ -253,6 +325,7 @@ def _lemma(body):
 
 
 _BODIES = {
+    "SoloReplication": _solo_replication,
     "SoloLog": _solo_log,
     "WriteOrder": _write_order,
     "EpochSeqOrder": _epoch_seq_order,
