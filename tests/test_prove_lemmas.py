@@ -10,7 +10,9 @@ from itertools import permutations
 from checkers.prove.differential import bfs_states, draw_states
 from checkers.prove.encoding import Encoding
 from checkers.prove.induction import named_brokers, prove, representatives
+from checkers.prove import strengthen_epochs as epochs
 from checkers.prove.strengthen import NEEDS, STRENGTHENING
+from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING
 from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING, applies
 from spec import Model, make_config
 
@@ -131,3 +133,73 @@ def test_strong_isr_and_log_matching_proved_for_current():
     assert "LogMatching" in NEEDS["StrongIsr"]
     r = prove(Model(cfg), "StrongIsr", time_limit=240)
     assert r.verdict == "proved", (r.failing, r.cti)
+
+
+# the epoch strengthening's bounds (strengthen_epochs.applies): one idempotent producer on one
+# broker that may crash and be elected again (no unflushed loss), and more dropped connections
+# than retries (a batch fails, the epoch is bumped, the rest renumbered from 0)
+FAILOVER = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 1, "elections": 1, "losses": 0,
+            "min_isr": 1}
+EPOCH_BOUNDS = ([{**FAILOVER, "records": k, "max_in_flight": k} for k in (1, 2, 3)]
+                + [{**QUIET, "records": k, "max_in_flight": k, "retries": r, "losses": r + 1}
+                   for k in (2, 3) for r in (0, 1)]
+                + [{**FAILOVER, "records": 2, "max_in_flight": 2, "retries": 1, "losses": 2}])
+
+
+def test_every_epoch_lemma_holds_on_reachable_states():
+    """Every state the explorer reaches at those bounds (no sampling), in the encoding with the
+    slots the proof uses (one write per record), reaching epoch bumps and a new leader epoch."""
+    seen = bumped = failed_over = 0
+    for bounds in EPOCH_BOUNDS:
+        cfg = make_config("current", **bounds)
+        assert epochs.applies(cfg) is None and applies(cfg) is not None, bounds
+        enc = Encoding(cfg, writes=cfg.records)
+        for s in bfs_states(Model(cfg), 100_000):
+            d = enc.from_state(s)
+            for name, lemma in EPOCH_STRENGTHENING.items():
+                assert lemma(enc, d), (bounds, name, s)
+            seen += 1
+            bumped += s.prods[0].pe > 0
+            failed_over += s.zk.le > 0 and bool(s.prods[0].batches)
+    assert seen > 10_000 and bumped > 1000 and failed_over > 1000, (seen, bumped, failed_over)
+    assert set(EPOCH_STRENGTHENING) <= set(STRENGTHENING)
+
+
+def test_epoch_lemmas_say_where_they_do_not_apply():
+    """Outside its bounds the epoch strengthening asserts nothing and says why (a crash losing
+    unflushed writes, a second broker, six records, no idempotence), and the proof of the
+    producer invariants is then unknown, never proved."""
+    for without, extra, why in (((), {"unflushed_loss": True}, "unflushed"),
+                                ((), {"brokers": 2}, "one broker"),
+                                ((), {"records": 6, "max_in_flight": 6}, "retained"),
+                                (("idempotent-producer",), {}, "idempotent")):
+        cfg = make_config("current", without, **{**FAILOVER, "records": 2, "max_in_flight": 2,
+                                                 **extra})
+        assert why in epochs.applies(cfg), (extra, epochs.applies(cfg))
+        enc = Encoding(cfg)
+        d = enc.from_state(Model(cfg).initial())
+        d[("p", 0, "nxt")] = d[("g", "produced")] = 99        # far from any reachable state
+        for name, lemma in EPOCH_STRENGTHENING.items():
+            assert lemma(enc, d) is True, (extra, name)
+        if not without:
+            r = prove(Model(cfg), "ProducerExactlyOnce", time_limit=30)
+            assert r.verdict == "unknown" and why in r.failing, (extra, r.verdict, r.failing)
+
+
+def test_an_epoch_lemma_can_fail():
+    """States the explorer reaches, changed a little, break the lemmas: a write of an older
+    epoch renumbered into the current one, an OK answer pointing at another record's offset."""
+    cfg = make_config("current", **{**QUIET, "records": 2, "max_in_flight": 2, "retries": 0,
+                                    "losses": 1})
+    enc = Encoding(cfg, writes=2)
+    states = bfs_states(Model(cfg), 100_000)
+    hit = next(s for s in states if s.prods[0].pe == 1 and s.produced == 2
+               and s.writes[0][2] == 0 and s.writes[1][2] == 1)
+    d = enc.from_state(hit)
+    d[("w", "wpe", 1)] = 0                  # now two writes of epoch 0 with sequence 0
+    assert not EPOCH_STRENGTHENING["WriteOrder"](enc, d)
+    hit = next(s for s in states if s.prods[0].resps and s.prods[0].resps[0][1] == 0
+               and s.produced == 2)
+    d = enc.from_state(hit)
+    d[("p", 0, "ro", 0)] = 1 - d[("p", 0, "ro", 0)]
+    assert not EPOCH_STRENGTHENING["ProducerWire"](enc, d)
