@@ -429,11 +429,11 @@ def chained_failover_cases(upto: int):
 
 
 def drop_cases(upto: int):
-    """More dropped connections than retries on a quiet single broker (issue 11): a batch
-    whose retries are spent fails, its sequence is unresolved and the producer bumps its epoch
-    and renumbers the rest from 0 (the producer strengthening assumes epoch 0, so induction
-    does not apply: strengthen_producers.applies). Retries R, drops R + 1, K records and K in
-    flight; exhaustive BMC to the diameter."""
+    """More dropped connections than retries (issue 11): a batch whose retries are spent fails,
+    its sequence is unresolved and the producer bumps its epoch and renumbers the rest from 0.
+    Retries R, drops R + 1, K records and K in flight, on a quiet single broker; then (K <= 3)
+    the same across a crash and an election with retries 1 and 2 drops. Exhaustive BMC to the
+    diameter; induction with the epoch strengthening (strengthen_epochs) beside it."""
     both = ("ProducerSendOrder", "ProducerExactlyOnce")
     for k in range(1, upto + 1):
         for r in (0, 1):
@@ -441,6 +441,12 @@ def drop_cases(upto: int):
                    {**DROPS, "records": k, "max_in_flight": k, "retries": r, "losses": r + 1},
                    None, {"exhaustive": True, "bits": 16, "writes": k * (r + 2), "slots": 1,
                           "epochs": 2}, both)
+    for k in range(1, min(upto, 3) + 1):
+        yield (f"idempotence, 1 broker, crash and election, {k} in flight, retries 1, 2 drops", (),
+               {**FAILOVER, "brokers": 1, "records": k, "max_in_flight": k, "retries": 1,
+                "losses": 2},
+               None, {"exhaustive": True, "bits": 16, "writes": 2 * k, "slots": 1, "epochs": 2},
+               both)
 
 
 def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> None:
@@ -495,14 +501,21 @@ def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> 
 
 def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) -> None:
     """Each fail-over case: BMC to D (D the diameter measured by an explicit breadth-first
-    search of spec, or the explorer's counterexample length), beside the explorer on the same
-    config, same run."""
+    search of spec, or the explorer's counterexample length), induction with the producer
+    strengthening where one applies (strengthen_epochs across crashes, elections and epoch
+    bumps; else unknown, saying why), and the explorer on the same config, same run. The ratio
+    is BMC's seconds over induction's where induction proved."""
     import os
     import resource
 
     from checkers.prove.differential import diameter
-    print("| case | invariants | method | z3 verdict | z3 s | CPU s | diameter s | explorer | "
-          "explorer s | load (1 min) |\n|---|---|---|---|---:|---:|---:|---|---:|---:|")
+
+    def cpu():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+    print("| case | invariants | method | z3 verdict | z3 s | CPU s | induction (same run) | "
+          "induction s | CPU s | ratio | diameter s | explorer | explorer s | load (1 min) |\n"
+          "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
     for name, without, bounds, depth, kw, invs in cases(upto):
         m = Model(make_config("current", without, **bounds))
         load = os.getloadavg()[0]
@@ -510,9 +523,9 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) ->
         dia = diameter(m) if depth is None else None
         ds = time.monotonic() - t0
         d = depth if depth is not None else dia
-        c0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        c0 = cpu()
         r = bmc(m, d, invariants=invs, time_limit=time_limit, **kw)
-        cs = resource.getrusage(resource.RUSAGE_SELF).ru_utime - c0
+        cs = cpu() - c0
         if r.status == "violation":
             verdict = f"refuted: {r.invariant} in {r.depth} steps" + (
                 f" ({r.problem})" if r.problem else ", replayed on spec")
@@ -525,9 +538,23 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) ->
                   + f", {kw['writes']} write slots, {kw['bits']}-bit"
                   + f", {kw['slots']} LeaderAndIsr slot, {kw['epochs']} epochs"
                   + (", partial-order reduction" if kw.get("por") else ""))
+        ind, iss, ics, ratio = "-", "", "", ""
+        if not without:
+            t1, c1 = time.monotonic(), cpu()
+            ps = [prove(m, inv, time_limit=time_limit) for inv in invs]
+            iss, ics = f"{time.monotonic() - t1:.1f}", f"{cpu() - c1:.1f}"
+            if all(p.verdict == "proved" for p in ps):
+                ind = "**proved**"
+                if r.status == "unknown":
+                    ratio = f"> {r.seconds / max(float(iss), 1e-3):.0f}"
+                elif r.status == "clean":
+                    ratio = f"{r.seconds / max(float(iss), 1e-3):.1f}"
+            else:
+                bad = next(p for p in ps if p.verdict != "proved")
+                ind = f"{bad.verdict}: {bad.failing}"
         ex, xs = _explorer_cell(m, invs, time_limit)
         print(f"| {name} | {', '.join(invs)} | {method} | {verdict} | {r.seconds:.1f} | {cs:.1f} | "
-              f"{ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+              f"{ind} | {iss} | {ics} | {ratio} | {ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
 
 def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
