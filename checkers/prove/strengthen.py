@@ -69,6 +69,11 @@ LeaderStays   without pauses a running leader (or a request making one) keeps th
 For the producer invariants (ProducerSendOrder, ProducerExactlyOnce) on a quiet single broker,
 documented in checkers/prove/strengthen_producers.py (that file owns them; their names here):
 QuietLeader, ProducerLog, ProducerWindow, ProducerConnection, ProducerOutcomes.
+Across epoch bumps and leader fail-overs on one broker (crashes and elections while batches are
+in flight, more dropped connections than retries; no unflushed loss), documented in
+checkers/prove/strengthen_epochs.py: SoloReplication, SoloLog, WriteOrder, EpochSeqOrder,
+OlderEpochs, ProducerBatches, LastAcked, ProducerWire, EpochOutcomes (`producer_needs` picks the
+set that applies).
 
 Each is checked on states the explicit model reaches (tests/test_prove_lemmas.py).
 Which strengthening each invariant's proof uses: NEEDS below.
