@@ -22,6 +22,11 @@ duplicate, answered with the original's offset) or newer than every record there
 the end): records stay increasing, so none is in the log twice, and the acknowledged offsets of
 two records are in record order.
 
+SoloReplication  the replication state is one of the shapes spec reaches with one record in
+                 flight (`shapes`: roles, epochs, sessions, the controller, LeaderAndIsr
+                 requests, crash and election counters; writes move none of these); the HW is at
+                 most the LEO, a leader's own position is its LEO, log entries' epochs ascend up
+                 to the store's, and the epoch cache ascends in epoch and start offset.
 SoloLog          the broker's log is the writes 0 .. produced-1 in order (LEO = flushed =
                  produced); the exposed prefix is a prefix of it.
 WriteOrder       write w < produced is producer 0's record wk >= w with sequence >= 0 in an
