@@ -94,7 +94,8 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
             return ProofResult(name, "unknown", 0.0, failing=why)
         if strengthening is None:
             strengthening = needed
-        writes = writes or model.config.producers * model.config.records
+        from checkers.prove.strengthen_epochs import write_slots
+        writes = writes or write_slots(model.config)
     enc = Encoding(model.config, writes=writes)
     strong = NEEDS.get(name, tuple(STRENGTHENING)) if strengthening is None else strengthening
     conj = conjuncts(name, strong)

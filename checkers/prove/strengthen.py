@@ -82,7 +82,7 @@ from __future__ import annotations
 
 from checkers.prove.encoding import Encoding
 from checkers.prove import strengthen_epochs, strengthen_producers
-from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING
+from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING, REPLICATED_STRENGTHENING
 from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING
 from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, ite, sel
 from spec.state import FOLLOWER, LEADER, NONE
@@ -107,7 +107,7 @@ def log_bounds(e: Encoding, s):
 def type_ok(e: Encoding, s):
     n, L, C, R = e.n, e.L, e.C, e.R
     c = e.cfg
-    out = [NOT(s[("g", "oob")]), _rng(s[("g", "produced")], 0, c.records), _rng(s[("g", "elen")], 0, L),
+    out = [NOT(s[("g", "oob")]), _rng(s[("g", "produced")], 0, R), _rng(s[("g", "elen")], 0, L),
            _rng(s[("g", "crashes")], 0, c.crashes), _rng(s[("g", "elections")], 0, c.elections),
            _rng(s[("g", "losses")], 0, c.losses), s[("g", "lossy")] >= 0,
            _rng(s[("z", "controller")], -1, n - 1), _rng(s[("z", "leader")], -1, n - 1),
@@ -581,6 +581,8 @@ STRENGTHENING = {
     **PRODUCER_STRENGTHENING,
     # across epoch bumps and fail-overs on one broker (checkers/prove/strengthen_epochs.py)
     **EPOCH_STRENGTHENING,
+    # across a leader fail-over on several brokers (checkers/prove/strengthen_epochs.py)
+    **REPLICATED_STRENGTHENING,
 }
 
 _ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
@@ -607,12 +609,16 @@ NEEDS: dict[str, tuple[str, ...]] = {
 def producer_needs(cfg) -> tuple[tuple[str, ...] | None, str | None]:
     """The strengthening of the producer invariants' proof for cfg: the quiet-broker set where
     strengthen_producers.applies, else the epoch set where strengthen_epochs.applies (with
-    QuietLeader when the broker never crashes or loses an election); (None, why) elsewhere."""
+    QuietLeader when the broker never crashes or loses an election), else on several brokers
+    the replicated set with StrongIsr's replication lemmas; (None, why) elsewhere."""
     if strengthen_producers.applies(cfg) is None:
         return tuple(PRODUCER_STRENGTHENING), None
     why = strengthen_epochs.applies(cfg)
     if why is None:
         quiet = () if strengthen_producers.quiet(cfg) else ("QuietLeader",)
         return quiet + tuple(EPOCH_STRENGTHENING), None
+    if strengthen_epochs.applies_replicated(cfg) is None:
+        return NEEDS["StrongIsr"] + tuple(REPLICATED_STRENGTHENING), None
+    if cfg.brokers > 1:
+        why = strengthen_epochs.applies_replicated(cfg)
     return None, f"{strengthen_producers.applies(cfg)}; {why}"
-

@@ -104,9 +104,20 @@ def _meant(key, d) -> bool:
         return bool(d[("b", key[1], "hascc")])
     if key[0] == "b" and (key[2].startswith("f_") or key[2] == "fr"):
         return bool(d[("b", key[1], "hasf")])
+    if key[0] == "b" and key[2] in ("pend", "pgen"):
+        return bool(d[("b", key[1], "haspend")])
     if key[0] == "m" and key[3] != "v":
         return bool(d[key[:3] + ("v",)])
     return True
+
+
+def _feature(s, key):
+    """The value a shape compares: a field, but of an AlterIsr answer only its kind (none,
+    rejected, committed at some version: versions are left to the replication lemmas)."""
+    v = s[key]
+    if key[0] == "b" and key[2] == "resp":
+        return ite(v >= 0, 0, v)
+    return v
 
 
 def shapes(e) -> list[dict]:
@@ -117,22 +128,28 @@ def shapes(e) -> list[dict]:
     and the induction proves it)."""
     key = (e.cfg, e.L)
     if key not in _SHAPES:
-        from dataclasses import replace
-
-        from checkers.prove.differential import bfs_states
-        from checkers.prove.encoding import Encoding
-        from spec import Model
-        keys = [k for k in e.from_state(Model(e.cfg).initial()) if not _moving(k)]
-        small = replace(e.cfg, records=1, max_in_flight=1)
-        enc = Encoding(small, writes=1)
-        seen = []
-        for st in bfs_states(Model(small), 100_000):
-            d = enc.from_state(st)
-            sh = {k: d[k] for k in keys if k in d and _meant(k, d)}
-            if sh not in seen:
-                seen.append(sh)
-        _SHAPES[key] = seen
+        _SHAPES[key] = _shapes_of(e, lambda k: not _moving(k))
     return _SHAPES[key]
+
+
+def _shapes_of(e, keep) -> list[dict]:
+    """The distinct values of the fields `keep` selects (each where it means something) over
+    every state spec reaches with e's config cut to one record in flight."""
+    from dataclasses import replace
+
+    from checkers.prove.differential import bfs_states
+    from checkers.prove.encoding import Encoding
+    from spec import Model
+    keys = [k for k in e.from_state(Model(e.cfg).initial()) if keep(k)]
+    small = replace(e.cfg, records=1, max_in_flight=1)
+    enc = Encoding(small)
+    seen = []
+    for st in bfs_states(Model(small), 100_000):
+        d = enc.from_state(st)
+        sh = {k: _feature(d, k) for k in keys if k in d and _meant(k, d)}
+        if sh not in seen:
+            seen.append(sh)
+    return seen
 
 
 def _p(s, f, *j):
@@ -341,3 +358,287 @@ _BODIES = {
     "EpochOutcomes": _producer_outcomes,
 }
 EPOCH_STRENGTHENING = {name: _lemma(body) for name, body in _BODIES.items()}
+
+
+# --- several brokers: the producer's records over every broker's extended log ----------------
+
+def applies_replicated(cfg) -> str | None:
+    """None when the replicated lemmas below describe cfg's reachable states (with the
+    replication strengthening of StrongIsr); else why not."""
+    if cfg.producers != 1 or cfg.consumers:
+        return "the producer epoch strengthening is written for one producer and no consumers"
+    if not cfg.idempotence or cfg.acks != "all" or cfg.min_isr > 1:
+        return ("the producer epoch strengthening is written for an idempotent producer with "
+                "acks=all and min ISR 1")
+    if cfg.brokers < 2 or cfg.pauses:
+        return "the replicated producer strengthening is written for two or more brokers, no pauses"
+    if cfg.unflushed_loss:
+        return ("the producer epoch strengthening needs the log to survive a crash (no "
+                "unflushed loss)")
+    if cfg.records > rules.BATCHES_RETAINED:
+        return (f"the producer epoch strengthening needs at most {rules.BATCHES_RETAINED} "
+                f"records (the broker's retained batches)")
+    return None
+
+
+# the control plane of several brokers: what a shape fixes (the data fields -- logs, HW,
+# positions, fetches, pending acknowledgements -- are left to the replication lemmas)
+_DATA_B = ("leo", "flushed", "hw", "clen", "lr", "lep", "ce_", "cs", "pos", "hasf", "fr", "fe", "pa")
+
+
+# partition-state versions: the encoding keeps them as growing integers where spec renumbers
+# them densely (only equality and order matter), so a shape leaves them to the replication lemmas
+_VERSIONS = ("ver", "cc_ver")
+
+
+def _control(key) -> bool:
+    if key[0] == "b":
+        return key[2] not in _DATA_B + _VERSIONS and not key[2].startswith("f_")
+    if key[0] == "g":
+        return key[1] in ("crashes", "elections", "el")
+    return key[0] == "z" and key[1] != "ver"
+
+
+def _msg_fields(e):
+    return ("ce", "le", "leader") + tuple(("isr", j) for j in range(e.n))
+
+
+def _msg(s, e, d, k):
+    return tuple(s[("m", d, k) + (f if isinstance(f, tuple) else (f,))] for f in _msg_fields(e))
+
+
+def control_shapes(e) -> list[tuple]:
+    """The control shapes of several brokers: the values of the control-plane fields (liveness,
+    roles, leader and controller epochs, the controller's cache, ISR views and proposals,
+    sessions, the store's partition state, who led each epoch, the crash and election
+    counters; versions left out) and the set of LeaderAndIsr requests to each broker (slots
+    unordered), over every state spec reaches with one record in flight."""
+    key = ("control", e.cfg, e.L)
+    if key not in _SHAPES:
+        from dataclasses import replace
+
+        from checkers.prove.differential import bfs_states
+        from checkers.prove.encoding import Encoding
+        from spec import Model
+        keys = [k for k in e.from_state(Model(e.cfg).initial()) if _control(k)]
+        small = replace(e.cfg, records=1, max_in_flight=1)
+        enc = Encoding(small)
+        seen = []
+        for st in bfs_states(Model(small), 100_000):
+            d = enc.from_state(st)
+            sh = {k: _feature(d, k) for k in keys if k in d and _meant(k, d)}
+            msgs = tuple(frozenset(_msg(d, enc, x, k) for k in range(enc.K) if d[("m", x, k, "v")])
+                         for x in range(enc.n))
+            if (sh, msgs) not in seen:
+                seen.append((sh, msgs))
+        _SHAPES[key] = seen
+    return _SHAPES[key]
+
+
+def _control_shapes(e, s):
+    """ControlShapes: the control plane is one of control_shapes(e)."""
+    alts = []
+    for sh, msgs in control_shapes(e):
+        out = [EQ(_feature(s, k), v) for k, v in sh.items()]
+        for d, want in enumerate(msgs):
+            slots = [(s[("m", d, k, "v")], _msg(s, e, d, k)) for k in range(e.K)]
+            same = lambda m, w: AND(*[EQ(a, b) for a, b in zip(m, w)])   # noqa: E731
+            out.append(EQ(SUM(v for v, _ in slots), len(want)))
+            out += [OR(*[AND(v, same(m, w)) for v, m in slots]) for w in want]
+            out += [IMPLIES(v, OR(*[same(m, w) for w in want])) for v, m in slots]
+        alts.append(AND(*out))
+    return OR(*alts)
+
+
+def max_epoch(cfg) -> int:
+    """The largest leader epoch led in the control shapes (one record in flight)."""
+    from checkers.prove.encoding import Encoding
+    enc = Encoding(cfg)
+    return max(ep for sh, _ in control_shapes(enc) for ep in range(enc.E) for i in range(enc.n)
+               if sh[("g", "el", ep, i)])
+
+
+def write_slots(cfg) -> int:
+    """The write slots an inductive proof of the producer invariants uses: one per record,
+    and on several brokers one per record and leader epoch (WriteCount: a record is written
+    at most once per leader epoch, and the store's epoch is at most crashes + elections)."""
+    if cfg.brokers > 1:
+        return cfg.producers * cfg.records * (max_epoch(cfg) + 1)
+    return cfg.producers * cfg.records
+
+
+def _ext(e, s, i):
+    from checkers.prove.strengthen import _ext as ext
+    return ext(e, s, i)
+
+
+def _wsel(s, e, f, r):
+    return sel([_w(s, f, w) for w in range(e.prods.W)], r)
+
+
+def _logs_order(e, s):
+    n = s[("g", "produced")]
+    out = []
+    for i in range(e.n):
+        x = _ext(e, s, i)
+        rec = [(v, r, _wsel(s, e, "wk", r), _wsel(s, e, "wpe", r), _wsel(s, e, "wseq", r))
+               for v, r, _ in x]
+        for k, (v, r, wk, pe, sq) in enumerate(rec):
+            out.append(IMPLIES(v, AND(r >= 0, r < n)))
+            if k == 0:
+                out.append(IMPLIES(v, EQ(sq, 0)))
+            else:
+                _, _, wk0, pe0, sq0 = rec[k - 1]
+                same = EQ(pe, pe0)
+                out.append(IMPLIES(v, AND(pe0 <= pe, OR(AND(same, EQ(sq, sq0 + 1)),
+                                                       AND(NOT(same), EQ(sq, 0))))))
+            for v2, _, wk2, _, _ in rec[:k]:
+                out.append(IMPLIES(AND(v, v2), wk2 < wk))
+    elen = s[("g", "elen")]
+    exk = [_wsel(s, e, "wk", s[("g", "exp", k)]) for k in range(e.L)]
+    for k in range(e.L):
+        out.append(IMPLIES(k < elen, AND(s[("g", "exp", k)] >= 0, s[("g", "exp", k)] < n)))
+        for j in range(k):
+            out.append(IMPLIES(k < elen, exk[j] < exk[k]))
+    return AND(*out)
+
+
+def _write_table(e, s):
+    n, W = s[("g", "produced")], e.prods.W
+    pe, nxt = _p(s, "pe"), _p(s, "nxt")
+    out = [n >= 0, n <= W]
+    for w in range(W):
+        out.append(IMPLIES(w < n, AND(EQ(_w(s, "wp", w), 0), _w(s, "wk", w) >= 0,
+                                      _w(s, "wk", w) < nxt, _w(s, "wpe", w) >= 0,
+                                      _w(s, "wpe", w) <= pe, _w(s, "wseq", w) >= 0)))
+        if w:
+            out.append(IMPLIES(w < n, _w(s, "wpe", w - 1) <= _w(s, "wpe", w)))
+    return AND(*out)
+
+
+def _logs_older_epochs(e, s):
+    pe, nb = _p(s, "pe"), _p(s, "nb")
+    out = []
+    for i in range(e.n):
+        for v, r, _ in _ext(e, s, i):
+            old = AND(v, _wsel(s, e, "wpe", r) < pe)
+            wk = _wsel(s, e, "wk", r)
+            for j in range(e.prods.B):
+                out.append(IMPLIES(AND(old, j < nb), wk < _p(s, "bk", j)))
+    return AND(*out)
+
+
+def _exposed_acked(e, s):
+    """LastAcked and the outcomes over the exposed prefix, and every running leader holds it."""
+    pe, lack, elen = _p(s, "pe"), _p(s, "lack"), s[("g", "elen")]
+    exp = [s[("g", "exp", k)] for k in range(e.L)]
+    have = OR(*[AND(k < elen, EQ(_wsel(s, e, "wpe", exp[k]), pe),
+                    _wsel(s, e, "wseq", exp[k]) >= lack) for k in range(e.L)])
+    out = [lack >= -1, IMPLIES(lack >= 0, have)]
+    nxt = _p(s, "nxt")
+    for k in range(e.prods.RP):
+        o = _p(s, "out", k)
+        out.append(IMPLIES(o >= 0, AND(k < nxt, o < elen, EQ(_wsel(s, e, "wk", sel(exp, o)), k))))
+        out.append(IMPLIES(k >= nxt, EQ(o, -1)))
+        out.append(o >= -2)
+    for i in range(e.n):
+        b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+        lead = AND(b("alive"), EQ(b("role"), LEADER))
+        out.append(IMPLIES(lead, elen <= b("leo")))
+        out += [IMPLIES(AND(lead, k < elen), EQ(b("lr", k), exp[k])) for k in range(e.L)]
+    return AND(*out)
+
+
+def _replicated_wire(e, s):
+    pr = e.prods
+    n, pe, nq, nr, lack = (s[("g", "produced")], _p(s, "pe"), _p(s, "nq"), _p(s, "nr"),
+                           _p(s, "lack"))
+    elen = s[("g", "elen")]
+    exp = [s[("g", "exp", k)] for k in range(e.L)]
+    out, recs, ok_seqs = [], [], []
+    for j in range(pr.Q):
+        rk, rc, ro = _p(s, "rk", j), _p(s, "rc", j), _p(s, "ro", j)
+        here = j < nr
+        inb, seq = _batch_of(e, s, rk)
+        ok = EQ(rc, rules.OK)
+        oos = EQ(rc, rules.OUT_OF_ORDER_SEQUENCE)
+        wr = sel(exp, ro)
+        out.append(IMPLIES(here, AND(inb, OR(*[EQ(rc, c) for c in CODES]),
+                                     IMPLIES(ok, AND(ro >= 0, ro < elen,
+                                                     EQ(_wsel(s, e, "wk", wr), rk),
+                                                     EQ(_wsel(s, e, "wpe", wr), pe))),
+                                     IMPLIES(NOT(ok), EQ(ro, -1)),
+                                     IMPLIES(oos, AND(seq > lack + 1,
+                                                      *[IMPLIES(v, seq > q + 1)
+                                                        for v, q in ok_seqs])))))
+        ok_seqs.append((AND(here, ok), _wsel(s, e, "wseq", wr)))
+        recs.append((here, rk))
+    for j in range(pr.Q):
+        qk, qw = _p(s, "qk", j), _p(s, "qw", j)
+        here = j < nq
+        inb, _ = _batch_of(e, s, qk)
+        out.append(IMPLIES(here, AND(inb, EQ(_p(s, "qpe", j), pe), _p(s, "qb", j) >= 0,
+                                     _p(s, "qb", j) < e.n)))
+        if j:
+            out.append(IMPLIES(here, qw < 0))
+        recs.append((here, qk))
+    qw, qk, qb, qo = _p(s, "qw", 0), _p(s, "qk", 0), _p(s, "qb", 0), _p(s, "qo", 0)
+    handled = AND(nq > 0, qw >= 0)
+    qle = _p(s, "qle", 0)
+    led = OR(*[AND(EQ(qle, ep), EQ(qb, i), s[("g", "el", ep, i)])
+               for ep in range(e.E) for i in range(e.n)])
+    out.append(IMPLIES(handled, AND(qw < n, qo >= 0, led, EQ(_wsel(s, e, "wk", qw), qk),
+                                    EQ(_wsel(s, e, "wpe", qw), pe),
+                                    EQ(_wsel(s, e, "wseq", qw), _p(s, "qs", 0)))))
+    for i in range(e.n):
+        b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+        same = AND(handled, EQ(qb, i), b("alive"), EQ(b("role"), LEADER), EQ(b("le"), _p(s, "qle", 0)))
+        out.append(IMPLIES(same, AND(qo < b("leo"), EQ(sel([b("lr", k) for k in range(e.L)], qo), qw))))
+    for i, (v1, r1) in enumerate(recs):
+        for v2, r2 in recs[i + 1:]:
+            out.append(IMPLIES(AND(v1, v2), NOT(EQ(r1, r2))))
+    return AND(*out)
+
+
+def _write_count(e, s):
+    """A record is written at most once per leader epoch, and a running leader holds the write
+    of its own epoch: a record's writes number at most the largest epoch led so far plus one,
+    and at most a running leader's epoch, plus one if its log holds the record from that
+    epoch."""
+    n = s[("g", "produced")]
+    led = [OR(*[s[("g", "el", ep, i)] for i in range(e.n)]) for ep in range(e.E)]
+    top = -1
+    for ep in range(e.E):
+        top = ite(led[ep], ep, top)
+    out = []
+    for k in range(e.prods.RP):
+        count = SUM(AND(w < n, EQ(_w(s, "wk", w), k)) for w in range(e.prods.W))
+        out.append(count <= top + 1)
+        for i in range(e.n):
+            b = lambda f, *j: s[("b", i, f) + j]   # noqa: E731
+            lead = AND(b("alive"), EQ(b("role"), LEADER))
+            mine = OR(*[AND(j < b("leo"), EQ(b("lep", j), b("le")),
+                            EQ(_wsel(s, e, "wk", b("lr", j)), k)) for j in range(e.L)])
+            out.append(IMPLIES(lead, count <= b("le") + ite(mine, 1, 0)))
+    return AND(*out)
+
+
+def _rlemma(body):
+    def lemma(e, s):
+        return True if applies_replicated(e.cfg) else body(e, s)
+    lemma.__name__, lemma.__doc__ = body.__name__.lstrip("_"), body.__doc__
+    return lemma
+
+
+_REPLICATED = {
+    "ControlShapes": _control_shapes,
+    "LogsOrder": _logs_order,
+    "WriteTable": _write_table,
+    "EpochSeqOrderN": _epoch_seq_order,
+    "LogsOlderEpochs": _logs_older_epochs,
+    "ProducerBatchesN": _producer_batches,
+    "ExposedAcked": _exposed_acked,
+    "ReplicatedWire": _replicated_wire,
+    "WriteCount": _write_count,
+}
+REPLICATED_STRENGTHENING = {name: _rlemma(body) for name, body in _REPLICATED.items()}
