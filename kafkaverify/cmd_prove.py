@@ -81,7 +81,8 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     checkers/prove/strengthen_producers.py where it applies (one idempotent producer on a quiet
     single broker, strengthen_producers.applies), else with that of
     checkers/prove/strengthen_epochs.py (one broker across crashes, elections and epoch bumps,
-    no unflushed loss: strengthen_epochs.applies); elsewhere only exhaustive BMC settles them.
+    no unflushed loss: strengthen_epochs.applies; several brokers across a fail-over with
+    StrongIsr's lemmas: applies_replicated); elsewhere only exhaustive BMC settles them.
     With `guided` (a number of steps N), BMC is instead one query over paths of at most
     `depth` steps whose states keep the producer strengthening but in the last N steps
     (strengthen_producers.guide): a search for a refutation only, which proves nothing.

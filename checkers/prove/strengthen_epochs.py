@@ -54,6 +54,35 @@ ProducerWire     every request and answer on the connection is of a distinct in-
 EpochOutcomes    an acknowledged record's offset is its write's; records not yet handed over
                  are open.
 
+On several brokers (`applies_replicated`: no unflushed loss, no pauses) the same argument runs
+over every broker's extended log (its log and the fetch response on its way to it), beside the
+replication lemmas of StrongIsr (checkers/prove/strengthen.py); what a proof there assumes:
+ControlShapes    the control plane (liveness, roles, leader and controller epochs, the
+                 controller's cache, ISR views and proposals, sessions, the store's partition
+                 state but versions, who led each epoch, crash and election counters, and the
+                 set of LeaderAndIsr requests to each broker) is one of those spec reaches with
+                 one record in flight (`control_shapes`).
+LogsOrder        every extended log and the exposed prefix hold writes below `produced` in
+                 strictly increasing record order; along a log epochs never go back and an
+                 epoch's sequences run 0, 1, 2, ...
+WriteTable       write w < produced is producer 0's record below nxt, in an epoch <= the
+                 producer's, epochs never going back along the writes (a retry may be written
+                 again on a new leader: records may repeat in the table, never in a log).
+EpochSeqOrderN   EpochSeqOrder (the same formula).
+LogsOlderEpochs  an entry of an older producer epoch in any extended log is of a record below
+                 every unfinished batch's.
+ProducerBatchesN ProducerBatches (the same formula).
+ExposedAcked     the last acknowledged sequence is at most the exposed prefix's last of the
+                 producer's epoch; an acknowledged record's offset is its write's in the exposed
+                 prefix; every running leader holds the exposed prefix.
+ReplicatedWire   ProducerWire with OK offsets into the exposed prefix, requests to any broker;
+                 a handled head was handled by the leader of its epoch, and while that broker
+                 still leads that epoch its log holds the write at the answer's offset.
+WriteCount       a record is written at most once per leader epoch: its writes number at most
+                 the largest epoch led so far plus one, and at most a running leader's epoch
+                 plus one if that leader's log holds it from its own epoch (so `write_slots`:
+                 records x (largest epoch led + 1) write slots suffice).
+
 Each holds on the states the explicit model reaches at these bounds (tests/test_prove_lemmas.py).
 """
 from __future__ import annotations
