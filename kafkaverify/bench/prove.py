@@ -13,6 +13,8 @@ explorer's time on the same config, in the same run).
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 3 --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-drops --upto 3 --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 5 --only "2 brokers, 1" \
+        --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
@@ -499,7 +501,8 @@ def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> 
               flush=True)
 
 
-def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) -> None:
+def run_producer_failover(time_limit: float, upto: int, cases=failover_cases,
+                          only: str | None = None) -> None:
     """Each fail-over case: BMC to D (D the diameter measured by an explicit breadth-first
     search of spec, or the explorer's counterexample length), induction with the producer
     strengthening where one applies (strengthen_epochs across crashes, elections and epoch
@@ -517,6 +520,8 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) ->
           "induction s | CPU s | ratio | diameter s | explorer | explorer s | load (1 min) |\n"
           "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
     for name, without, bounds, depth, kw, invs in cases(upto):
+        if only and only not in name:
+            continue
         m = Model(make_config("current", without, **bounds))
         load = os.getloadavg()[0]
         t0 = time.monotonic()
@@ -752,6 +757,8 @@ def main(argv=None) -> None:
                     help="three-steps: the step semantics to run (each at its depth)")
     ap.add_argument("--depths", type=int, nargs="*", default=[6, 8, 10, 14],
                     help="three-guided: depths (at most the explorer's) to time plain and guided")
+    ap.add_argument("--only", default=None,
+                    help="producer-failover, producer-drops: only the cases whose name has this")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
     ap.add_argument("--bits", type=int, default=None,
                     help="bit-vector width of the unrolling (0: z3 integers, the baseline); "
@@ -786,9 +793,9 @@ def main(argv=None) -> None:
     elif a.what == "producer-failover" and a.chained:
         run_producer_chained(a.time_limit, a.upto)
     elif a.what == "producer-failover":
-        run_producer_failover(a.time_limit, a.upto)
+        run_producer_failover(a.time_limit, a.upto, only=a.only)
     elif a.what == "producer-drops":
-        run_producer_failover(a.time_limit, a.upto, drop_cases)
+        run_producer_failover(a.time_limit, a.upto, drop_cases, only=a.only)
     elif a.what == "three-guided":
         run_three_guided(a.time_limit, a.depths, a.fix, not a.no_explorer, subset=a.lemma or None)
     elif a.what == "three-steps":
