@@ -550,8 +550,9 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases,
             iss, ics = f"{time.monotonic() - t1:.1f}", f"{cpu() - c1:.1f}"
             if all(p.verdict == "proved" for p in ps):
                 ind = "**proved**"
-                if r.status == "unknown":
-                    ratio = f"> {r.seconds / max(float(iss), 1e-3):.0f}"
+                if r.status == "unknown" and r.seconds >= float(iss):
+                    # BMC gave up: its time is a lower bound (none where it gave up sooner)
+                    ratio = f"> {r.seconds / max(float(iss), 1e-3):.1f}"
                 elif r.status == "clean":
                     ratio = f"{r.seconds / max(float(iss), 1e-3):.1f}"
             else:
