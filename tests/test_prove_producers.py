@@ -9,8 +9,10 @@ can fail); a guided BMC query finds the 6-in-flight duplicate (slow); `kafkaveri
 all of it with explore's option names. Across a leader fail-over (a crash and an election with
 batches in flight) the encoding agrees with spec on drawn states at 1..5 in flight, exhaustive
 BMC proves one broker's case at 1 in flight, and BMC finds the two-broker reordering without
-idempotence (slow); with more dropped connections than retries the producer lemmas are false
-(induction stays out) and exhaustive BMC proves small cases."""
+idempotence (slow); with more dropped connections than retries the quiet-broker lemmas are
+false and exhaustive BMC proves small cases. Induction with the epoch strengthening proves both
+promises across a fail-over and with more drops than retries (2 in flight here, 5 slow), and
+with the replicated strengthening across a two-broker fail-over (slow)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -284,8 +286,9 @@ def test_more_drops_than_retries_proved_at_the_diameter():
     fails with its sequence unresolved, a later batch is refused OUT_OF_ORDER_SEQUENCE_NUMBER
     and the producer bumps its epoch and renumbers from 0. The producer strengthening is false
     there (each of its producer lemmas fails on a reachable state: it fixes epoch 0 and sees
-    no failed batch), so `applies` keeps induction out; exhaustive BMC to the diameter proves
-    both promises at small bounds."""
+    no failed batch), so `applies` keeps that set out (the epoch strengthening covers it:
+    test_induction_proves_producer_across_a_fail_over_and_epoch_bumps); exhaustive BMC to the
+    diameter proves both promises at small bounds."""
     from checkers.prove import strengthen_producers as sp
     cfg = make_config("current", **{**DROPS, "records": 2, "max_in_flight": 2, "retries": 0,
                                     "losses": 1})
