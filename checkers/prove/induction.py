@@ -9,9 +9,11 @@ state satisfying the strengthening goes back. A query that finds a step is a CTI
 invariant is then reported unknown (the pre-state need not be reachable), unless spec can
 reach the failing state, which BMC decides separately.
 
-The producer invariants use the strengthening of checkers/prove/strengthen_producers.py where
-it applies (else: unknown, saying why); for them the encoding's slots are a goal of the step,
-not an assumption, so a proof with few write slots still covers every reachable state.
+The producer invariants use the strengthening strengthen.producer_needs picks (the quiet-broker
+set of checkers/prove/strengthen_producers.py, else the epoch or replicated set of
+checkers/prove/strengthen_epochs.py; else: unknown, saying why); for them the encoding's slots
+are a goal of the step, not an assumption, so a proof with few write slots
+(strengthen_epochs.write_slots) still covers every reachable state.
 """
 from __future__ import annotations
 
