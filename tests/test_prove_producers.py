@@ -423,7 +423,8 @@ def test_induction_proves_producer_across_a_fail_over_and_epoch_bumps():
     {**FAILOVER, "brokers": 1, "records": 3, "max_in_flight": 3, "retries": 1, "losses": 2}],
     ids=["fail-over-5", "drops-5", "fail-over-and-drops-3"])
 def test_induction_proves_producer_at_5_in_flight(bounds):
-    """The same at 5 in flight (each promise in 15-30 s at load 1-3, BMC none within 120 s), and
+    """The same at 5 in flight (both promises in 45-47 s at load ~2, 68-76 s at load 5.6; BMC
+    none within 120 s), and
     a fail-over with more drops than retries at 3 in flight:
     pytest -m slow tests/test_prove_producers.py -k induction_proves."""
     _proved_by_induction(bounds)
@@ -435,6 +436,6 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
     over, the retry may be written again on it): induction with the replicated strengthening
     (StrongIsr's replication lemmas, the control shapes, the producer's records over every
     extended log) proves both promises, where exhaustive BMC to the diameter (33) gives up at
-    300 s (71 s and 150 s at load 5-8 in the measured run):
+    300 s (216 s for both in the bench run at load 4, 213 s as this test at load 5.6):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     _proved_by_induction({**FAILOVER, "records": 1, "max_in_flight": 1})
