@@ -79,7 +79,10 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
     breadth-first search of spec measures it), the invariants are proved at these bounds.
     The producer invariants are proved by induction with the strengthening of
     checkers/prove/strengthen_producers.py where it applies (one idempotent producer on a quiet
-    single broker, strengthen_producers.applies); elsewhere only exhaustive BMC settles them.
+    single broker, strengthen_producers.applies), else with that of
+    checkers/prove/strengthen_epochs.py (one broker across crashes, elections and epoch bumps,
+    no unflushed loss: strengthen_epochs.applies; several brokers across a fail-over with
+    StrongIsr's lemmas: applies_replicated); elsewhere only exhaustive BMC settles them.
     With `guided` (a number of steps N), BMC is instead one query over paths of at most
     `depth` steps whose states keep the producer strengthening but in the last N steps
     (strengthen_producers.guide): a search for a refutation only, which proves nothing.
@@ -160,7 +163,10 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
             if p.cti:
                 echo(f"counterexample to induction for {name} (breaks {p.failing}):\n{p.cti}")
         elif name in CLIENT_PROPS:
-            note = ("inductive with the producer strengthening (strengthen_producers): holds in "
+            from checkers.prove import strengthen_producers
+            which = ("strengthen_producers" if strengthen_producers.applies(cfg) is None
+                     else "strengthen_epochs")
+            note = (f"inductive with the producer strengthening ({which}): holds in "
                     "every reachable state at these bounds, at any depth")
         rows.append((name, "induction", p.verdict, p.seconds, note))
     verdicts = {r[2] for r in rows}

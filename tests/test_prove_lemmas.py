@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from itertools import permutations
 
+import pytest
+
 from checkers.prove.differential import bfs_states, draw_states
 from checkers.prove.encoding import Encoding
 from checkers.prove.induction import named_brokers, prove, representatives
+from checkers.prove import strengthen_epochs as epochs
 from checkers.prove.strengthen import NEEDS, STRENGTHENING
+from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING, REPLICATED_STRENGTHENING
 from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING, applies
 from spec import Model, make_config
 
@@ -131,3 +135,102 @@ def test_strong_isr_and_log_matching_proved_for_current():
     assert "LogMatching" in NEEDS["StrongIsr"]
     r = prove(Model(cfg), "StrongIsr", time_limit=240)
     assert r.verdict == "proved", (r.failing, r.cti)
+
+
+# the epoch strengthening's bounds (strengthen_epochs.applies): one idempotent producer on one
+# broker that may crash and be elected again (no unflushed loss), and more dropped connections
+# than retries (a batch fails, the epoch is bumped, the rest renumbered from 0)
+FAILOVER = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 1, "elections": 1, "losses": 0,
+            "min_isr": 1}
+EPOCH_BOUNDS = ([{**FAILOVER, "records": k, "max_in_flight": k} for k in (1, 2, 3)]
+                + [{**QUIET, "records": k, "max_in_flight": k, "retries": r, "losses": r + 1}
+                   for k in (2, 3) for r in (0, 1)]
+                + [{**FAILOVER, "records": 2, "max_in_flight": 2, "retries": 1, "losses": 2}])
+
+
+def test_every_epoch_lemma_holds_on_reachable_states():
+    """Every state the explorer reaches at those bounds (no sampling), in the encoding with the
+    slots the proof uses (one write per record), reaching epoch bumps and a new leader epoch."""
+    seen = bumped = failed_over = 0
+    for bounds in EPOCH_BOUNDS:
+        cfg = make_config("current", **bounds)
+        assert epochs.applies(cfg) is None and applies(cfg) is not None, bounds
+        enc = Encoding(cfg, writes=cfg.records)
+        for s in bfs_states(Model(cfg), 100_000):
+            d = enc.from_state(s)
+            for name, lemma in EPOCH_STRENGTHENING.items():
+                assert lemma(enc, d), (bounds, name, s)
+            seen += 1
+            bumped += s.prods[0].pe > 0
+            failed_over += s.zk.le > 0 and bool(s.prods[0].batches)
+    assert seen > 10_000 and bumped > 1000 and failed_over > 1000, (seen, bumped, failed_over)
+    assert set(EPOCH_STRENGTHENING) <= set(STRENGTHENING)
+
+
+def test_epoch_lemmas_say_where_they_do_not_apply():
+    """Outside its bounds the epoch strengthening asserts nothing and says why (a crash losing
+    unflushed writes, a second broker, six records, no idempotence), and the proof of the
+    producer invariants is then unknown, never proved."""
+    for without, extra, why in (((), {"unflushed_loss": True}, "unflushed"),
+                                ((), {"brokers": 2}, "one broker"),
+                                ((), {"records": 6, "max_in_flight": 6}, "retained"),
+                                (("idempotent-producer",), {}, "idempotent")):
+        cfg = make_config("current", without, **{**FAILOVER, "records": 2, "max_in_flight": 2,
+                                                 **extra})
+        assert why in epochs.applies(cfg), (extra, epochs.applies(cfg))
+        enc = Encoding(cfg)
+        d = enc.from_state(Model(cfg).initial())
+        d[("p", 0, "nxt")] = d[("g", "produced")] = 99        # far from any reachable state
+        for name, lemma in EPOCH_STRENGTHENING.items():
+            assert lemma(enc, d) is True, (extra, name)
+        if not without and cfg.brokers == 1:
+            r = prove(Model(cfg), "ProducerExactlyOnce", time_limit=30)
+            assert r.verdict == "unknown" and why in r.failing, (extra, r.verdict, r.failing)
+    # two brokers: the replicated set applies (without unflushed loss), with it nowhere else
+    cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 2, "max_in_flight": 2})
+    assert epochs.applies_replicated(cfg) is None
+    for extra, why in (({"unflushed_loss": True}, "unflushed"), ({"brokers": 1}, "two or more"),
+                       ({"records": 6, "max_in_flight": 6}, "retained")):
+        cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 2, "max_in_flight": 2,
+                                        **extra})
+        assert why in epochs.applies_replicated(cfg), (extra, epochs.applies_replicated(cfg))
+        enc = Encoding(cfg)
+        d = enc.from_state(Model(cfg).initial())
+        d[("p", 0, "nxt")] = d[("g", "produced")] = 99
+        for name, lemma in REPLICATED_STRENGTHENING.items():
+            assert lemma(enc, d) is True, (extra, name)
+    cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 1, "max_in_flight": 1,
+                                    "unflushed_loss": True})
+    r = prove(Model(cfg), "ProducerExactlyOnce", time_limit=30)
+    assert r.verdict == "unknown" and "unflushed" in r.failing, (r.verdict, r.failing)
+
+
+def _replicated_check(states, enc):
+    for s in states:
+        d = enc.from_state(s)
+        for name, lemma in REPLICATED_STRENGTHENING.items():
+            assert lemma(enc, d), (name, s)
+
+
+def test_every_replicated_lemma_holds_on_reachable_states():
+    """The replicated set on two brokers across a crash and an election (a retry rewritten on
+    the new leader, the old leader truncated): 250 states the explorer reaches with one record
+    in flight (a breadth-first prefix and random walks), in the encoding with the slots the
+    proof uses (write_slots); every third reachable state: the slow test below."""
+    cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 1, "max_in_flight": 1})
+    enc = Encoding(cfg, writes=epochs.write_slots(cfg))
+    m = Model(cfg)
+    states = bfs_states(m, 50) + draw_states(m, 7, 200, walk_length=60)
+    assert any(s.produced > 1 for s in states) and any(s.zk.le > 0 for s in states)
+    _replicated_check(states, enc)
+    assert set(REPLICATED_STRENGTHENING) <= set(STRENGTHENING)
+
+
+@pytest.mark.slow
+def test_every_replicated_lemma_holds_on_every_third_reachable_state():
+    """pytest -m slow tests/test_prove_lemmas.py -k replicated (4 min at load 5)."""
+    cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 1, "max_in_flight": 1})
+    enc = Encoding(cfg, writes=epochs.write_slots(cfg))
+    states = bfs_states(Model(cfg), 100_000)[::3]
+    assert len(states) > 5000
+    _replicated_check(states, enc)

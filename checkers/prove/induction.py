@@ -9,9 +9,11 @@ state satisfying the strengthening goes back. A query that finds a step is a CTI
 invariant is then reported unknown (the pre-state need not be reachable), unless spec can
 reach the failing state, which BMC decides separately.
 
-The producer invariants use the strengthening of checkers/prove/strengthen_producers.py where
-it applies (else: unknown, saying why); for them the encoding's slots are a goal of the step,
-not an assumption, so a proof with few write slots still covers every reachable state.
+The producer invariants use the strengthening strengthen.producer_needs picks (the quiet-broker
+set of checkers/prove/strengthen_producers.py, else the epoch or replicated set of
+checkers/prove/strengthen_epochs.py; else: unknown, saying why); for them the encoding's slots
+are a goal of the step, not an assumption, so a proof with few write slots
+(strengthen_epochs.write_slots) still covers every reachable state.
 """
 from __future__ import annotations
 
@@ -23,8 +25,7 @@ import z3
 from checkers.prove.bmc import _solver
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
-from checkers.prove.strengthen import NEEDS, STRENGTHENING
-from checkers.prove.strengthen_producers import applies
+from checkers.prove.strengthen import NEEDS, STRENGTHENING, producer_needs
 from checkers.prove.symstate import concretize, variables
 from spec import Model
 
@@ -90,10 +91,13 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
     t0 = time.monotonic()
     producer_goal = name in CLIENT_PROPS
     if producer_goal:
-        why = applies(model.config)
+        needed, why = producer_needs(model.config)
         if why:
             return ProofResult(name, "unknown", 0.0, failing=why)
-        writes = writes or model.config.producers * model.config.records
+        if strengthening is None:
+            strengthening = needed
+        from checkers.prove.strengthen_epochs import write_slots
+        writes = writes or write_slots(model.config)
     enc = Encoding(model.config, writes=writes)
     strong = NEEDS.get(name, tuple(STRENGTHENING)) if strengthening is None else strengthening
     conj = conjuncts(name, strong)

@@ -69,6 +69,14 @@ LeaderStays   without pauses a running leader (or a request making one) keeps th
 For the producer invariants (ProducerSendOrder, ProducerExactlyOnce) on a quiet single broker,
 documented in checkers/prove/strengthen_producers.py (that file owns them; their names here):
 QuietLeader, ProducerLog, ProducerWindow, ProducerConnection, ProducerOutcomes.
+Across epoch bumps and leader fail-overs on one broker (crashes and elections while batches are
+in flight, more dropped connections than retries; no unflushed loss), documented in
+checkers/prove/strengthen_epochs.py: SoloReplication, SoloLog, WriteOrder, EpochSeqOrder,
+OlderEpochs, ProducerBatches, LastAcked, ProducerWire, EpochOutcomes; across a fail-over on
+several brokers, with StrongIsr's lemmas above: ControlShapes, LogsOrder, WriteTable,
+EpochSeqOrderN, LogsOlderEpochs, ProducerBatchesN, ExposedAcked, ReplicatedWire, WriteCount
+(`producer_needs` picks the set that applies). TypeOk bounds the write count by the encoding's
+write slots (with producers a retry may be written again on a new leader).
 
 Each is checked on states the explicit model reaches (tests/test_prove_lemmas.py).
 Which strengthening each invariant's proof uses: NEEDS below.
@@ -76,6 +84,8 @@ Which strengthening each invariant's proof uses: NEEDS below.
 from __future__ import annotations
 
 from checkers.prove.encoding import Encoding
+from checkers.prove import strengthen_epochs, strengthen_producers
+from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING, REPLICATED_STRENGTHENING
 from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING
 from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, ite, sel
 from spec.state import FOLLOWER, LEADER, NONE
@@ -100,7 +110,7 @@ def log_bounds(e: Encoding, s):
 def type_ok(e: Encoding, s):
     n, L, C, R = e.n, e.L, e.C, e.R
     c = e.cfg
-    out = [NOT(s[("g", "oob")]), _rng(s[("g", "produced")], 0, c.records), _rng(s[("g", "elen")], 0, L),
+    out = [NOT(s[("g", "oob")]), _rng(s[("g", "produced")], 0, R), _rng(s[("g", "elen")], 0, L),
            _rng(s[("g", "crashes")], 0, c.crashes), _rng(s[("g", "elections")], 0, c.elections),
            _rng(s[("g", "losses")], 0, c.losses), s[("g", "lossy")] >= 0,
            _rng(s[("z", "controller")], -1, n - 1), _rng(s[("z", "leader")], -1, n - 1),
@@ -572,6 +582,10 @@ STRENGTHENING = {
     "ControllerCache": controller_cache,
     # the producer invariants' (checkers/prove/strengthen_producers.py documents them)
     **PRODUCER_STRENGTHENING,
+    # across epoch bumps and fail-overs on one broker (checkers/prove/strengthen_epochs.py)
+    **EPOCH_STRENGTHENING,
+    # across a leader fail-over on several brokers (checkers/prove/strengthen_epochs.py)
+    **REPLICATED_STRENGTHENING,
 }
 
 _ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
@@ -593,3 +607,21 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "ProducerSendOrder": tuple(PRODUCER_STRENGTHENING),
     "ProducerExactlyOnce": tuple(PRODUCER_STRENGTHENING),
 }
+
+
+def producer_needs(cfg) -> tuple[tuple[str, ...] | None, str | None]:
+    """The strengthening of the producer invariants' proof for cfg: the quiet-broker set where
+    strengthen_producers.applies, else the epoch set where strengthen_epochs.applies (with
+    QuietLeader when the broker never crashes or loses an election), else on several brokers
+    the replicated set with StrongIsr's replication lemmas; (None, why) elsewhere."""
+    if strengthen_producers.applies(cfg) is None:
+        return tuple(PRODUCER_STRENGTHENING), None
+    why = strengthen_epochs.applies(cfg)
+    if why is None:
+        quiet = () if strengthen_producers.quiet(cfg) else ("QuietLeader",)
+        return quiet + tuple(EPOCH_STRENGTHENING), None
+    if strengthen_epochs.applies_replicated(cfg) is None:
+        return NEEDS["StrongIsr"] + tuple(REPLICATED_STRENGTHENING), None
+    if cfg.brokers > 1:
+        why = strengthen_epochs.applies_replicated(cfg)
+    return None, f"{strengthen_producers.applies(cfg)}; {why}"

@@ -13,6 +13,8 @@ explorer's time on the same config, in the same run).
     nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 3 --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-drops --upto 3 --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 5 --only "2 brokers, 1" \
+        --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
@@ -429,11 +431,11 @@ def chained_failover_cases(upto: int):
 
 
 def drop_cases(upto: int):
-    """More dropped connections than retries on a quiet single broker (issue 11): a batch
-    whose retries are spent fails, its sequence is unresolved and the producer bumps its epoch
-    and renumbers the rest from 0 (the producer strengthening assumes epoch 0, so induction
-    does not apply: strengthen_producers.applies). Retries R, drops R + 1, K records and K in
-    flight; exhaustive BMC to the diameter."""
+    """More dropped connections than retries (issue 11): a batch whose retries are spent fails,
+    its sequence is unresolved and the producer bumps its epoch and renumbers the rest from 0.
+    Retries R, drops R + 1, K records and K in flight, on a quiet single broker; then (K <= 3)
+    the same across a crash and an election with retries 1 and 2 drops. Exhaustive BMC to the
+    diameter; induction with the epoch strengthening (strengthen_epochs) beside it."""
     both = ("ProducerSendOrder", "ProducerExactlyOnce")
     for k in range(1, upto + 1):
         for r in (0, 1):
@@ -441,6 +443,12 @@ def drop_cases(upto: int):
                    {**DROPS, "records": k, "max_in_flight": k, "retries": r, "losses": r + 1},
                    None, {"exhaustive": True, "bits": 16, "writes": k * (r + 2), "slots": 1,
                           "epochs": 2}, both)
+    for k in range(1, min(upto, 3) + 1):
+        yield (f"idempotence, 1 broker, crash and election, {k} in flight, retries 1, 2 drops", (),
+               {**FAILOVER, "brokers": 1, "records": k, "max_in_flight": k, "retries": 1,
+                "losses": 2},
+               None, {"exhaustive": True, "bits": 16, "writes": 2 * k, "slots": 1, "epochs": 2},
+               both)
 
 
 def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> None:
@@ -493,26 +501,36 @@ def run_producer_chained(time_limit: float, upto: int, limit: int = 200_000) -> 
               flush=True)
 
 
-def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) -> None:
+def run_producer_failover(time_limit: float, upto: int, cases=failover_cases,
+                          only: str | None = None) -> None:
     """Each fail-over case: BMC to D (D the diameter measured by an explicit breadth-first
-    search of spec, or the explorer's counterexample length), beside the explorer on the same
-    config, same run."""
+    search of spec, or the explorer's counterexample length), induction with the producer
+    strengthening where one applies (strengthen_epochs across crashes, elections and epoch
+    bumps; else unknown, saying why), and the explorer on the same config, same run. The ratio
+    is BMC's seconds over induction's where induction proved."""
     import os
     import resource
 
     from checkers.prove.differential import diameter
-    print("| case | invariants | method | z3 verdict | z3 s | CPU s | diameter s | explorer | "
-          "explorer s | load (1 min) |\n|---|---|---|---|---:|---:|---:|---|---:|---:|")
+
+    def cpu():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+    print("| case | invariants | method | z3 verdict | z3 s | CPU s | induction (same run) | "
+          "induction s | CPU s | ratio | diameter s | explorer | explorer s | load (1 min) |\n"
+          "|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|")
     for name, without, bounds, depth, kw, invs in cases(upto):
+        if only and only not in name:
+            continue
         m = Model(make_config("current", without, **bounds))
         load = os.getloadavg()[0]
         t0 = time.monotonic()
         dia = diameter(m) if depth is None else None
         ds = time.monotonic() - t0
         d = depth if depth is not None else dia
-        c0 = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        c0 = cpu()
         r = bmc(m, d, invariants=invs, time_limit=time_limit, **kw)
-        cs = resource.getrusage(resource.RUSAGE_SELF).ru_utime - c0
+        cs = cpu() - c0
         if r.status == "violation":
             verdict = f"refuted: {r.invariant} in {r.depth} steps" + (
                 f" ({r.problem})" if r.problem else ", replayed on spec")
@@ -525,9 +543,24 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases) ->
                   + f", {kw['writes']} write slots, {kw['bits']}-bit"
                   + f", {kw['slots']} LeaderAndIsr slot, {kw['epochs']} epochs"
                   + (", partial-order reduction" if kw.get("por") else ""))
+        ind, iss, ics, ratio = "-", "", "", ""
+        if not without:
+            t1, c1 = time.monotonic(), cpu()
+            ps = [prove(m, inv, time_limit=time_limit) for inv in invs]
+            iss, ics = f"{time.monotonic() - t1:.1f}", f"{cpu() - c1:.1f}"
+            if all(p.verdict == "proved" for p in ps):
+                ind = "**proved**"
+                if r.status == "unknown" and r.seconds >= float(iss):
+                    # BMC gave up: its time is a lower bound (none where it gave up sooner)
+                    ratio = f"> {r.seconds / max(float(iss), 1e-3):.1f}"
+                elif r.status == "clean":
+                    ratio = f"{r.seconds / max(float(iss), 1e-3):.1f}"
+            else:
+                bad = next(p for p in ps if p.verdict != "proved")
+                ind = f"{bad.verdict}: {bad.failing}"
         ex, xs = _explorer_cell(m, invs, time_limit)
         print(f"| {name} | {', '.join(invs)} | {method} | {verdict} | {r.seconds:.1f} | {cs:.1f} | "
-              f"{ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
+              f"{ind} | {iss} | {ics} | {ratio} | {ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
 
 def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
@@ -725,6 +758,8 @@ def main(argv=None) -> None:
                     help="three-steps: the step semantics to run (each at its depth)")
     ap.add_argument("--depths", type=int, nargs="*", default=[6, 8, 10, 14],
                     help="three-guided: depths (at most the explorer's) to time plain and guided")
+    ap.add_argument("--only", default=None,
+                    help="producer-failover, producer-drops: only the cases whose name has this")
     ap.add_argument("--upto", type=int, default=6, help="producers: in-flight cases 1..N (6: the duplicate)")
     ap.add_argument("--bits", type=int, default=None,
                     help="bit-vector width of the unrolling (0: z3 integers, the baseline); "
@@ -759,9 +794,9 @@ def main(argv=None) -> None:
     elif a.what == "producer-failover" and a.chained:
         run_producer_chained(a.time_limit, a.upto)
     elif a.what == "producer-failover":
-        run_producer_failover(a.time_limit, a.upto)
+        run_producer_failover(a.time_limit, a.upto, only=a.only)
     elif a.what == "producer-drops":
-        run_producer_failover(a.time_limit, a.upto, drop_cases)
+        run_producer_failover(a.time_limit, a.upto, drop_cases, only=a.only)
     elif a.what == "three-guided":
         run_three_guided(a.time_limit, a.depths, a.fix, not a.no_explorer, subset=a.lemma or None)
     elif a.what == "three-steps":
