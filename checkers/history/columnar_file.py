@@ -57,6 +57,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     # `_i`: the event's position in the file; `row` is for messages. Only the lean columns
     # are decoded (Parquet: scanned); the full rows are fetched again for flagged partitions.
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
+    screened = False
     try:
         n_events = full.select(pl.len()).collect().item()
         if n_events > CHUNK_EVENTS and where == "row" and not hc.one_trace(src):
@@ -92,6 +93,19 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             # No trace_id column (one history per file, the header's: traces.history
             # parquet_write_options): nothing to test; building and counting a column of the
             # header's id for every row cost 0.03-0.06 CPU-s per 10^6 operations.
+            # The screen first, over slices each decoded and released in turn: the decoded
+            # columns are some 200 bytes an event (string views of 16 bytes, null or not), and
+            # a slice's pages are reused by the next instead of faulted in fresh (at 10^6
+            # operations 123 k page faults -> 55 k, ~0.1 CPU-s: BENCHMARKS.md, seventh round).
+            # A history with a flag is then decoded whole for the kernel (once more: ~0.5 CPU-s
+            # per 10^6 operations, next to the kernel's seconds on any flagged history).
+            slices = (hc.scan_parquet(str(path), None, off, SCREEN_SLICE_EVENTS)[1].select(*NEEDED).collect(
+                          engine="streaming") for off in range(0, n_events, SCREEN_SLICE_EVENTS))
+            fr, screened = (fused_screen(slices, deadline) if n_events else None), True
+            if fr is not None and fr.clean:
+                return fr.decide(header, deadline)
+            if fr is None and deadline is not None and time.monotonic() > deadline:
+                return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
             raw = src.select(*NEEDED, "row").collect(engine="streaming")
         else:
             raw = src.select(*NEEDED, "row").collect()
@@ -101,7 +115,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
     if raw.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
-    fr = fused_screen([raw], deadline)
+    if not screened:
+        fr = fused_screen([raw], deadline)
     if fr is not None and fr.clean:
         return fr.decide(header, deadline)
     if deadline is not None and time.monotonic() > deadline:
@@ -216,9 +231,14 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
         raise ImportError("checkers.history._fused (checkers/history/_fused.c) is not built: run "
                           "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`") from e
     st = _fused.new()
+    frames = iter(frames)
     try:
-        for df in frames:
-            _fused.feed(st, [df.get_column(n) for n in _fused.COLUMNS])
+        while (df := next(frames, None)) is not None:
+            # Each frame released before the next is decoded (its pages are then reused).
+            cols = [df.get_column(n) for n in _fused.COLUMNS]
+            del df
+            _fused.feed(st, cols)
+            del cols
             if deadline is not None and time.monotonic() > deadline:
                 return None
     except (TypeError, ValueError, pl.exceptions.PolarsError, OSError):
@@ -246,6 +266,7 @@ def _lean(part: pl.LazyFrame) -> pl.DataFrame:
 # events are all in one partition needs that partition's memory.
 CHUNK_EVENTS = 2_500_000
 SLICE_EVENTS = 1 << 20          # events decoded at a time while sorting events into chunks
+SCREEN_SLICE_EVENTS = 1 << 19   # events decoded at a time for the screen (up to CHUNK_EVENTS)
 # Ids below DENSE_IDS_PER_EVENT per event plus DENSE_MARGIN are routed by a dense table
 # indexed by id; sparser ids by a join.
 DENSE_IDS_PER_EVENT = 4

@@ -21,6 +21,11 @@ ratio is the new layout and reader against the old. Sizes above --tile-above are
 JSON lines too (from the Parquet copies) when --jsonl-max allows. With --planted, two more
 Parquet histories per size: a skipped record in one partition (`pq-one`) and in every partition
 (`pq-each`, the worst case for check-history's screen-then-kernel design).
+With --compiled, the project's modules (this checkout's and the baseline's) are compiled to
+bytecode (`compileall`, into the gitignored __pycache__ directories) before any timing, as an
+installed package has them: where PYTHONDONTWRITEBYTECODE is set, every subprocess otherwise
+compiles checkers/ and traces/ from source inside its clock (0.03-0.07 CPU-s at 10^6
+operations, BENCHMARKS.md, seventh round). The header line says which (`bytecode=`).
 Prints seed= and the options first."""
 from __future__ import annotations
 
@@ -102,17 +107,26 @@ def _peak_mib() -> float:
               help="also time Parquet histories with a skipped record planted in one partition "
                    "('one': the kernel judges that partition) and in every partition ('each': "
                    "the worst case of screening first); sizes up to --tile-above")
+@click.option("--compiled/--no-compiled", default=False,
+              help="compile the project's modules (and the baseline's) to bytecode before timing, "
+                   "as an installed package has them")
 @click.option("--one", nargs=2, type=str, default=None, hidden=True)
 def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, baseline, bare, base_layout,
-         planted, one):
+         planted, compiled, one):
     """End-to-end check-history benchmark (reading included), old vs new."""
     if one is not None:
         print(json.dumps(_one(*one)))
         return
     sizes = sizes or (1_000_000,)
     pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    if compiled:
+        here = Path(kafkaverify.__file__).resolve().parent.parent
+        for root in [here] + ([Path(baseline).resolve()] if baseline else []):
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "checkers", "traces", "kafkaverify"],
+                           cwd=str(root), check=True, capture_output=True)
+    bytecode = "compiled" if compiled else ("not-written" if sys.dont_write_bytecode else "written")
     print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
-          f"tile_above={tile_above} baseline={baseline} base_layout={base_layout} bare={','.join(bare)} pinned={'one core' if pin else 'no'} "
+          f"tile_above={tile_above} baseline={baseline} base_layout={base_layout} bare={','.join(bare)} pinned={'one core' if pin else 'no'} bytecode={bytecode} "
           f"python={platform.python_version()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-e2e-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
