@@ -92,6 +92,39 @@ def test_screen_over_slices_equals_one_pass(kind, tmp_path, monkeypatch):
         assert oracle.status == "valid" and whole.clean
 
 
+
+@pytest.mark.parametrize("kind", [None, "lost-write", "duplicate", "poll-skip", "commit-regression",
+                                  "delivery-at-least-once", "send-reorder"])
+def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
+    """Above SCREEN_GROUP_EVENTS the screen routes each event to a group of partitions (spill
+    files) and screens each group with its own state: with groups and slices made tiny here
+    (operations straddle slices, consumers and groups span screen groups), the flags, every
+    partition's counts and the history's counts are one pass's, and check-history gives the
+    object checkers' verdict."""
+    assert kind is None or kind in SEEDABLE
+    h = generate(Params(seed=5, ops=1500, partitions=5, consumers=3), {kind: 0.05} if kind else None)
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    whole = _screen(path)
+    _, src, _ = hc.read(str(path), None, None, lazy=True)
+    n = src.select(*NEEDED).collect().height
+    grouped = columnar_file.grouped_screen(
+        (src.slice(o, 97).select(*NEEDED).collect() for o in range(0, n, 97)), 3)
+
+    def norm(fr):
+        k = {n: v for n, v in fr.counts.items() if n != "pool"}
+        k["flagged"], k["parts"] = sorted(k["flagged"]), sorted(k["parts"])
+        return fr.why, sorted(fr.flagged), k
+    assert norm(grouped) == norm(whole)
+    monkeypatch.setattr(columnar_file, "CHUNK_EVENTS", 700)
+    monkeypatch.setattr(columnar_file, "SLICE_EVENTS", 333)
+    monkeypatch.setattr(columnar_file, "SCREEN_GROUP_EVENTS", 1000)
+    oracle = check_history(load(path))
+    r = check_file(str(path))
+    assert _fingerprint(r.verdict) == _fingerprint(oracle)
+    if kind is None:
+        assert oracle.status == "valid" and whole.clean and r.engine.endswith(" groups)"), r.engine
+
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("history-*.jsonl")), ids=lambda p: p.stem)
 def test_screen_flags_what_the_checkers_report_on_corpus(path, monkeypatch):
     _agree(path, monkeypatch, followed=False)
