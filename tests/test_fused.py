@@ -93,8 +93,7 @@ def test_screen_over_slices_equals_one_pass(kind, tmp_path, monkeypatch):
 
 
 
-@pytest.mark.parametrize("kind", [None, "lost-write", "duplicate", "poll-skip", "commit-regression",
-                                  "delivery-at-least-once", "send-reorder"])
+@pytest.mark.parametrize("kind", [None, "lost-write", "delivery-at-least-once"])
 def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
     """Above SCREEN_GROUP_EVENTS the screen routes each event to a group of partitions (spill
     files) and screens each group with its own state: with groups and slices made tiny here
@@ -102,7 +101,7 @@ def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
     partition's counts and the history's counts are one pass's, and check-history gives the
     object checkers' verdict."""
     assert kind is None or kind in SEEDABLE
-    h = generate(Params(seed=5, ops=1500, partitions=5, consumers=3), {kind: 0.05} if kind else None)
+    h = generate(Params(seed=5, ops=1000, partitions=5, consumers=3), {kind: 0.05} if kind else None)
     path = tmp_path / "h.parquet"
     write(path, h.header, history_events(h.ops))
     whole = _screen(path)
@@ -116,6 +115,7 @@ def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
         k["flagged"], k["parts"] = sorted(k["flagged"]), sorted(k["parts"])
         return fr.why, sorted(fr.flagged), k
     assert norm(grouped) == norm(whole)
+    assert kind is None or whole.flagged
     monkeypatch.setattr(columnar_file, "CHUNK_EVENTS", 700)
     monkeypatch.setattr(columnar_file, "SLICE_EVENTS", 333)
     monkeypatch.setattr(columnar_file, "SCREEN_GROUP_EVENTS", 1000)

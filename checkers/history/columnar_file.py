@@ -70,7 +70,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             else:
                 slices = (src.slice(off, SLICE_EVENTS).select(*NEEDED).collect()
                           for off in range(0, n_events, SLICE_EVENTS))
-            k = min(SCREEN_GROUPS_MAX, -(-n_events // SCREEN_GROUP_EVENTS))
+            k = min(SCREEN_GROUPS_MAX, -(-n_events // SCREEN_GROUP_EVENTS)) if SCREEN_GROUP_EVENTS else 1
             fr = grouped_screen(slices, k, deadline) if k > 1 else fused_screen(slices, deadline)
             if fr is not None and fr.clean:
                 return fr.decide(header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices"
@@ -249,13 +249,16 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
     return Fused(r["global"] or "", r["flagged"], r)
 
 
-# Above SCREEN_GROUP_EVENTS events the fused screen runs in groups of partitions, so that its
-# state (about 56 bytes per offset of the log: BENCHMARKS.md, seventh round) is bounded by a
-# group's share of the log instead of by the whole log. At most SCREEN_GROUPS_MAX groups: each
-# group's state still has the screen's table of 4 bytes per operation id of the history, and
-# its dense layouts need ids within 8 times the group's events (_fused.c DENSE_SLACK); beyond
-# that bound the groups grow with the history.
-SCREEN_GROUP_EVENTS = 1 << 22
+# Above SCREEN_GROUP_EVENTS events (when set) the fused screen runs in groups of partitions, so
+# that its state (about 56 bytes per offset of the log: BENCHMARKS.md, seventh round) is
+# bounded by a group's share of the log instead of by the whole log. At most SCREEN_GROUPS_MAX
+# groups: each group's state still has the screen's table of 4 bytes per operation id of the
+# history, and its dense layouts need ids within 8 times the group's events (_fused.c
+# DENSE_SLACK); beyond that bound the groups grow with the history. Off (None) by default:
+# routing and spilling the decoded columns through polars (a filter per group, an IPC write
+# and read) costs about 2.8x the one-pass screen's CPU at 10^7 operations for 40% less peak
+# memory (BENCHMARKS.md, seventh round, last paragraph); 1 << 22 is the setting measured.
+SCREEN_GROUP_EVENTS: int | None = None
 SCREEN_GROUPS_MAX = 8
 _ALL = 255      # a settings operation's events: in every group
 
