@@ -256,8 +256,9 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
 # history, and its dense layouts need ids within 8 times the group's events (_fused.c
 # DENSE_SLACK); beyond that bound the groups grow with the history. Off (None) by default:
 # routing and spilling the decoded columns through polars (a filter per group, an IPC write
-# and read) costs about 2.8x the one-pass screen's CPU at 10^7 operations for 40% less peak
-# memory (BENCHMARKS.md, seventh round, last paragraph); 1 << 22 is the setting measured.
+# and read) made the whole check 3.0x dearer in CPU at 10^7 operations (4.2x at 2*10^7) for a
+# peak of 515-546 MiB instead of 970-1,578 (BENCHMARKS.md, seventh round, last paragraph);
+# 1 << 22 is the setting measured.
 SCREEN_GROUP_EVENTS: int | None = None
 SCREEN_GROUPS_MAX = 8
 _ALL = 255      # a settings operation's events: in every group
