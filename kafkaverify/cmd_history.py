@@ -72,6 +72,11 @@ def _summary(console: Console, n_ops: int, by_id: dict, verdict, seconds: float)
                       f"{verdict.notes[0].type}: {verdict.notes[0].explanation}", highlight=False, markup=False)
 
 
+# --low-memory: the fused screen's groups (checkers.history.columnar_file.grouped_screen) hold
+# this many events each, the setting measured in BENCHMARKS.md (seventh round, last paragraph).
+LOW_MEMORY_GROUP_EVENTS = 1 << 22
+
+
 def register(group: click.Group) -> None:
     @group.command("check-history")
     @click.argument("file", type=click.Path(dir_okay=False))
@@ -81,7 +86,11 @@ def register(group: click.Group) -> None:
     @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="write an HTML report")
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
                   help="seconds; checks not finished in time are unknown")
-    def check_history_cmd(file, fmt, json_out, html_out, time_limit):
+    @click.option("--low-memory", is_flag=True,
+                  help="above 2^22 events, screen in groups of partitions spilled to disk: "
+                       "memory bounded by a group instead of growing with the log, at about "
+                       "3-4x the CPU")
+    def check_history_cmd(file, fmt, json_out, html_out, time_limit, low_memory):
         """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input.
 
         The columnar kernel (checkers/history/columnar.py) reads and screens the history; the
@@ -93,7 +102,8 @@ def register(group: click.Group) -> None:
         from checkers.history.columnar_file import check_file
         from traces.history import HistoryError
         try:
-            r = check_file(file, fmt, deadline=deadline)
+            r = check_file(file, fmt, deadline=deadline,
+                           screen_group_events=LOW_MEMORY_GROUP_EVENTS if low_memory else None)
         except HistoryError as e:
             raise InputError(str(e)) from None
         verdict = r.verdict

@@ -118,12 +118,13 @@ def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
     assert kind is None or whole.flagged
     monkeypatch.setattr(columnar_file, "CHUNK_EVENTS", 700)
     monkeypatch.setattr(columnar_file, "SLICE_EVENTS", 333)
-    monkeypatch.setattr(columnar_file, "SCREEN_GROUP_EVENTS", 1000)
     oracle = check_history(load(path))
-    r = check_file(str(path))
+    r = check_file(str(path), screen_group_events=1000)     # what check-history --low-memory sets
     assert _fingerprint(r.verdict) == _fingerprint(oracle)
     if kind is None:
         assert oracle.status == "valid" and whole.clean and r.engine.endswith(" groups)"), r.engine
+    plain = check_file(str(path))                            # the default: one screen
+    assert _fingerprint(plain.verdict) == _fingerprint(oracle) and "groups" not in plain.engine
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("history-*.jsonl")), ids=lambda p: p.stem)
 def test_screen_flags_what_the_checkers_report_on_corpus(path, monkeypatch):

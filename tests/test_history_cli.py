@@ -38,6 +38,11 @@ def test_check_valid_invalid_and_json(files):
     assert r["status"] == "invalid" and r["anomaly_counts"]["duplicate"] >= 1
     lost = [a for c in r["checks"] for a in c["anomalies"] if a["type"] == "lost-write"]
     assert lost and all(str(i) in r["witness_ops"] for a in lost for i in a["witness"])
+    # --low-memory changes how a large history is screened (tests/test_fused.py), never the
+    # verdict; at this size it takes the one path.
+    p = run("check-history", files / "bad.jsonl", "--low-memory", "--json", files / "r2.json")
+    assert p.returncode == 1
+    assert json.loads((files / "r2.json").read_text())["anomaly_counts"] == r["anomaly_counts"]
 
 
 def test_unknown_exit_2(tmp_path):

@@ -43,10 +43,12 @@ def _all_unknown(why: str) -> Verdict:
 
 
 def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
-               cycle_max_ops: int = 200_000) -> FileCheck:
+               cycle_max_ops: int = 200_000, screen_group_events: int | None = None) -> FileCheck:
     """Reads and checks one history under one deadline (reading included). Input the
     columnar screens do not accept goes to the object reader (which raises HistoryError with
-    the line or row) and the object checkers."""
+    the line or row) and the object checkers. `screen_group_events` (check-history
+    --low-memory): above CHUNK_EVENTS, the fused screen in groups of partitions of about that
+    many events (see SCREEN_GROUP_EVENTS)."""
     from traces import history_columnar as hc
     try:
         header, src, where = hc.read(path, fmt, deadline, lazy=True)
@@ -70,7 +72,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             else:
                 slices = (src.slice(off, SLICE_EVENTS).select(*NEEDED).collect()
                           for off in range(0, n_events, SLICE_EVENTS))
-            k = min(SCREEN_GROUPS_MAX, -(-n_events // SCREEN_GROUP_EVENTS)) if SCREEN_GROUP_EVENTS else 1
+            group_events = screen_group_events or SCREEN_GROUP_EVENTS
+            k = min(SCREEN_GROUPS_MAX, -(-n_events // group_events)) if group_events else 1
             fr = grouped_screen(slices, k, deadline) if k > 1 else fused_screen(slices, deadline)
             if fr is not None and fr.clean:
                 return fr.decide(header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices"
@@ -258,7 +261,7 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
 # routing and spilling the decoded columns through polars (a filter per group, an IPC write
 # and read) made the whole check 3.0x dearer in CPU at 10^7 operations (4.2x at 2*10^7) for a
 # peak of 515-546 MiB instead of 970-1,578 (BENCHMARKS.md, seventh round, last paragraph);
-# 1 << 22 is the setting measured.
+# 1 << 22 is the setting measured, which `check-history --low-memory` passes.
 SCREEN_GROUP_EVENTS: int | None = None
 SCREEN_GROUPS_MAX = 8
 _ALL = 255      # a settings operation's events: in every group
