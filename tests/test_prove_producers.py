@@ -24,7 +24,7 @@ from checkers.prove.bmc import bmc
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, diameter,
                                          draw_states, z3_agrees)
 from checkers.prove.encoding import Encoding
-from checkers.prove.induction import prove
+from checkers.prove.induction import prove, prove_together
 from checkers.prove.strengthen import NEEDS
 from checkers.prove.strengthen_producers import guide
 from spec import Model, make_config
@@ -205,6 +205,23 @@ def test_producer_induction_can_fail(monkeypatch):
     r = prove(model, "ProducerExactlyOnce", time_limit=120)
     assert r.verdict == "unknown" and r.cti and "ProducerConnection" in r.failing
     assert "handles producer p0's next request" in r.cti
+
+
+def test_one_pass_for_both_promises_on_two_workers():
+    """Both promises in one pass, the instances' queries on two worker processes, the goals
+    built once and substituted: proved where the per-promise proofs prove; and a worker's CTI
+    comes back as a story naming the broken lemma (the connection lemma left out of the
+    hypothesis, as in test_producer_induction_can_fail)."""
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    model = Model(make_config("current", **{**FAILOVER, "brokers": 1, "records": 2,
+                                            "max_in_flight": 2}))
+    rs = prove_together(model, both, workers=2, time_limit=120)
+    assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]
+    model = Model(make_config("current", **{**DROPS, "records": 3, "max_in_flight": 3}))
+    weak = tuple(n for n in NEEDS["ProducerExactlyOnce"] if n != "ProducerConnection")
+    for workers in (1, 2):
+        rs = prove_together(model, both, strengthening=weak, workers=workers, time_limit=120)
+        assert all(r.verdict == "unknown" and r.cti and "pre-state:" in r.cti for r in rs), workers
 
 
 def test_producer_induction_outside_its_bounds_is_unknown():
