@@ -453,6 +453,7 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
     over, the retry may be written again on it): induction with the replicated strengthening
     (StrongIsr's replication lemmas, the control shapes, the producer's records over every
     extended log) proves both promises, where exhaustive BMC to the diameter (33) gives up at
-    300 s (216 s for both in the bench run at load 4, 213 s as this test at load 5.6):
+    300 s (48 s for both as this test at load 5, the goals built once and substituted; 213 s
+    before at load 5.6; `bench.prove producer-passes`):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     _proved_by_induction({**FAILOVER, "records": 1, "max_in_flight": 1})
