@@ -462,7 +462,8 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
 @pytest.mark.slow
 def test_induction_proves_producer_across_a_two_broker_fail_over_at_2_in_flight():
     """The same with 2 batches in flight (6 write slots: WriteCount's records x (largest epoch
-    led + 1)), both promises in one pass on two workers (119 s in one process at load 4):
+    led + 1)), both promises in one pass on two workers (171 s in the bench at load 4.4; 119 s
+    in one process at load 4):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     model = Model(make_config("current", **{**FAILOVER, "records": 2, "max_in_flight": 2}))
     rs = prove_together(model, ("ProducerSendOrder", "ProducerExactlyOnce"), workers=2,
