@@ -146,15 +146,28 @@ def run_prove(cfg, invariants: tuple[str, ...], depth: int, time_limit: float,
             rows.append(("(all)", method.format(r.depth), "unknown" if r.status == "unknown" else "clean",
                          r.seconds, "no violation within the depth" if r.status == "clean" else
                          r.message or "time limit"))
+    together: dict = {}
+    pending = [n for n in invariants if n in CLIENT_PROPS and n not in refuted and n not in settled]
+    if k is None and len(pending) > 1:
+        # the producer promises share one strengthening: one pass proves them all, its
+        # queries on the machine's two cores
+        from checkers.prove.induction import prove_together
+        if progress:
+            progress(f"induction: {', '.join(pending)}")
+        together = dict(zip(pending, prove_together(model, tuple(pending), time_limit=left(),
+                                                    workers=2)))
     for name in invariants:
         if name in refuted or name in settled:
             continue
         if k is not None:
             rows.append(_kinduction_row(model, name, k, lemmas, left(), out, echo, progress))
             continue
-        if progress:
-            progress(f"induction: {name}")
-        p = prove(model, name, time_limit=left())
+        if name in together:
+            p = together[name]
+        else:
+            if progress:
+                progress(f"induction: {name}")
+            p = prove(model, name, time_limit=left())
         note = ""
         if p.verdict != "proved":
             note = f"not inductive: breaks {p.failing}" if p.cti else (p.failing or "")

@@ -234,3 +234,20 @@ def test_every_replicated_lemma_holds_on_every_third_reachable_state():
     states = bfs_states(Model(cfg), 100_000)[::3]
     assert len(states) > 5000
     _replicated_check(states, enc)
+
+
+@pytest.mark.slow
+def test_every_replicated_lemma_holds_at_2_in_flight():
+    """The replicated set (and StrongIsr's lemmas under it) with 2 batches in flight, in the
+    encoding with the proof's 6 write slots: every 100th of the first 40,000 breadth-first
+    states and 300 random walks of 80 steps (53 s at load 5; the induction proof at 2 in
+    flight: tests/test_prove_producers.py)."""
+    cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 2, "max_in_flight": 2})
+    enc = Encoding(cfg, writes=epochs.write_slots(cfg))
+    m = Model(cfg)
+    states = bfs_states(m, 40_000)[::100] + draw_states(m, 7, 300, walk_length=80)
+    assert any(len(s.exposed) == 2 for s in states) and any(s.zk.le > 0 for s in states)
+    for s in states:
+        d = enc.from_state(s)
+        for name in NEEDS["StrongIsr"] + tuple(REPLICATED_STRENGTHENING):
+            assert STRENGTHENING[name](enc, d), (name, s)

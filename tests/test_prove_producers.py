@@ -24,7 +24,7 @@ from checkers.prove.bmc import bmc
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, diameter,
                                          draw_states, z3_agrees)
 from checkers.prove.encoding import Encoding
-from checkers.prove.induction import prove
+from checkers.prove.induction import prove, prove_together
 from checkers.prove.strengthen import NEEDS
 from checkers.prove.strengthen_producers import guide
 from spec import Model, make_config
@@ -205,6 +205,23 @@ def test_producer_induction_can_fail(monkeypatch):
     r = prove(model, "ProducerExactlyOnce", time_limit=120)
     assert r.verdict == "unknown" and r.cti and "ProducerConnection" in r.failing
     assert "handles producer p0's next request" in r.cti
+
+
+def test_one_pass_for_both_promises_on_two_workers():
+    """Both promises in one pass, the instances' queries on two worker processes, the goals
+    built once and substituted: proved where the per-promise proofs prove; and a worker's CTI
+    comes back as a story naming the broken lemma (the connection lemma left out of the
+    hypothesis, as in test_producer_induction_can_fail)."""
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    model = Model(make_config("current", **{**FAILOVER, "brokers": 1, "records": 2,
+                                            "max_in_flight": 2}))
+    rs = prove_together(model, both, workers=2, time_limit=120)
+    assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]
+    model = Model(make_config("current", **{**DROPS, "records": 3, "max_in_flight": 3}))
+    weak = tuple(n for n in NEEDS["ProducerExactlyOnce"] if n != "ProducerConnection")
+    for workers in (1, 2):
+        rs = prove_together(model, both, strengthening=weak, workers=workers, time_limit=120)
+        assert all(r.verdict == "unknown" and r.cti and "pre-state:" in r.cti for r in rs), workers
 
 
 def test_producer_induction_outside_its_bounds_is_unknown():
@@ -436,6 +453,19 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
     over, the retry may be written again on it): induction with the replicated strengthening
     (StrongIsr's replication lemmas, the control shapes, the producer's records over every
     extended log) proves both promises, where exhaustive BMC to the diameter (33) gives up at
-    300 s (216 s for both in the bench run at load 4, 213 s as this test at load 5.6):
+    300 s (48 s for both as this test at load 5, the goals built once and substituted; 213 s
+    before at load 5.6; `bench.prove producer-passes`):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     _proved_by_induction({**FAILOVER, "records": 1, "max_in_flight": 1})
+
+
+@pytest.mark.slow
+def test_induction_proves_producer_across_a_two_broker_fail_over_at_2_in_flight():
+    """The same with 2 batches in flight (6 write slots: WriteCount's records x (largest epoch
+    led + 1)), both promises in one pass on two workers (171 s in the bench at load 4.4; 119 s
+    in one process at load 4):
+    pytest -m slow tests/test_prove_producers.py -k two_broker."""
+    model = Model(make_config("current", **{**FAILOVER, "records": 2, "max_in_flight": 2}))
+    rs = prove_together(model, ("ProducerSendOrder", "ProducerExactlyOnce"), workers=2,
+                        time_limit=600)
+    assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]

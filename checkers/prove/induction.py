@@ -84,70 +84,174 @@ def representatives(enc: Encoding) -> list:
 
 def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = None,
           time_limit: float = 60.0, symmetric: bool = True,
-          stats: dict | None = None, writes: int | None = None) -> ProofResult:
+          stats: dict | None = None, writes: int | None = None, workers: int = 1) -> ProofResult:
     """`writes`: producer write (and log) slots of the encoding. For the producer invariants
     the encoding's bounds are not assumed of the successor but proved (no step from a state
     satisfying the strengthening leaves them), so small slots stay sound."""
+    return prove_together(model, (name,), strengthening=strengthening, time_limit=time_limit,
+                          symmetric=symmetric, stats=stats, writes=writes, workers=workers)[0]
+
+
+def prove_together(model: Model, names: tuple[str, ...], *,
+                   strengthening: tuple[str, ...] | None = None, time_limit: float = 60.0,
+                   symmetric: bool = True, stats: dict | None = None, writes: int | None = None,
+                   workers: int = 1, substitute: bool = True) -> list[ProofResult]:
+    """Several invariants with one strengthening in one pass: each action instance's query
+    asks for a step breaking any of them or any lemma, so the instances are solved once for
+    all (the conjunction of the invariants and the lemmas is inductive, hence each invariant
+    holds on every reachable state). One result per name, all with the pass's verdict. The
+    producer invariants share strengthen.producer_needs' set; the core ones take the union of
+    their NEEDS. `workers` > 1 spreads the instances over that many processes (each builds
+    the encoding once; the longest queries first, handed out as workers free up)."""
     t0 = time.monotonic()
-    producer_goal = name in CLIENT_PROPS
+    names = tuple(names)
+
+    def unknown(failing, cti=None):
+        return [ProofResult(n, "unknown", time.monotonic() - t0, cti=cti, failing=failing) for n in names]
+
+    producer_goal = any(n in CLIENT_PROPS for n in names)
     if producer_goal:
         needed, why = producer_needs(model.config)
         if why:
-            return ProofResult(name, "unknown", 0.0, failing=why)
+            return [ProofResult(n, "unknown", 0.0, failing=why) for n in names]
         if strengthening is None:
             strengthening = needed
         from checkers.prove.strengthen_epochs import write_slots
         writes = writes or write_slots(model.config)
-    enc = Encoding(model.config, writes=writes)
-    strong = NEEDS.get(name, tuple(STRENGTHENING)) if strengthening is None else strengthening
-    conj = conjuncts(name, strong)
+    if strengthening is None:
+        strong: list[str] = []
+        for n in names:
+            strong += [k for k in NEEDS.get(n, tuple(STRENGTHENING)) if k not in strong]
+        strengthening = tuple(strong)
+    enc, conj, s, hyp = _setup(model.config, names, strengthening, writes)
     init = enc.from_state(model.initial())
     for k, f in conj.items():
         if not f(enc, init):
-            return ProofResult(name, "refuted" if k == name else "unknown", time.monotonic() - t0,
-                               failing=f"{k} fails in the initial state")
-    # One query per action instance: the hypothesis, the instance's guard, and the negated goal
-    # over the instance's successor terms (no post-state variables, no choice among actions).
-    s = variables(enc, "pre")
-    hyp = [_z(f(enc, s)) for f in conj.values()]
+            return [ProofResult(n, "refuted" if k == n else "unknown", time.monotonic() - t0,
+                                failing=f"{k} fails in the initial state") for n in names]
     # producer actions name a producer, not a broker: the broker renaming argument of
     # `representatives` does not cover them, so with producers every instance is checked
     symmetric = symmetric and not model.config.producers
-    for idx, inst in enumerate(representatives(enc) if symmetric else enc.insts):
-        left = time_limit - (time.monotonic() - t0)
-        if left <= 0:
-            return ProofResult(name, "unknown", time.monotonic() - t0, failing="time limit")
-        g = inst.guard(s, inst)
-        if g is False:
-            continue
-        t = enc.succ(inst, s)
+    chosen = {id(inst) for inst in (representatives(enc) if symmetric else enc.insts)}
+    todo = [i for i, inst in enumerate(enc.insts) if id(inst) in chosen]
+    job = (model.config, names, strengthening, writes, producer_goal, substitute)
+    if workers > 1 and len(todo) > 1:
+        outcomes = _pooled(job, todo, t0 + time_limit, workers)
+    else:
+        _WORKER.clear()
+        _WORKER.update(zip(("enc", "conj", "s", "hyp"), (enc, conj, s, hyp)))
+        _WORKER["job"] = job
+        if substitute:
+            _WORKER["post"] = _post_goals(enc, conj)
+        outcomes = (_query((i, t0 + time_limit)) for i in todo)
+    for key, secs, verdict, detail, cti in outcomes:
+        if stats is not None and key:
+            stats[key] = stats.get(key, 0.0) + secs
+        if verdict == "time":
+            return unknown("time limit")
+        if verdict == "unknown":
+            return unknown(detail)
+        if verdict == "sat":
+            return unknown(detail, cti)
+    return [ProofResult(n, "proved", time.monotonic() - t0) for n in names]
+
+
+_WORKER: dict = {}     # this process's encoding, conjuncts, pre-state and hypothesis
+
+
+def _setup(cfg, names, strengthening, writes):
+    enc = Encoding(cfg, writes=writes)
+    conj = {n: STATE_PROPS[n] for n in names if n != "MonotonicEpochs"}
+    conj.update({k: STRENGTHENING[k] for k in strengthening})
+    s = variables(enc, "pre")
+    return enc, conj, s, [_z(f(enc, s)) for f in conj.values()]
+
+
+def _term(v, x):
+    """x as a z3 term of v's sort."""
+    if z3.is_expr(x):
+        return x
+    if z3.is_bool(v):
+        return z3.BoolVal(bool(x))
+    return z3.BitVecVal(x, v.size()) if z3.is_bv(v) else z3.IntVal(x)
+
+
+def _post_goals(enc, conj) -> tuple[dict, dict]:
+    """The conjuncts over fresh post-state variables, built once (building z3 terms in Python
+    is most of a proof's time when every instance builds them again)."""
+    post = variables(enc, "post")
+    return post, {k: _z(f(enc, post)) for k, f in conj.items()}
+
+
+def _init_worker(job):
+    cfg, names, strengthening, writes, _, substitute = job
+    _WORKER.clear()
+    _WORKER.update(zip(("enc", "conj", "s", "hyp"), _setup(cfg, names, strengthening, writes)))
+    _WORKER["job"] = job
+    if substitute:
+        _WORKER["post"] = _post_goals(_WORKER["enc"], _WORKER["conj"])
+
+
+def _query(task):
+    """One action instance's query (by index into the encoding's instances), in this process:
+    (instance key, seconds, "unsat" | "sat" | "unknown" | "time", what broke, CTI story)."""
+    idx, deadline = task
+    enc, conj, s, hyp = (_WORKER[k] for k in ("enc", "conj", "s", "hyp"))
+    names, producer_goal = _WORKER["job"][1], _WORKER["job"][4]
+    inst = enc.insts[idx]
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None, 0.0, "time", None, None
+    g = inst.guard(s, inst)
+    if g is False:
+        return None, 0.0, "unsat", None, None
+    # the hypothesis, the instance's guard, and the negated goal over the instance's successor
+    # terms (no post-state variables, no choice among actions)
+    t = enc.succ(inst, s)
+    if "post" in _WORKER:
+        # the goals built once over post-state variables, the successor terms put in by z3
+        post, built = _WORKER["post"]
+        pairs = [(v, _term(v, t[k])) for k, v in post.items() if not v.eq(_term(v, t[k]))]
+        goals = {k: z3.substitute(g, *pairs) if pairs else g for k, g in built.items()}
+    else:
         goals = {k: _z(f(enc, t)) for k, f in conj.items()}
-        if name == "MonotonicEpochs":
-            goals[name] = _z(step_holds(enc, s, t))
-        sol = _solver()
-        sol.set("timeout", max(1, int(left * 1000)))
-        sol.add(hyp)
-        sol.add(_z(g))
-        if producer_goal:
-            goals["(within the encoding's slots)"] = z3.Not(_z(t[("g", "oob")]))
-        else:
-            sol.add(z3.Not(_z(t[("g", "oob")])))
-        sol.add(z3.Not(z3.And(list(goals.values()))))
-        tq = time.monotonic()
-        r = sol.check()
-        if stats is not None:
-            key = f"{inst.kind} {named_brokers(inst)} {inst.arg}"
-            stats[key] = stats.get(key, 0.0) + time.monotonic() - tq
-        if r == z3.unknown:
-            return ProofResult(name, "unknown", time.monotonic() - t0,
-                               failing=f"solver gave up on {inst.kind}: {sol.reason_unknown()}")
-        if r == z3.sat:
-            m = sol.model()
-            LAST[:] = [enc, concretize(m, s), concretize(m, t)]
-            broken = [k for k, gl in goals.items() if z3.is_false(m.eval(gl, model_completion=True))]
-            return ProofResult(name, "unknown", time.monotonic() - t0,
-                               cti=cti_story(enc, m, s, t, inst), failing=", ".join(broken))
-    return ProofResult(name, "proved", time.monotonic() - t0)
+    if "MonotonicEpochs" in names:
+        goals["MonotonicEpochs"] = _z(step_holds(enc, s, t))
+    sol = _solver()
+    sol.set("timeout", max(1, int(left * 1000)))
+    sol.add(hyp)
+    sol.add(_z(g))
+    if producer_goal:
+        goals["(within the encoding's slots)"] = z3.Not(_z(t[("g", "oob")]))
+    else:
+        sol.add(z3.Not(_z(t[("g", "oob")])))
+    sol.add(z3.Not(z3.And(list(goals.values()))))
+    tq = time.monotonic()
+    r = sol.check()
+    key = f"{inst.kind} {named_brokers(inst)} {inst.arg}"
+    secs = time.monotonic() - tq
+    if r == z3.unknown:
+        return key, secs, "unknown", f"solver gave up on {inst.kind}: {sol.reason_unknown()}", None
+    if r == z3.sat:
+        m = sol.model()
+        LAST[:] = [enc, concretize(m, s), concretize(m, t)]
+        broken = [k for k, gl in goals.items() if z3.is_false(m.eval(gl, model_completion=True))]
+        return key, secs, "sat", ", ".join(broken), cti_story(enc, m, s, t, inst)
+    return key, secs, "unsat", None, None
+
+
+def _pooled(job, todo, deadline, workers):
+    """The queries spread over `workers` processes (fork: each builds its encoding once), as
+    they free up; the first CTI or give-up stops the rest. Yields _query's tuples."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(job,)) as pool:
+        for out in pool.imap_unordered(_query, [(i, deadline) for i in todo], chunksize=1):
+            yield out
+            if out[2] != "unsat":
+                pool.terminate()
+                return
 
 
 def cti_story(enc: Encoding, m, s, t, inst) -> str:

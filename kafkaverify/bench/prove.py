@@ -16,6 +16,7 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 5 --only "2 brokers, 1" \
         --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
+    nice -n 15 python -m kafkaverify.bench.prove producer-passes --records 1 --time-limit 600
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
@@ -563,6 +564,57 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases,
               f"{ind} | {iss} | {ics} | {ratio} | {ds:.1f} | {ex} | {xs:.1f} | {load:.1f} |", flush=True)
 
 
+def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
+                        baseline: bool = True) -> None:
+    """The two-broker fail-over proof of both producer promises (induction with the replicated
+    strengthening), K records and K in flight, three ways in one run: one proof per promise
+    with each instance's goals built in Python (the baseline), one pass for both with the goals
+    built once and substituted, and the same with its queries on `workers` processes. Wall and CPU seconds (the workers' CPU included), the 1-minute load before
+    each, and the baseline's seconds over each."""
+    import os
+    import resource
+
+    from checkers.prove import strengthen_epochs, strengthen_producers
+    from checkers.prove.induction import prove_together
+
+    def cpu():
+        return sum(resource.getrusage(w).ru_utime + resource.getrusage(w).ru_stime
+                   for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    print("| records = in flight | proof | verdict | wall s | CPU s | wall ratio | CPU ratio | load |\n"
+          "|---:|---|---|---:|---:|---:|---:|---:|")
+    for k in records:
+        m = Model(make_config("current", (), **{**FAILOVER, "brokers": 2, "records": k,
+                                                  "max_in_flight": k}))
+        ways = [("one pass, goals substituted", 1),
+                (f"one pass, goals substituted, {workers} workers", workers)]
+        if baseline:
+            ways.insert(0, ("one proof per promise, goals built per instance (baseline)", 0))
+        base = None
+        for label, w in ways:
+            # each way from cold: the explorer-derived shapes the lemmas are built from are
+            # computed again, as in a fresh process
+            strengthen_epochs._SHAPES.clear()
+            strengthen_producers._INIT.clear()
+            load = os.getloadavg()[0]
+            t0, c0 = time.monotonic(), cpu()
+            if w == 0:
+                rs = [prove_together(m, (inv,), time_limit=time_limit, substitute=False)[0]
+                      for inv in both]
+            else:
+                rs = prove_together(m, both, time_limit=time_limit, workers=w)
+            wall, cs = time.monotonic() - t0, cpu() - c0
+            bad = [r for r in rs if r.verdict != "proved"]
+            verdict = "**proved**" if not bad else f"{bad[0].verdict}: {bad[0].failing}"
+            if w == 0 and not bad:
+                base = (wall, cs)
+            ratio = (f"{base[0] / wall:.1f} | {base[1] / max(cs, 1e-3):.1f}" if base and w
+                     else " | ")
+            print(f"| {k} | {label} | {verdict} | {wall:.1f} | {cs:.1f} | {ratio} | {load:.1f} |",
+                  flush=True)
+
+
 def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
                            start: int = 1) -> None:
     """Induction with the producer strengthening for 1..5 in flight (K records, K in flight),
@@ -742,6 +794,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "three-steps",
                                      "producers", "producer-induction", "producer-failover", "producer-drops",
+                                     "producer-passes",
                                      "kinduction", "spacer", "spacer-rules"])
     ap.add_argument("--cex-limit", type=float, default=300.0,
                     help="spacer: time limit of each three-replica fix (each engine)")
@@ -749,6 +802,8 @@ def main(argv=None) -> None:
     ap.add_argument("--lemma", nargs="*", default=[],
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
                          "three-guided: guide with only these of the proved lemmas")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="producer-passes: skip the one-proof-per-promise baseline")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--chained", action="store_true",
                     help="producer-failover: exhaustive BMC with chained steps to the chained "
@@ -795,6 +850,9 @@ def main(argv=None) -> None:
         run_producer_chained(a.time_limit, a.upto)
     elif a.what == "producer-failover":
         run_producer_failover(a.time_limit, a.upto, only=a.only)
+    elif a.what == "producer-passes":
+        run_producer_passes(a.time_limit, a.records if a.records != [2, 4] else [1],
+                            baseline=not a.no_baseline)
     elif a.what == "producer-drops":
         run_producer_failover(a.time_limit, a.upto, drop_cases, only=a.only)
     elif a.what == "three-guided":
