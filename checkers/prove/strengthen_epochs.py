@@ -368,9 +368,11 @@ def _producer_outcomes(e, s):
     return AND(*out)
 
 
-def _lemma(body):
+def _lemma(body, why_not):
+    """The lemma as STRENGTHENING holds it: `body` where its set applies (`why_not(cfg)` is
+    None), trivially true elsewhere (another set, or none, is used there)."""
     def lemma(e, s):
-        return True if applies(e.cfg) else body(e, s)
+        return True if why_not(e.cfg) else body(e, s)
     lemma.__name__, lemma.__doc__ = body.__name__.lstrip("_"), body.__doc__
     return lemma
 
@@ -386,7 +388,7 @@ _BODIES = {
     "ProducerWire": _producer_wire,
     "EpochOutcomes": _producer_outcomes,
 }
-EPOCH_STRENGTHENING = {name: _lemma(body) for name, body in _BODIES.items()}
+EPOCH_STRENGTHENING = {name: _lemma(body, applies) for name, body in _BODIES.items()}
 
 
 # --- several brokers: the producer's records over every broker's extended log ----------------
@@ -652,13 +654,6 @@ def _write_count(e, s):
     return AND(*out)
 
 
-def _rlemma(body):
-    def lemma(e, s):
-        return True if applies_replicated(e.cfg) else body(e, s)
-    lemma.__name__, lemma.__doc__ = body.__name__.lstrip("_"), body.__doc__
-    return lemma
-
-
 _REPLICATED = {
     "ControlShapes": _control_shapes,
     "LogsOrder": _logs_order,
@@ -670,4 +665,4 @@ _REPLICATED = {
     "ReplicatedWire": _replicated_wire,
     "WriteCount": _write_count,
 }
-REPLICATED_STRENGTHENING = {name: _rlemma(body) for name, body in _REPLICATED.items()}
+REPLICATED_STRENGTHENING = {name: _lemma(body, applies_replicated) for name, body in _REPLICATED.items()}
