@@ -96,14 +96,19 @@ CODES = (rules.OK, rules.NOT_LEADER, rules.NOT_ENOUGH_REPLICAS, rules.OUT_OF_ORD
 
 def applies(cfg) -> str | None:
     """None when the lemmas below describe cfg's reachable states; else why not."""
+    if cfg.brokers != 1 or cfg.pauses:
+        return ("the producer epoch strengthening is written for one broker (crashes and "
+                "elections allowed, no pauses)")
+    return _why_not_producer(cfg)
+
+
+def _why_not_producer(cfg) -> str | None:
+    """What both lemma sets (one broker, several) need of the producer and the log."""
     if cfg.producers != 1 or cfg.consumers:
         return "the producer epoch strengthening is written for one producer and no consumers"
     if not cfg.idempotence or cfg.acks != "all" or cfg.min_isr > 1:
         return ("the producer epoch strengthening is written for an idempotent producer with "
                 "acks=all and min ISR 1")
-    if cfg.brokers != 1 or cfg.pauses:
-        return ("the producer epoch strengthening is written for one broker (crashes and "
-                "elections allowed, no pauses)")
     if cfg.unflushed_loss:
         return ("the producer epoch strengthening needs the log to survive a crash (no "
                 "unflushed loss)")
@@ -396,20 +401,9 @@ EPOCH_STRENGTHENING = {name: _lemma(body, applies) for name, body in _BODIES.ite
 def applies_replicated(cfg) -> str | None:
     """None when the replicated lemmas below describe cfg's reachable states (with the
     replication strengthening of StrongIsr); else why not."""
-    if cfg.producers != 1 or cfg.consumers:
-        return "the producer epoch strengthening is written for one producer and no consumers"
-    if not cfg.idempotence or cfg.acks != "all" or cfg.min_isr > 1:
-        return ("the producer epoch strengthening is written for an idempotent producer with "
-                "acks=all and min ISR 1")
     if cfg.brokers < 2 or cfg.pauses:
         return "the replicated producer strengthening is written for two or more brokers, no pauses"
-    if cfg.unflushed_loss:
-        return ("the producer epoch strengthening needs the log to survive a crash (no "
-                "unflushed loss)")
-    if cfg.records > rules.BATCHES_RETAINED:
-        return (f"the producer epoch strengthening needs at most {rules.BATCHES_RETAINED} "
-                f"records (the broker's retained batches)")
-    return None
+    return _why_not_producer(cfg)
 
 
 # the control plane of several brokers: what a shape fixes (the data fields -- logs, HW,
