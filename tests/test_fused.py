@@ -71,26 +71,36 @@ def test_screen_flags_what_the_checkers_report_on_generated(kind, tmp_path, monk
             assert kind in oracle.types() and fr.flagged, (kind, seed)
 
 
+def _planted(tmp_path, kind, rate, **params) -> Path:
+    """A generated history with `kind` planted at `rate` (none when kind is None), as Parquet."""
+    assert kind is None or kind in SEEDABLE
+    h = generate(Params(**params), {kind: rate} if kind else None)
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    return path
+
+
+def _slices(path, size):
+    """The screen's columns of a history file, in slices of `size` events."""
+    _, src, _ = hc.read(str(path), None, None, lazy=True)
+    n = src.select(*NEEDED).collect().height
+    return (src.slice(o, size).select(*NEEDED).collect() for o in range(0, n, size))
+
+
 @pytest.mark.parametrize("kind", [None, "lost-write", "duplicate", "poll-skip", "delivery-at-least-once"])
 def test_screen_over_slices_equals_one_pass(kind, tmp_path, monkeypatch):
     """check_file screens a Parquet history in slices (SCREEN_SLICE_EVENTS, each released
     before the next is decoded): the state carried across slices gives the same flags and
     counts as one pass over the whole, and check-history the object checkers' verdict."""
-    assert kind is None or kind in SEEDABLE
-    h = generate(Params(seed=3, ops=600, partitions=3, consumers=2), {kind: 0.1} if kind else None)
-    path = tmp_path / "h.parquet"
-    write(path, h.header, history_events(h.ops))
+    path = _planted(tmp_path, kind, 0.1, seed=3, ops=600, partitions=3, consumers=2)
     whole = _screen(path)
-    _, src, _ = hc.read(str(path), None, None, lazy=True)
-    n = src.select(*NEEDED).collect().height
-    sliced = fused_screen(src.slice(o, 97).select(*NEEDED).collect() for o in range(0, n, 97))
+    sliced = fused_screen(_slices(path, 97))
     assert (sliced.why, sliced.flagged, sliced.counts) == (whole.why, whole.flagged, whole.counts)
     monkeypatch.setattr(columnar_file, "SCREEN_SLICE_EVENTS", 97)
     oracle = check_history(load(path))
     assert _fingerprint(check_file(str(path)).verdict) == _fingerprint(oracle)
     if kind is None:
         assert oracle.status == "valid" and whole.clean
-
 
 
 @pytest.mark.parametrize("kind", [None, "lost-write", "delivery-at-least-once"])
@@ -100,15 +110,9 @@ def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
     (operations straddle slices, consumers and groups span screen groups), the flags, every
     partition's counts and the history's counts are one pass's, and check-history gives the
     object checkers' verdict."""
-    assert kind is None or kind in SEEDABLE
-    h = generate(Params(seed=5, ops=1000, partitions=5, consumers=3), {kind: 0.05} if kind else None)
-    path = tmp_path / "h.parquet"
-    write(path, h.header, history_events(h.ops))
+    path = _planted(tmp_path, kind, 0.05, seed=5, ops=1000, partitions=5, consumers=3)
     whole = _screen(path)
-    _, src, _ = hc.read(str(path), None, None, lazy=True)
-    n = src.select(*NEEDED).collect().height
-    grouped = columnar_file.grouped_screen(
-        (src.slice(o, 97).select(*NEEDED).collect() for o in range(0, n, 97)), 3)
+    grouped = columnar_file.grouped_screen(_slices(path, 97), 3)
 
     def norm(fr):
         k = {n: v for n, v in fr.counts.items() if n != "pool"}
