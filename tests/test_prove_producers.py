@@ -224,6 +224,37 @@ def test_one_pass_for_both_promises_on_two_workers():
         assert all(r.verdict == "unknown" and r.cti and "pre-state:" in r.cti for r in rs), workers
 
 
+def test_outcome_split_is_the_merged_step():
+    """Induction asks a producer step one outcome at a time (Encoding.succ_cases): where every
+    outcome constant equals its definition the split successor is succ's, field by field, and
+    the outcomes `outcomes` enumerates cover every assignment of the constants (so no step
+    escapes the split queries). Over every producer instance of a two-broker fail-over."""
+    import z3
+
+    from checkers.prove.induction import outcomes
+    from checkers.prove.symstate import variables
+    cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 2, "max_in_flight": 2})
+    enc = Encoding(cfg, writes=3)
+    s = variables(enc, "pre")
+    branched = set()
+    for inst in enc.insts:
+        if inst.kind not in pm.KINDS:
+            continue
+        merged = enc.succ(inst, dict(s))
+        t, groups = enc.succ_cases(inst, dict(s))
+        if groups and any(groups):
+            branched.add(inst.kind)
+        sol = z3.Solver()
+        sol.add([c == d for g in groups for c, d in g])
+        sol.add(z3.Or([t[k] != merged[k] for k in merged
+                       if z3.is_expr(merged[k]) or z3.is_expr(t[k])]))
+        assert sol.check() == z3.unsat, inst.kind
+        cover = z3.Solver()
+        cover.add(z3.Not(z3.Or([z3.And(f) if f else z3.BoolVal(True) for f in outcomes(groups)])))
+        assert cover.check() == z3.unsat, inst.kind
+    assert {"HandleProduce", "Receive"} <= branched, branched
+
+
 def test_producer_induction_outside_its_bounds_is_unknown():
     model = Model(make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6}))
     r = prove(model, "ProducerExactlyOnce", time_limit=60)

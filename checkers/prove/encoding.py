@@ -86,6 +86,7 @@ class Encoding:
         self.R = cfg.records
         self.L = max(1, cfg.records)
         self.prods = None
+        self.cases = None       # while succ_cases runs: the outcome constants and definitions
         if cfg.producers:
             # records in logs are write ids (checkers/prove/producers.py owns the clients' part)
             from checkers.prove.producers import Producers, write_slots
@@ -656,6 +657,19 @@ class Encoding:
         t = dict(s)
         inst.step(t, inst)
         return t
+
+    def succ_cases(self, inst: Inst, s: dict) -> tuple[dict, list]:
+        """The successor with each outcome of the step (a producer rule's branches: an error,
+        a duplicate, an append, ...) named by a fresh Boolean constant, and per branching its
+        [(constant, definition)] in order (the first that holds is taken). The successor
+        equals succ's where every constant equals its definition; a query may then fix the
+        outcome of each branching and let z3 fold the rest away."""
+        self.cases = []
+        try:
+            t = self.succ(inst, s)
+            return t, self.cases
+        finally:
+            self.cases = None
 
     # Restart / Crash / Flush
 

@@ -95,14 +95,18 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
 def prove_together(model: Model, names: tuple[str, ...], *,
                    strengthening: tuple[str, ...] | None = None, time_limit: float = 60.0,
                    symmetric: bool = True, stats: dict | None = None, writes: int | None = None,
-                   workers: int = 1, substitute: bool = True) -> list[ProofResult]:
+                   workers: int = 1, substitute: bool = True,
+                   split: bool = True) -> list[ProofResult]:
     """Several invariants with one strengthening in one pass: each action instance's query
     asks for a step breaking any of them or any lemma, so the instances are solved once for
     all (the conjunction of the invariants and the lemmas is inductive, hence each invariant
     holds on every reachable state). One result per name, all with the pass's verdict. The
     producer invariants share strengthen.producer_needs' set; the core ones take the union of
     their NEEDS. `workers` > 1 spreads the instances over that many processes (each builds
-    the encoding once; the longest queries first, handed out as workers free up)."""
+    the encoding once; the longest queries first, handed out as workers free up). `split`:
+    a producer step with several outcomes (HandleProduce's error, duplicate or append, ...)
+    is asked one outcome per query (Encoding.succ_cases), which z3 solves several times
+    faster than the merged step (BENCHMARKS.md, issue 11)."""
     t0 = time.monotonic()
     names = tuple(names)
 
@@ -134,7 +138,7 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     symmetric = symmetric and not model.config.producers
     chosen = {id(inst) for inst in (representatives(enc) if symmetric else enc.insts)}
     todo = [i for i, inst in enumerate(enc.insts) if id(inst) in chosen]
-    job = (model.config, names, strengthening, writes, producer_goal, substitute)
+    job = (model.config, names, strengthening, writes, producer_goal, substitute, split)
     if workers > 1 and len(todo) > 1:
         outcomes = _pooled(job, todo, t0 + time_limit, workers)
     else:
@@ -184,7 +188,7 @@ def _post_goals(enc, conj) -> tuple[dict, dict]:
 
 
 def _init_worker(job):
-    cfg, names, strengthening, writes, _, substitute = job
+    cfg, names, strengthening, writes, _, substitute, _ = job
     _WORKER.clear()
     _WORKER.update(zip(("enc", "conj", "s", "hyp"), _setup(cfg, names, strengthening, writes)))
     _WORKER["job"] = job
@@ -207,7 +211,8 @@ def _query(task):
         return None, 0.0, "unsat", None, None
     # the hypothesis, the instance's guard, and the negated goal over the instance's successor
     # terms (no post-state variables, no choice among actions)
-    t = enc.succ(inst, s)
+    split = _WORKER["job"][6] and enc.prods is not None
+    t, groups = enc.succ_cases(inst, s) if split else (enc.succ(inst, s), [])
     if "post" in _WORKER:
         # the goals built once over post-state variables, the successor terms put in by z3
         post, built = _WORKER["post"]
@@ -217,27 +222,42 @@ def _query(task):
         goals = {k: _z(f(enc, t)) for k, f in conj.items()}
     if "MonotonicEpochs" in names:
         goals["MonotonicEpochs"] = _z(step_holds(enc, s, t))
-    sol = _solver()
-    sol.set("timeout", max(1, int(left * 1000)))
-    sol.add(hyp)
-    sol.add(_z(g))
+    common = [*hyp, _z(g)]
     if producer_goal:
         goals["(within the encoding's slots)"] = z3.Not(_z(t[("g", "oob")]))
     else:
-        sol.add(z3.Not(_z(t[("g", "oob")])))
-    sol.add(z3.Not(z3.And(list(goals.values()))))
-    tq = time.monotonic()
-    r = sol.check()
+        common.append(z3.Not(_z(t[("g", "oob")])))
+    common.append(z3.Not(z3.And(list(goals.values()))))
+    common += [c == d for group in groups for c, d in group]
     key = f"{inst.kind} {named_brokers(inst)} {inst.arg}"
-    secs = time.monotonic() - tq
-    if r == z3.unknown:
-        return key, secs, "unknown", f"solver gave up on {inst.kind}: {sol.reason_unknown()}", None
-    if r == z3.sat:
-        m = sol.model()
-        LAST[:] = [enc, concretize(m, s), concretize(m, t)]
-        broken = [k for k, gl in goals.items() if z3.is_false(m.eval(gl, model_completion=True))]
-        return key, secs, "sat", ", ".join(broken), cti_story(enc, m, s, t, inst)
-    return key, secs, "unsat", None, None
+    tq = time.monotonic()
+    # one query per outcome of the step (one in all unless split): each fixes which branch
+    # of every branching is taken, so z3 folds the merged successor terms to that branch's
+    for fixed in outcomes(groups):
+        sol = _solver()
+        sol.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
+        sol.add(common + fixed)
+        r = sol.check()
+        if r == z3.unknown:
+            return (key, time.monotonic() - tq, "unknown",
+                    f"solver gave up on {inst.kind}: {sol.reason_unknown()}", None)
+        if r == z3.sat:
+            m = sol.model()
+            LAST[:] = [enc, concretize(m, s), concretize(m, t)]
+            broken = [k for k, gl in goals.items() if z3.is_false(m.eval(gl, model_completion=True))]
+            return (key, time.monotonic() - tq, "sat", ", ".join(broken),
+                    cti_story(enc, m, s, t, inst))
+    return key, time.monotonic() - tq, "unsat", None, None
+
+
+def outcomes(groups) -> list[list]:
+    """Every combination of one outcome per branching (Encoding.succ_cases), as literals
+    fixing its constants: branch j taken (the earlier branches' conditions false), or none of
+    the named ones (the last, unconditional branch, or no change). [[]] when nothing branches."""
+    import itertools
+    per = [[[z3.Not(x) for x, _ in g[:j]] + [c] for j, (c, _) in enumerate(g)]
+           + [[z3.Not(x) for x, _ in g]] for g in groups if g]
+    return [sum(combo, []) for combo in itertools.product(*per)]
 
 
 def _pooled(job, todo, deadline, workers):

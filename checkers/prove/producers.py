@@ -20,6 +20,8 @@ writes (and logs) need at most producers x records x (retries + 1) slots. Left o
 """
 from __future__ import annotations
 
+import z3
+
 from checkers.prove.sym import AND, EQ, MAX, MIN, NE, NOT, OR, SUM, ite, sel
 from spec import rules
 from spec.state import LEADER, Prod
@@ -186,9 +188,22 @@ class Producers:
         for q in range(self.RP):
             s[("p", p, "out", q)] = ite(AND(cond, EQ(k, q)), v, s[("p", p, "out", q)])
 
-    @staticmethod
-    def _merge(s, branches) -> None:
-        """s := the first branch whose condition holds, else s (branches: [(cond, dict)])."""
+    def _merge(self, s, branches) -> None:
+        """s := the first branch whose condition holds, else s (branches: [(cond, dict)]).
+        While the encoding records cases (`Encoding.succ_cases`), each symbolic condition is
+        named by a fresh Boolean constant and recorded with its definition, so a query can fix
+        the outcome and let z3 fold the merged terms away."""
+        rec = self.enc.cases
+        if rec is not None:
+            named, group = [], []
+            for cond, t in branches:
+                if z3.is_expr(cond) and not z3.is_true(cond) and not z3.is_false(cond):
+                    c = z3.Bool(f"case!{len(rec)}!{len(group)}")
+                    group.append((c, cond))
+                    cond = c
+                named.append((cond, t))
+            rec.append(group)
+            branches = named
         keys = set()
         for _, t in branches:
             keys |= {k for k in t if t[k] is not s.get(k)}
