@@ -77,7 +77,10 @@ class Inst:
 
 class Encoding:
     def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None,
-                 writes: int | None = None):
+                 writes: int | None = None, logs: int | None = None):
+        """`writes`: with producers, the write ids (records logs hold) the encoding has slots
+        for; `logs`: the slots of each log, the exposed prefix and a fetch response (default
+        `writes`; fewer where a proof shows no log grows past them)."""
         why = supported(cfg)
         if why:
             raise Unsupported(why)
@@ -90,7 +93,8 @@ class Encoding:
         if cfg.producers:
             # records in logs are write ids (checkers/prove/producers.py owns the clients' part)
             from checkers.prove.producers import Producers, write_slots
-            self.R = self.L = writes or write_slots(cfg)
+            self.R = writes or write_slots(cfg)
+            self.L = logs or self.R
         self.C = self.L + 1
         self.K = slots
         self.E = epochs if epochs is not None else 2 * cfg.crashes + cfg.elections + 4

@@ -13,7 +13,7 @@ The producer invariants use the strengthening strengthen.producer_needs picks (t
 set of checkers/prove/strengthen_producers.py, else the epoch or replicated set of
 checkers/prove/strengthen_epochs.py; else: unknown, saying why); for them the encoding's slots
 are a goal of the step, not an assumption, so a proof with few write slots
-(strengthen_epochs.write_slots) still covers every reachable state.
+(strengthen_epochs.write_slots) and log slots (log_slots) still covers every reachable state.
 """
 from __future__ import annotations
 
@@ -120,14 +120,17 @@ def prove_together(model: Model, names: tuple[str, ...], *,
             return [ProofResult(n, "unknown", 0.0, failing=why) for n in names]
         if strengthening is None:
             strengthening = needed
-        from checkers.prove.strengthen_epochs import write_slots
+        from checkers.prove.strengthen_epochs import log_slots, write_slots
         writes = writes or write_slots(model.config)
+        logs = min(writes, log_slots(model.config))
+    else:
+        logs = None
     if strengthening is None:
         strong: list[str] = []
         for n in names:
             strong += [k for k in NEEDS.get(n, tuple(STRENGTHENING)) if k not in strong]
         strengthening = tuple(strong)
-    enc, conj, s, hyp = _setup(model.config, names, strengthening, writes)
+    enc, conj, s, hyp = _setup(model.config, names, strengthening, writes, logs)
     init = enc.from_state(model.initial())
     for k, f in conj.items():
         if not f(enc, init):
@@ -138,7 +141,7 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     symmetric = symmetric and not model.config.producers
     chosen = {id(inst) for inst in (representatives(enc) if symmetric else enc.insts)}
     todo = [i for i, inst in enumerate(enc.insts) if id(inst) in chosen]
-    job = (model.config, names, strengthening, writes, producer_goal, substitute, split)
+    job = (model.config, names, strengthening, writes, producer_goal, substitute, split, logs)
     if workers > 1 and len(todo) > 1:
         outcomes = _pooled(job, todo, t0 + time_limit, workers)
     else:
@@ -163,8 +166,8 @@ def prove_together(model: Model, names: tuple[str, ...], *,
 _WORKER: dict = {}     # this process's encoding, conjuncts, pre-state and hypothesis
 
 
-def _setup(cfg, names, strengthening, writes):
-    enc = Encoding(cfg, writes=writes)
+def _setup(cfg, names, strengthening, writes, logs=None):
+    enc = Encoding(cfg, writes=writes, logs=logs)
     conj = {n: STATE_PROPS[n] for n in names if n != "MonotonicEpochs"}
     conj.update({k: STRENGTHENING[k] for k in strengthening})
     s = variables(enc, "pre")
@@ -188,9 +191,9 @@ def _post_goals(enc, conj) -> tuple[dict, dict]:
 
 
 def _init_worker(job):
-    cfg, names, strengthening, writes, _, substitute, _ = job
+    cfg, names, strengthening, writes, _, substitute, _, logs = job
     _WORKER.clear()
-    _WORKER.update(zip(("enc", "conj", "s", "hyp"), _setup(cfg, names, strengthening, writes)))
+    _WORKER.update(zip(("enc", "conj", "s", "hyp"), _setup(cfg, names, strengthening, writes, logs)))
     _WORKER["job"] = job
     if substitute:
         _WORKER["post"] = _post_goals(_WORKER["enc"], _WORKER["conj"])
@@ -214,12 +217,20 @@ def _query(task):
     split = _WORKER["job"][6] and enc.prods is not None
     t, groups = enc.succ_cases(inst, s) if split else (enc.succ(inst, s), [])
     if "post" in _WORKER:
-        # the goals built once over post-state variables, the successor terms put in by z3
+        # the goals built once over post-state variables, the successor terms put in by z3:
+        # their conjunction in one substitution (each goal's own only to name what a CTI breaks)
         post, built = _WORKER["post"]
         pairs = [(v, _term(v, t[k])) for k, v in post.items() if not v.eq(_term(v, t[k]))]
-        goals = {k: z3.substitute(g, *pairs) if pairs else g for k, g in built.items()}
+
+        def each():
+            return {k: z3.substitute(g, *pairs) if pairs else g for k, g in built.items()}
+        whole = z3.And(list(built.values()))
+        goals = {"": z3.substitute(whole, *pairs) if pairs else whole}
     else:
         goals = {k: _z(f(enc, t)) for k, f in conj.items()}
+
+        def each():
+            return {}
     if "MonotonicEpochs" in names:
         goals["MonotonicEpochs"] = _z(step_holds(enc, s, t))
     common = [*hyp, _z(g)]
@@ -244,7 +255,8 @@ def _query(task):
         if r == z3.sat:
             m = sol.model()
             LAST[:] = [enc, concretize(m, s), concretize(m, t)]
-            broken = [k for k, gl in goals.items() if z3.is_false(m.eval(gl, model_completion=True))]
+            named = {**each(), **{k: gl for k, gl in goals.items() if k}}
+            broken = [k for k, gl in named.items() if z3.is_false(m.eval(gl, model_completion=True))]
             return (key, time.monotonic() - tq, "sat", ", ".join(broken),
                     cti_story(enc, m, s, t, inst))
     return key, time.monotonic() - tq, "unsat", None, None

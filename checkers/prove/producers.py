@@ -58,7 +58,7 @@ class Producers:
         self.P, self.RP = cfg.producers, cfg.records
         self.B = max(1, cfg.records)
         self.Q = cfg.max_in_flight
-        self.W = enc.L                  # write_slots(cfg) unless the caller chose fewer
+        self.W = enc.R                  # write_slots(cfg) unless the caller chose fewer
         self.idem = cfg.idempotence
 
     # --- schema and conversion ---------------------------------------------------------------
