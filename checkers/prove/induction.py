@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import z3
 
-from checkers.prove.bmc import _solver
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
 from checkers.prove.strengthen import NEEDS, STRENGTHENING, producer_needs
@@ -142,16 +141,26 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     chosen = {id(inst) for inst in (representatives(enc) if symmetric else enc.insts)}
     todo = [i for i, inst in enumerate(enc.insts) if id(inst) in chosen]
     job = (model.config, names, strengthening, writes, producer_goal, substitute, split, logs)
+    deadline = t0 + time_limit
     if workers > 1 and len(todo) > 1:
-        outcomes = _pooled(job, todo, t0 + time_limit, workers)
+        # one task per outcome of each instance (the split steps' outcomes are the longest
+        # queries: handed out first)
+        tasks = []
+        for i in todo:
+            inst = enc.insts[i]
+            n = (len(outcomes(enc.succ_cases(inst, s)[1])) if split and enc.prods is not None
+                 else 1)
+            tasks += [(i, j if n > 1 else None, deadline) for j in range(n)]
+        tasks.sort(key=lambda task: task[1] is None)
+        answers = _pooled(job, tasks, workers)
     else:
         _WORKER.clear()
         _WORKER.update(zip(("enc", "conj", "s", "hyp"), (enc, conj, s, hyp)))
         _WORKER["job"] = job
         if substitute:
             _WORKER["post"] = _post_goals(enc, conj)
-        outcomes = (_query((i, t0 + time_limit)) for i in todo)
-    for key, secs, verdict, detail, cti in outcomes:
+        answers = (_query((i, None, deadline)) for i in todo)
+    for key, secs, verdict, detail, cti in answers:
         if stats is not None and key:
             stats[key] = stats.get(key, 0.0) + secs
         if verdict == "time":
@@ -164,6 +173,14 @@ def prove_together(model: Model, names: tuple[str, ...], *,
 
 
 _WORKER: dict = {}     # this process's encoding, conjuncts, pre-state and hypothesis
+
+
+def _solver():
+    """An induction step's solver: bmc's preprocessing, then z3's SMT core with its older
+    simplex-based arithmetic (arith.solver=2), 1.5-2x faster on these queries than the default
+    (BENCHMARKS.md, issue 11)."""
+    return z3.Then("simplify", "propagate-values", "solve-eqs",
+                   z3.With("smt", **{"arith.solver": 2})).solver()
 
 
 def _setup(cfg, names, strengthening, writes, logs=None):
@@ -199,19 +216,21 @@ def _init_worker(job):
         _WORKER["post"] = _post_goals(_WORKER["enc"], _WORKER["conj"])
 
 
-def _query(task):
-    """One action instance's query (by index into the encoding's instances), in this process:
-    (instance key, seconds, "unsat" | "sat" | "unknown" | "time", what broke, CTI story)."""
-    idx, deadline = task
+def _instance(idx):
+    """The parts of instance idx's query in this process (kept for the instance's next
+    outcome): the instance, its successor terms, the constraints every outcome shares, the
+    goals, the per-goal goals (to name what a CTI breaks) and the outcomes; None when its
+    guard is false."""
+    got = _WORKER.get("inst")
+    if got and got[0] == idx:
+        return got[1]
     enc, conj, s, hyp = (_WORKER[k] for k in ("enc", "conj", "s", "hyp"))
     names, producer_goal = _WORKER["job"][1], _WORKER["job"][4]
     inst = enc.insts[idx]
-    left = deadline - time.monotonic()
-    if left <= 0:
-        return None, 0.0, "time", None, None
     g = inst.guard(s, inst)
     if g is False:
-        return None, 0.0, "unsat", None, None
+        _WORKER["inst"] = (idx, None)
+        return None
     # the hypothesis, the instance's guard, and the negated goal over the instance's successor
     # terms (no post-state variables, no choice among actions)
     split = _WORKER["job"][6] and enc.prods is not None
@@ -240,11 +259,28 @@ def _query(task):
         common.append(z3.Not(_z(t[("g", "oob")])))
     common.append(z3.Not(z3.And(list(goals.values()))))
     common += [c == d for group in groups for c, d in group]
+    parts = (inst, t, common, goals, each, outcomes(groups))
+    _WORKER["inst"] = (idx, parts)
+    return parts
+
+
+def _query(task):
+    """One action instance's query (by index into the encoding's instances), in this process,
+    for its outcome `which` (None: every outcome in turn): (instance key, seconds, "unsat" |
+    "sat" | "unknown" | "time", what broke, CTI story)."""
+    idx, which, deadline = task
+    if deadline - time.monotonic() <= 0:
+        return None, 0.0, "time", None, None
+    parts = _instance(idx)
+    if parts is None:
+        return None, 0.0, "unsat", None, None
+    enc, s = _WORKER["enc"], _WORKER["s"]
+    inst, t, common, goals, each, combos = parts
     key = f"{inst.kind} {named_brokers(inst)} {inst.arg}"
     tq = time.monotonic()
     # one query per outcome of the step (one in all unless split): each fixes which branch
     # of every branching is taken, so z3 folds the merged successor terms to that branch's
-    for fixed in outcomes(groups):
+    for fixed in (combos if which is None else combos[which:which + 1]):
         sol = _solver()
         sol.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
         sol.add(common + fixed)
@@ -265,21 +301,28 @@ def _query(task):
 def outcomes(groups) -> list[list]:
     """Every combination of one outcome per branching (Encoding.succ_cases), as literals
     fixing its constants: branch j taken (the earlier branches' conditions false), or none of
-    the named ones (the last, unconditional branch, or no change). [[]] when nothing branches."""
-    import itertools
-    per = [[[z3.Not(x) for x, _ in g[:j]] + [c] for j, (c, _) in enumerate(g)]
-           + [[z3.Not(x) for x, _ in g]] for g in groups if g]
-    return [sum(combo, []) for combo in itertools.product(*per)]
+    the named ones (the last, unconditional branch, or no change). A branching with `when`
+    literals is split only in the combinations that fix them so. [[]] when nothing branches."""
+    combos: list[list] = [[]]
+    for g in groups:
+        if not g:
+            continue
+        opts = ([[z3.Not(x) for x, _ in g[:j]] + [c] for j, (c, _) in enumerate(g)]
+                + [[z3.Not(x) for x, _ in g]])
+        when = getattr(g, "when", ())
+        combos = [c + o for c in combos
+                  for o in (opts if all(any(w.eq(x) for x in c) for w in when) else [[]])]
+    return combos
 
 
-def _pooled(job, todo, deadline, workers):
+def _pooled(job, tasks, workers):
     """The queries spread over `workers` processes (fork: each builds its encoding once), as
     they free up; the first CTI or give-up stops the rest. Yields _query's tuples."""
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
     with ctx.Pool(workers, initializer=_init_worker, initargs=(job,)) as pool:
-        for out in pool.imap_unordered(_query, [(i, deadline) for i in todo], chunksize=1):
+        for out in pool.imap_unordered(_query, tasks, chunksize=1):
             yield out
             if out[2] != "unsat":
                 pool.terminate()

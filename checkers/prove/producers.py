@@ -51,6 +51,12 @@ def write_slots(cfg) -> int:
     return cfg.producers * cfg.records * (cfg.retries + 1)
 
 
+class Branching(list):
+    """One branching of a step, [(constant, condition)] in order, as Encoding.succ_cases
+    records it; `when`: literals (of earlier branchings' constants) under which it matters."""
+    when: tuple = ()
+
+
 class Producers:
     def __init__(self, enc):
         cfg = enc.cfg
@@ -188,14 +194,15 @@ class Producers:
         for q in range(self.RP):
             s[("p", p, "out", q)] = ite(AND(cond, EQ(k, q)), v, s[("p", p, "out", q)])
 
-    def _merge(self, s, branches) -> None:
+    def _merge(self, s, branches, last_by=()) -> None:
         """s := the first branch whose condition holds, else s (branches: [(cond, dict)]).
         While the encoding records cases (`Encoding.succ_cases`), each symbolic condition is
         named by a fresh Boolean constant and recorded with its definition, so a query can fix
-        the outcome and let z3 fold the merged terms away."""
+        the outcome and let z3 fold the merged terms away; `last_by`: conditions that split the
+        last branch further (an append by the slot it writes), asked only with that branch."""
         rec = self.enc.cases
         if rec is not None:
-            named, group = [], []
+            named, group = [], Branching()
             for cond, t in branches:
                 if z3.is_expr(cond) and not z3.is_true(cond) and not z3.is_false(cond):
                     c = z3.Bool(f"case!{len(rec)}!{len(group)}")
@@ -204,6 +211,10 @@ class Producers:
                 named.append((cond, t))
             rec.append(group)
             branches = named
+            if last_by and named[-1][0] is True:
+                sub = Branching((z3.Bool(f"case!{len(rec)}!{j}"), d) for j, d in enumerate(last_by))
+                sub.when = tuple(z3.Not(c) for c, _ in group)
+                rec.append(sub)
         keys = set()
         for _, t in branches:
             keys |= {k for k in t if t[k] is not s.get(k)}
@@ -380,7 +391,8 @@ class Producers:
         t[("p", p, "qw", 0)] = r
         t[("p", p, "qo", 0)] = leo
         e.advance_hw(t, bi)
-        self._merge(s, [(error, t_err), (dup, t_dup), (True, t)])
+        self._merge(s, [(error, t_err), (dup, t_dup), (True, t)],
+                    last_by=[EQ(leo, q) for q in range(L)])
 
     def _answer(self, s, p, bi):
         """spec.producer._answer: (defined, code)."""
