@@ -94,8 +94,9 @@ def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = No
 def prove_together(model: Model, names: tuple[str, ...], *,
                    strengthening: tuple[str, ...] | None = None, time_limit: float = 60.0,
                    symmetric: bool = True, stats: dict | None = None, writes: int | None = None,
-                   workers: int = 1, substitute: bool = True,
-                   split: bool = True) -> list[ProofResult]:
+                   workers: int = 1, substitute: bool = True, split: bool = True,
+                   logs: int | None = None, arith: int | None = 2,
+                   by_goal: bool | None = None) -> list[ProofResult]:
     """Several invariants with one strengthening in one pass: each action instance's query
     asks for a step breaking any of them or any lemma, so the instances are solved once for
     all (the conjunction of the invariants and the lemmas is inductive, hence each invariant
@@ -105,7 +106,12 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     the encoding once; the longest queries first, handed out as workers free up). `split`:
     a producer step with several outcomes (HandleProduce's error, duplicate or append, ...)
     is asked one outcome per query (Encoding.succ_cases), which z3 solves several times
-    faster than the merged step (BENCHMARKS.md, issue 11)."""
+    faster than the merged step (BENCHMARKS.md, issue 11). `logs`: the producer proofs' log
+    slots (default strengthen_epochs.log_slots). `arith`: z3's arithmetic solver for the step
+    queries (None: z3's default). `by_goal`: True, one query per conjunct an instance changes;
+    False, one for their conjunction; None, the conjunction for BY_GOAL_AFTER seconds, then
+    each conjunct. The defaults are the fastest measured; the bench's baseline sets
+    split=False, logs=writes, arith=None, by_goal=False."""
     t0 = time.monotonic()
     names = tuple(names)
 
@@ -121,7 +127,7 @@ def prove_together(model: Model, names: tuple[str, ...], *,
             strengthening = needed
         from checkers.prove.strengthen_epochs import log_slots, write_slots
         writes = writes or write_slots(model.config)
-        logs = min(writes, log_slots(model.config))
+        logs = min(writes, logs or log_slots(model.config))
     else:
         logs = None
     if strengthening is None:
@@ -140,7 +146,9 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     symmetric = symmetric and not model.config.producers
     chosen = {id(inst) for inst in (representatives(enc) if symmetric else enc.insts)}
     todo = [i for i, inst in enumerate(enc.insts) if id(inst) in chosen]
-    job = (model.config, names, strengthening, writes, producer_goal, substitute, split, logs)
+    job = {"cfg": model.config, "names": names, "strengthening": strengthening,
+           "writes": writes, "logs": logs, "producer_goal": producer_goal,
+           "substitute": substitute, "split": split, "arith": arith, "by_goal": by_goal}
     deadline = t0 + time_limit
     if workers > 1 and len(todo) > 1:
         # one task per outcome of each instance (the split steps' outcomes are the longest
@@ -173,14 +181,18 @@ def prove_together(model: Model, names: tuple[str, ...], *,
 
 
 _WORKER: dict = {}     # this process's encoding, conjuncts, pre-state and hypothesis
+# z3 refutes the negation of a large conjunction slowly when the hypothesis is large (two
+# brokers from 4 in flight: over 60 s where each conjunct alone takes under 7 s), and each
+# conjunct alone costs a query of its own: the conjunction first, for this long
+BY_GOAL_AFTER = 5.0
 
 
-def _solver():
-    """An induction step's solver: bmc's preprocessing, then z3's SMT core with its older
-    simplex-based arithmetic (arith.solver=2), 1.5-2x faster on these queries than the default
-    (BENCHMARKS.md, issue 11)."""
-    return z3.Then("simplify", "propagate-values", "solve-eqs",
-                   z3.With("smt", **{"arith.solver": 2})).solver()
+def _solver(arith: int | None = 2):
+    """An induction step's solver: bmc's preprocessing, then z3's SMT core, by default with its
+    older simplex-based arithmetic (arith.solver=2), 1.5-2x faster on these queries than z3's
+    default (BENCHMARKS.md, issue 11)."""
+    smt = z3.With("smt", **{"arith.solver": arith}) if arith else "smt"
+    return z3.Then("simplify", "propagate-values", "solve-eqs", smt).solver()
 
 
 def _setup(cfg, names, strengthening, writes, logs=None):
@@ -208,11 +220,11 @@ def _post_goals(enc, conj) -> tuple[dict, dict]:
 
 
 def _init_worker(job):
-    cfg, names, strengthening, writes, _, substitute, _, logs = job
     _WORKER.clear()
-    _WORKER.update(zip(("enc", "conj", "s", "hyp"), _setup(cfg, names, strengthening, writes, logs)))
+    _WORKER.update(zip(("enc", "conj", "s", "hyp"), _setup(
+        job["cfg"], job["names"], job["strengthening"], job["writes"], job["logs"])))
     _WORKER["job"] = job
-    if substitute:
+    if job["substitute"]:
         _WORKER["post"] = _post_goals(_WORKER["enc"], _WORKER["conj"])
 
 
@@ -225,7 +237,7 @@ def _instance(idx):
     if got and got[0] == idx:
         return got[1]
     enc, conj, s, hyp = (_WORKER[k] for k in ("enc", "conj", "s", "hyp"))
-    names, producer_goal = _WORKER["job"][1], _WORKER["job"][4]
+    names, producer_goal = _WORKER["job"]["names"], _WORKER["job"]["producer_goal"]
     inst = enc.insts[idx]
     g = inst.guard(s, inst)
     if g is False:
@@ -233,23 +245,19 @@ def _instance(idx):
         return None
     # the hypothesis, the instance's guard, and the negated goal over the instance's successor
     # terms (no post-state variables, no choice among actions)
-    split = _WORKER["job"][6] and enc.prods is not None
+    split = _WORKER["job"]["split"] and enc.prods is not None
     t, groups = enc.succ_cases(inst, s) if split else (enc.succ(inst, s), [])
     if "post" in _WORKER:
-        # the goals built once over post-state variables, the successor terms put in by z3:
-        # their conjunction in one substitution (each goal's own only to name what a CTI breaks)
+        # the goals built once over post-state variables, the successor terms put in by z3
         post, built = _WORKER["post"]
-        pairs = [(v, _term(v, t[k])) for k, v in post.items() if not v.eq(_term(v, t[k]))]
-
-        def each():
-            return {k: z3.substitute(g, *pairs) if pairs else g for k, g in built.items()}
-        whole = z3.And(list(built.values()))
-        goals = {"": z3.substitute(whole, *pairs) if pairs else whole}
+        sub = _substituter([(v, _term(v, t[k])) for k, v in post.items()
+                            if not v.eq(_term(v, t[k]))])
+        goals = {k: sub(g) for k, g in built.items()}
     else:
         goals = {k: _z(f(enc, t)) for k, f in conj.items()}
-
-        def each():
-            return {}
+    if _WORKER["job"]["by_goal"]:
+        # a conjunct the step leaves as it was (the same term as in the hypothesis) holds
+        goals = {k: g for (k, g), h in zip(goals.items(), hyp) if not g.eq(h)}
     if "MonotonicEpochs" in names:
         goals["MonotonicEpochs"] = _z(step_holds(enc, s, t))
     common = [*hyp, _z(g)]
@@ -257,11 +265,25 @@ def _instance(idx):
         goals["(within the encoding's slots)"] = z3.Not(_z(t[("g", "oob")]))
     else:
         common.append(z3.Not(_z(t[("g", "oob")])))
-    common.append(z3.Not(z3.And(list(goals.values()))))
     common += [c == d for group in groups for c, d in group]
-    parts = (inst, t, common, goals, each, outcomes(groups))
+    parts = (inst, t, common, goals, outcomes(groups))
     _WORKER["inst"] = (idx, parts)
     return parts
+
+
+def _substituter(pairs):
+    """A function substituting `pairs` in a term through z3's C API, the arrays built once
+    (z3.substitute checks every pair's sorts in Python on each call)."""
+    n = len(pairs)
+    src, dst = (z3.Ast * n)(), (z3.Ast * n)()
+    for j, (a, b) in enumerate(pairs):
+        src[j], dst[j] = a.as_ast(), b.as_ast()
+
+    def sub(g, keep=pairs):     # `keep`: the terms the arrays point into stay alive
+        if not keep:
+            return g
+        return z3.z3._to_expr_ref(z3.Z3_substitute(g.ctx_ref(), g.as_ast(), n, src, dst), g.ctx)
+    return sub
 
 
 def _query(task):
@@ -274,27 +296,40 @@ def _query(task):
     parts = _instance(idx)
     if parts is None:
         return None, 0.0, "unsat", None, None
-    enc, s = _WORKER["enc"], _WORKER["s"]
-    inst, t, common, goals, each, combos = parts
+    enc, s, job = _WORKER["enc"], _WORKER["s"], _WORKER["job"]
+    inst, t, common, goals, combos = parts
     key = f"{inst.kind} {named_brokers(inst)} {inst.arg}"
-    tq = time.monotonic()
     # one query per outcome of the step (one in all unless split): each fixes which branch
-    # of every branching is taken, so z3 folds the merged successor terms to that branch's
+    # of every branching is taken, so z3 folds the merged successor terms to that branch's;
+    # by_goal: within it one query per conjunct the step changes (z3 refutes each alone far
+    # faster than their disjunction of negations: BENCHMARKS.md, issue 11)
+    whole = [z3.Not(z3.And(list(goals.values())))]
+    each = [[z3.Not(g)] for g in goals.values()]
+    tq = time.monotonic()
     for fixed in (combos if which is None else combos[which:which + 1]):
-        sol = _solver()
-        sol.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
-        sol.add(common + fixed)
-        r = sol.check()
-        if r == z3.unknown:
-            return (key, time.monotonic() - tq, "unknown",
-                    f"solver gave up on {inst.kind}: {sol.reason_unknown()}", None)
-        if r == z3.sat:
-            m = sol.model()
-            LAST[:] = [enc, concretize(m, s), concretize(m, t)]
-            named = {**each(), **{k: gl for k, gl in goals.items() if k}}
-            broken = [k for k, gl in named.items() if z3.is_false(m.eval(gl, model_completion=True))]
-            return (key, time.monotonic() - tq, "sat", ", ".join(broken),
-                    cti_story(enc, m, s, t, inst))
+        # by_goal None: the conjunction first, for at most BY_GOAL_AFTER seconds, then each
+        asks = [(whole, BY_GOAL_AFTER)] if job["by_goal"] is None else []
+        asks += [(a, None) for a in (each if job["by_goal"] is not False else [whole])]
+        for ask, budget in asks:
+            sol = _solver(job["arith"])
+            left = deadline - time.monotonic()
+            sol.set("timeout", max(1, int(min(left, budget or left) * 1000)))
+            sol.add(common + fixed + ask)
+            r = sol.check()
+            if r == z3.unknown and budget and time.monotonic() < deadline:
+                continue        # the conjunction ran past its budget: ask each conjunct
+            if r == z3.unknown:
+                return (key, time.monotonic() - tq, "unknown",
+                        f"solver gave up on {inst.kind}: {sol.reason_unknown()}", None)
+            if r == z3.sat:
+                m = sol.model()
+                LAST[:] = [enc, concretize(m, s), concretize(m, t)]
+                broken = [k for k, gl in goals.items()
+                          if z3.is_false(m.eval(gl, model_completion=True))]
+                return (key, time.monotonic() - tq, "sat", ", ".join(broken),
+                        cti_story(enc, m, s, t, inst))
+            if ask is whole:
+                break           # the conjunction holds: no conjunct alone need be asked
     return key, time.monotonic() - tq, "unsat", None, None
 
 
