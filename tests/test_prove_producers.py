@@ -12,7 +12,8 @@ BMC proves one broker's case at 1 in flight, and BMC finds the two-broker reorde
 idempotence (slow); with more dropped connections than retries the quiet-broker lemmas are
 false and exhaustive BMC proves small cases. Induction with the epoch strengthening proves both
 promises across a fail-over and with more drops than retries (2 in flight here, 5 slow), and
-with the replicated strengthening across a two-broker fail-over (slow)."""
+with the replicated strengthening across a two-broker fail-over (2 in flight here; 1 and 3
+slow), each producer step asked one outcome at a time and the queries asked each way."""
 from __future__ import annotations
 
 from collections import Counter
@@ -255,6 +256,25 @@ def test_outcome_split_is_the_merged_step():
     assert {"HandleProduce", "Receive"} <= branched, branched
 
 
+@pytest.mark.parametrize("by_goal", [True, False, None])
+def test_each_way_of_asking_finds_the_cti_and_proves(by_goal, monkeypatch):
+    """One query per changed conjunct, one for the conjunction, or the conjunction with a
+    fallback (cut to no budget here, so every instance falls back): each proves the fail-over
+    at 2 in flight and each finds the CTI of the weakened hypothesis, naming the lemma."""
+    import checkers.prove.induction as ind
+    monkeypatch.setattr(ind, "BY_GOAL_AFTER", 0.001)
+    both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    model = Model(make_config("current", **{**FAILOVER, "brokers": 1, "records": 2,
+                                            "max_in_flight": 2}))
+    rs = prove_together(model, both, time_limit=120, by_goal=by_goal)
+    assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]
+    model = Model(make_config("current", **{**DROPS, "records": 3, "max_in_flight": 3}))
+    monkeypatch.setattr(pm, "RETAINED", 2)
+    rs = prove_together(model, both, time_limit=120, by_goal=by_goal)
+    assert all(r.verdict == "unknown" and r.cti and "ProducerConnection" in r.failing
+               for r in rs), [(r.failing, r.cti) for r in rs]
+
+
 def test_producer_induction_outside_its_bounds_is_unknown():
     model = Model(make_config("current", **{**DROPS, "records": 6, "max_in_flight": 6}))
     r = prove(model, "ProducerExactlyOnce", time_limit=60)
@@ -490,13 +510,22 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
     _proved_by_induction({**FAILOVER, "records": 1, "max_in_flight": 1})
 
 
-@pytest.mark.slow
 def test_induction_proves_producer_across_a_two_broker_fail_over_at_2_in_flight():
     """The same with 2 batches in flight (6 write slots: WriteCount's records x (largest epoch
-    led + 1)), both promises in one pass on two workers (171 s in the bench at load 4.4; 119 s
-    in one process at load 4):
-    pytest -m slow tests/test_prove_producers.py -k two_broker."""
+    led + 1); 2 log slots: a log holds each record once), both promises in one pass in one
+    process (each producer step asked one outcome at a time: 20 s at load 1, was 90 s; 171 s
+    on two workers at load 4.4 before the log slots and the split)."""
     model = Model(make_config("current", **{**FAILOVER, "records": 2, "max_in_flight": 2}))
+    rs = prove_together(model, ("ProducerSendOrder", "ProducerExactlyOnce"), time_limit=600)
+    assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]
+
+
+@pytest.mark.slow
+def test_induction_proves_producer_across_a_two_broker_fail_over_at_3_in_flight():
+    """3 batches in flight (9 write slots, 3 log slots) on two workers (63-80 s at load 2;
+    418 s in one process before the outcome split and the log slots):
+    pytest -m slow tests/test_prove_producers.py -k two_broker."""
+    model = Model(make_config("current", **{**FAILOVER, "records": 3, "max_in_flight": 3}))
     rs = prove_together(model, ("ProducerSendOrder", "ProducerExactlyOnce"), workers=2,
-                        time_limit=600)
+                        time_limit=900)
     assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]

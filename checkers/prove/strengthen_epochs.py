@@ -81,7 +81,8 @@ ReplicatedWire   ProducerWire with OK offsets into the exposed prefix, requests 
 WriteCount       a record is written at most once per leader epoch: its writes number at most
                  the largest epoch led so far plus one, and at most a running leader's epoch
                  plus one if that leader's log holds it from its own epoch (so `write_slots`:
-                 records x (largest epoch led + 1) write slots suffice).
+                 records x (largest epoch led + 1) write slots suffice; and, logs holding each
+                 record at most once, `log_slots`: one log slot per record).
 
 Each holds on the states the explicit model reaches at these bounds (tests/test_prove_lemmas.py).
 """
