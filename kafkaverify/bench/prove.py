@@ -16,7 +16,8 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 5 --only "2 brokers, 1" \
         --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove producer-passes --records 1 --time-limit 600
+    POLARS_MAX_THREADS=1 nice -n 15 python -m kafkaverify.bench.prove producer-passes \
+        --records 1 2 3 --time-limit 900 --baseline-limit 450
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
@@ -806,7 +807,8 @@ def main(argv=None) -> None:
                     help="kinduction: strengthening lemmas of the k-induction (default none); "
                          "three-guided: guide with only these of the proved lemmas")
     ap.add_argument("--no-baseline", action="store_true",
-                    help="producer-passes: skip the one-proof-per-promise baseline")
+                    help="producer-passes: skip the baseline (the proof as it stood before the "
+                         "outcome split)")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--chained", action="store_true",
                     help="producer-failover: exhaustive BMC with chained steps to the chained "
