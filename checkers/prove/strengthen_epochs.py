@@ -645,9 +645,15 @@ def _write_count(e, s):
     top = -1
     for ep in range(e.E):
         top = ite(led[ep], ep, top)
-    out = []
-    for k in range(e.prods.RP):
-        count = SUM(AND(w < n, EQ(_w(s, "wk", w), k)) for w in range(e.prods.W))
+    # each write is of one record, and the writes number n: with these sums spelled out
+    # z3 bounds n by adding the records' counts (linear), not by a pigeonhole argument over
+    # the write slots (15 s per query at 4 in flight; BENCHMARKS.md, issue 11)
+    W, RP = e.prods.W, e.prods.RP
+    out = [EQ(n, SUM(w < n for w in range(W)))]
+    out += [EQ(SUM(AND(w < n, EQ(_w(s, "wk", w), k)) for k in range(RP)), SUM([w < n]))
+            for w in range(W)]
+    for k in range(RP):
+        count = SUM(AND(w < n, EQ(_w(s, "wk", w), k)) for w in range(W))
         out.append(count <= top + 1)
         for i in range(e.n):
             b = lambda f, *j: s[("b", i, f) + j]   # noqa: E731
