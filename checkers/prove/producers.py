@@ -194,26 +194,33 @@ class Producers:
         for q in range(self.RP):
             s[("p", p, "out", q)] = ite(AND(cond, EQ(k, q)), v, s[("p", p, "out", q)])
 
-    def _merge(self, s, branches, last_by=()) -> None:
+    def _merge(self, s, branches, by=None) -> None:
         """s := the first branch whose condition holds, else s (branches: [(cond, dict)]).
         While the encoding records cases (`Encoding.succ_cases`), each symbolic condition is
         named by a fresh Boolean constant and recorded with its definition, so a query can fix
-        the outcome and let z3 fold the merged terms away; `last_by`: conditions that split the
-        last branch further (an append by the slot it writes), asked only with that branch."""
+        the outcome and let z3 fold the merged terms away; `by`: {branch index: conditions}
+        that split that branch further (an append by the log slot it writes, an error by the
+        answer slot), asked only in the outcomes that take that branch."""
         rec = self.enc.cases
         if rec is not None:
-            named, group = [], Branching()
+            named, group, taken = [], Branching(), []
             for cond, t in branches:
+                before = tuple(z3.Not(c) for c, _ in group)
                 if z3.is_expr(cond) and not z3.is_true(cond) and not z3.is_false(cond):
                     c = z3.Bool(f"case!{len(rec)}!{len(group)}")
                     group.append((c, cond))
                     cond = c
+                    taken.append(before + (c,))
+                else:
+                    taken.append(before if cond is True or z3.is_true(cond) else None)
                 named.append((cond, t))
             rec.append(group)
             branches = named
-            if last_by and named[-1][0] is True:
-                sub = Branching((z3.Bool(f"case!{len(rec)}!{j}"), d) for j, d in enumerate(last_by))
-                sub.when = tuple(z3.Not(c) for c, _ in group)
+            for j, conds in sorted((by or {}).items()):
+                if taken[j] is None or any(n[0] is True for n in named[:j]):
+                    continue            # a branch never taken, or one after an unconditional one
+                sub = Branching((z3.Bool(f"case!{len(rec)}!{i}"), d) for i, d in enumerate(conds))
+                sub.when = taken[j]
                 rec.append(sub)
         keys = set()
         for _, t in branches:
@@ -391,8 +398,9 @@ class Producers:
         t[("p", p, "qw", 0)] = r
         t[("p", p, "qo", 0)] = leo
         e.advance_hw(t, bi)
+        nr = s[("p", p, "nr")]
         self._merge(s, [(error, t_err), (dup, t_dup), (True, t)],
-                    last_by=[EQ(leo, q) for q in range(L)])
+                    by={0: [EQ(nr, j) for j in range(self.Q)], 2: [EQ(leo, q) for q in range(L)]})
 
     def _answer(self, s, p, bi):
         """spec.producer._answer: (defined, code)."""
