@@ -566,7 +566,8 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases,
 
 
 def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
-                        baseline: bool = True, baseline_limit: float | None = None) -> None:
+                        baseline: bool = True, baseline_limit: float | None = None,
+                        one_process: bool = True) -> None:
     """The two-broker fail-over proof of both producer promises (induction with the replicated
     strengthening), K records and K in flight, in one run: the baseline (one pass, goals
     substituted, each step asked whole, logs with a slot per write, z3's default arithmetic:
@@ -574,7 +575,9 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
     runs it (each producer step asked one outcome at a time, an append by the slot it writes,
     one log slot per record, arith.solver=2) in one process and on `workers` processes. Wall
     and CPU seconds (the workers' CPU included), the 1-minute load before each, and the
-    baseline's seconds over each (a lower bound where the baseline ran out of time)."""
+    baseline's seconds over each (a lower bound where the baseline ran out of time). After
+    the table, each way's slowest instances by solver seconds (up to the time limit, so they
+    show where an unfinished proof went). `one_process` False: the workers' way alone."""
     import os
     import resource
 
@@ -586,6 +589,7 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
                    for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
     both = ("ProducerSendOrder", "ProducerExactlyOnce")
+    slowest = []
     print("| records = in flight | proof | verdict | wall s | CPU s | wall ratio | CPU ratio | load |\n"
           "|---:|---|---|---:|---:|---:|---:|---:|")
     for k in records:
@@ -595,6 +599,8 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
         ways = [("outcome split, log slots per record, arith 2; 1 process",
                  {"workers": 1}, time_limit),
                 (f"the same on {workers} workers", {"workers": workers}, time_limit)]
+        if not one_process:
+            ways = ways[1:]
         if baseline:
             ways.insert(0, ("baseline: each step whole, log slots per write, default arith",
                             {"workers": 1, "split": False, "logs": writes, "arith": None},
@@ -607,8 +613,11 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
             strengthen_producers._INIT.clear()
             load = os.getloadavg()[0]
             t0, c0 = time.monotonic(), cpu()
-            rs = prove_together(m, both, time_limit=limit, **kw)
+            stats: dict = {}
+            rs = prove_together(m, both, time_limit=limit, stats=stats, **kw)
             wall, cs = time.monotonic() - t0, cpu() - c0
+            top = sorted(stats.items(), key=lambda kv: -kv[1])[:8]
+            slowest.append((k, label, ", ".join(f"{key} {secs:.0f}" for key, secs in top)))
             bad = [r for r in rs if r.verdict != "proved"]
             verdict = "**proved**" if not bad else f"{bad[0].verdict}: {bad[0].failing}"
             if base is None and "split" in kw:
@@ -617,6 +626,9 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
                      if base and "split" not in kw and not bad else " | ")
             print(f"| {k} | {label} | {verdict} | {wall:.1f} | {cs:.1f} | {ratio} | {load:.1f} |",
                   flush=True)
+    print("\nslowest instances, solver s:")
+    for k, label, line in slowest:
+        print(f"- {k} in flight, {label}: {line}")
 
 
 def run_producer_induction(time_limit: float, upto: int, baseline_limit: float, bits: int = 16,
@@ -809,6 +821,8 @@ def main(argv=None) -> None:
     ap.add_argument("--no-baseline", action="store_true",
                     help="producer-passes: skip the baseline (the proof as it stood before the "
                          "outcome split)")
+    ap.add_argument("--workers-only", action="store_true",
+                    help="producer-passes: only the proof on 2 workers (not in one process)")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
     ap.add_argument("--chained", action="store_true",
                     help="producer-failover: exhaustive BMC with chained steps to the chained "
@@ -858,7 +872,8 @@ def main(argv=None) -> None:
         run_producer_failover(a.time_limit, a.upto, only=a.only)
     elif a.what == "producer-passes":
         run_producer_passes(a.time_limit, a.records if a.records != [2, 4] else [1],
-                            baseline=not a.no_baseline, baseline_limit=a.baseline_limit)
+                            baseline=not a.no_baseline, baseline_limit=a.baseline_limit,
+                            one_process=not a.workers_only)
     elif a.what == "producer-drops":
         run_producer_failover(a.time_limit, a.upto, drop_cases, only=a.only)
     elif a.what == "three-guided":
