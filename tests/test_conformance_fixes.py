@@ -301,10 +301,16 @@ def empty_disk_rejoin(make_cluster, without):
     wait_until(lambda: [x for x in trace_events(c, a, "isr_proposed") if f in x["isr"]],
                what=f"{a} proposes {f} for the ISR (write held)")
     old = registration_epoch(c, f)
+    followed = len(trace_events(c, f, "became_follower"))
     assert c.power_loss(f), f"{f} must lose its unflushed log"
     c.pause_replication(f)                             # the new incarnation fetches nothing yet
     c.start_broker(f, wait=False)
     wait_until(lambda: registration_epoch(c, f) > old, timeout_s=30, what=f"{f} registered anew")
+    # the controller handles the end of f's old session, then f's new registration; had the
+    # held write landed before it handled the end, it would drop f from the ISR again. Its
+    # LeaderAndIsr to the new incarnation shows it has handled both: only then the write
+    wait_until(lambda: len(trace_events(c, f, "became_follower")) > followed, timeout_s=30,
+               what=f"the controller's LeaderAndIsr to {f}'s new incarnation")
     hold.unlink()
     return c, a, f, old, registration_epoch(c, f)
 
