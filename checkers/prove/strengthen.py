@@ -71,10 +71,10 @@ documented in checkers/prove/strengthen_producers.py (that file owns them; their
 QuietLeader, ProducerLog, ProducerWindow, ProducerConnection, ProducerOutcomes.
 Across epoch bumps and leader fail-overs on one broker (crashes and elections while batches are
 in flight, more dropped connections than retries; no unflushed loss), documented in
-checkers/prove/strengthen_epochs.py: SoloReplication, SoloLog, WriteOrder, EpochSeqOrder,
+checkers/prove/strengthen_epochs.py: SoloReplication, SoloLog, WriteOrder, EpochSeqBase,
 OlderEpochs, ProducerBatches, LastAcked, ProducerWire, EpochOutcomes; across a fail-over on
 several brokers, with StrongIsr's lemmas above: ControlShapes, LogsOrder, WriteTable,
-EpochSeqOrderN, LogsOlderEpochs, ProducerBatchesN, ExposedAcked, ReplicatedWire, WriteCount
+EpochSeqBaseN, LogsOlderEpochs, ProducerBatchesN, ExposedAcked, ReplicatedWire, WriteCount
 (`producer_needs` picks the set that applies). TypeOk bounds the write count by the encoding's
 write slots (with producers a retry may be written again on a new leader).
 
