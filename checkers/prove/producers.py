@@ -397,7 +397,7 @@ class Producers:
         t[("p", p, "qle", 0)] = le
         t[("p", p, "qw", 0)] = r
         t[("p", p, "qo", 0)] = leo
-        e.advance_hw(t, bi)
+        e.advance_hw(t, bi, split=False)
         nr = s[("p", p, "nr")]
         self._merge(s, [(error, t_err), (dup, t_dup), (True, t)],
                     by={0: [EQ(nr, j) for j in range(self.Q)], 2: [EQ(leo, q) for q in range(L)]})
@@ -422,10 +422,18 @@ class Producers:
         _, code = self._answer(s, p, bi)
         ok = EQ(code, rules.OK)
         k, wid, off = (s[("p", p, f, 0)] for f in ("qk", "qw", "qo"))
+        t_ok = dict(s)
         for r in range(self.enc.R):
-            s[("g", "acked", r)] = OR(s[("g", "acked", r)], AND(ok, EQ(wid, r)))
-        self._pop_request(s, p)
-        self._push_answer(s, p, k, code, ite(ok, off, -1))
+            t_ok[("g", "acked", r)] = OR(s[("g", "acked", r)], EQ(wid, r))
+        self._pop_request(t_ok, p)
+        self._push_answer(t_ok, p, k, rules.OK, off)
+        t_err = dict(s)
+        self._pop_request(t_err, p)
+        self._push_answer(t_err, p, k, code, -1)
+        # each outcome split by the answer slot it writes, as HandleProduce's error is (the
+        # answer at a symbolic slot cost 60 s of ReplicatedWire at 4 in flight)
+        slots = [EQ(s[("p", p, "nr")], j) for j in range(self.Q)]
+        self._merge(s, [(ok, t_ok), (True, t_err)], by={0: slots, 1: slots})
 
     def _g_receive(self, s, a):
         return AND(self._ready(s, a.b), s[("p", a.b, "nr")] > 0)
