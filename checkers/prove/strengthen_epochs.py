@@ -68,8 +68,7 @@ ControlShapes    the control plane (liveness, roles, leader and controller epoch
                  one record in flight (`control_shapes`).
 LogsOrder        every extended log and the exposed prefix hold writes below `produced` in
                  strictly increasing record order (each entry above the one before); along a
-                 log epochs never go back and an
-                 epoch's sequences run 0, 1, 2, ...
+                 log epochs never go back and an epoch's sequences run 0, 1, 2, ...
 WriteTable       write w < produced is producer 0's record below nxt, in an epoch <= the
                  producer's, epochs never going back along the writes (a retry may be written
                  again on a new leader: records may repeat in the table, never in a log).
