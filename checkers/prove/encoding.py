@@ -75,6 +75,12 @@ class Inst:
     via: int = -1        # the leader a follower action assumes (the guard pins it)
 
 
+class Branching(list):
+    """One branching of a step, [(constant, condition)] in order, as Encoding.succ_cases
+    records it; `when`: literals (of earlier branchings' constants) under which it matters."""
+    when: tuple = ()
+
+
 class Encoding:
     def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None,
                  writes: int | None = None, logs: int | None = None):
@@ -461,7 +467,6 @@ class Encoding:
         import z3
         if self.cases is None or not z3.is_expr(cond) or z3.is_true(cond) or z3.is_false(cond):
             return cond
-        from checkers.prove.producers import Branching
         c = z3.Bool(f"case!{len(self.cases)}!0")
         self.cases.append(Branching([(c, cond)]))
         return c

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import z3
 
+from checkers.prove.encoding import Branching
 from checkers.prove.sym import AND, EQ, MAX, MIN, NE, NOT, OR, SUM, ite, sel
 from spec import rules
 from spec.state import LEADER, Prod
@@ -49,12 +50,6 @@ def why_unsupported(cfg) -> str | None:
 def write_slots(cfg) -> int:
     """Write ids a run can use: each batch is appended at most once per send."""
     return cfg.producers * cfg.records * (cfg.retries + 1)
-
-
-class Branching(list):
-    """One branching of a step, [(constant, condition)] in order, as Encoding.succ_cases
-    records it; `when`: literals (of earlier branchings' constants) under which it matters."""
-    when: tuple = ()
 
 
 class Producers:
