@@ -260,15 +260,20 @@ def test_outcome_split_is_the_merged_step():
 @pytest.mark.parametrize("by_goal", [True, False, None])
 def test_each_way_of_asking_finds_the_cti_and_proves(by_goal, monkeypatch):
     """One query per changed conjunct, one for the conjunction, or the conjunction with a
-    fallback (cut to no budget here, so every instance falls back): each proves the fail-over
-    at 2 in flight and each finds the CTI of the weakened hypothesis, naming the lemma."""
+    fallback to each conjunct and then to each of a conjunct's parts (both budgets cut to
+    nothing here, so every instance falls back to the parts): each proves the fail-over at 2
+    in flight and each finds the CTI of the weakened hypothesis, naming the lemma."""
     import checkers.prove.induction as ind
     monkeypatch.setattr(ind, "BY_GOAL_AFTER", 0.001)
+    monkeypatch.setattr(ind, "BY_PART_AFTER", 0.001)
+    split, parts = [], ind._parts
+    monkeypatch.setattr(ind, "_parts", lambda goal: split.append(goal) or parts(goal))
     both = ("ProducerSendOrder", "ProducerExactlyOnce")
     model = Model(make_config("current", **{**FAILOVER, "brokers": 1, "records": 2,
                                             "max_in_flight": 2}))
     rs = prove_together(model, both, time_limit=120, by_goal=by_goal)
     assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]
+    assert bool(split) == (by_goal is None)         # only the fallback asks a conjunct's parts
     model = Model(make_config("current", **{**DROPS, "records": 3, "max_in_flight": 3}))
     monkeypatch.setattr(pm, "RETAINED", 2)
     rs = prove_together(model, both, time_limit=120, by_goal=by_goal)

@@ -191,6 +191,10 @@ _WORKER: dict = {}     # this process's encoding, conjuncts, pre-state and hypot
 # brokers from 4 in flight: over 60 s where each conjunct alone takes under 7 s), and each
 # conjunct alone costs a query of its own: the conjunction first, for this long
 BY_GOAL_AFTER = 5.0
+# and a conjunct the same way: asked whole for this long, then each of its own conjuncts (a
+# lemma's clauses, 29 for LogsOrder on two brokers: 7.8 s together where the lemma whole took
+# 31 s, a HandleProduce append at 4 in flight)
+BY_PART_AFTER = 2.0
 
 
 def _solver(arith: int | None = 2):
@@ -312,21 +316,31 @@ def _query(task):
     # of every branching is taken, so z3 folds the merged successor terms to that branch's;
     # by_goal: within it one query per conjunct the step changes (z3 refutes each alone far
     # faster than their disjunction of negations: BENCHMARKS.md, issue 11)
-    whole = [z3.Not(z3.And(list(goals.values())))]
-    each = [[z3.Not(g)] for g in goals.values()]
     tq = time.monotonic()
     for fixed in (combos if which is None else combos[which:which + 1]):
         # by_goal None: the conjunction first, for at most BY_GOAL_AFTER seconds, then each
-        asks = [(whole, BY_GOAL_AFTER)] if job["by_goal"] is None else []
-        asks += [(a, None) for a in (each if job["by_goal"] is not False else [whole])]
-        for ask, budget in asks:
+        # conjunct for at most BY_PART_AFTER seconds, then each of its parts; True: each
+        # conjunct; False: the conjunction
+        # asks: (goals, seconds or None, whether they are the conjunction)
+        if job["by_goal"] is False:
+            asks = [(list(goals.values()), None, True)]
+        else:
+            asks = [([g], BY_PART_AFTER if job["by_goal"] is None else None, False)
+                    for g in goals.values()]
+            if job["by_goal"] is None and len(goals) > 1:
+                asks.insert(0, (list(goals.values()), BY_GOAL_AFTER, True))
+        while asks:
+            ask, budget, whole = asks.pop(0)
             sol = _solver(job["arith"])
             left = deadline - time.monotonic()
             sol.set("timeout", max(1, int(min(left, budget or left) * 1000)))
-            sol.add(common + fixed + ask)
+            sol.add(common + fixed + [z3.Not(z3.And(ask))])
             r = sol.check()
             if r == z3.unknown and budget and time.monotonic() < deadline:
-                continue        # the conjunction ran past its budget: ask each conjunct
+                if not whole:
+                    # a conjunct past its budget: each of its parts not in the hypothesis
+                    asks[:0] = [([p], None, False) for p in _parts(ask[0])]
+                continue        # the conjunction past its budget: each conjunct is asked
             if r == z3.unknown:
                 return (key, time.monotonic() - tq, "unknown",
                         f"solver gave up on {inst.kind}: {sol.reason_unknown()}", None)
@@ -337,9 +351,20 @@ def _query(task):
                           if z3.is_false(m.eval(gl, model_completion=True))]
                 return (key, time.monotonic() - tq, "sat", ", ".join(broken),
                         cti_story(enc, m, s, t, inst))
-            if ask is whole:
+            if whole:
                 break           # the conjunction holds: no conjunct alone need be asked
     return key, time.monotonic() - tq, "unsat", None, None
+
+
+def _parts(goal):
+    """A conjunct's own conjuncts but those of the hypothesis (the step leaves them as they
+    were), or the conjunct itself when it is not a conjunction."""
+    if not z3.is_and(goal):
+        return [goal]
+    if "hyp_parts" not in _WORKER:
+        _WORKER["hyp_parts"] = {c.get_id() for h in _WORKER["hyp"]
+                                for c in (h.children() if z3.is_and(h) else [h])}
+    return [c for c in goal.children() if c.get_id() not in _WORKER["hyp_parts"]]
 
 
 def outcomes(groups) -> list[list]:
