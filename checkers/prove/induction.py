@@ -110,10 +110,11 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     slots (default strengthen_epochs.log_slots). `arith`: z3's arithmetic solver for the step
     queries (None: z3's default). `by_goal`: True, one query per conjunct an instance changes;
     False, one for their conjunction; None, the conjunction for BY_GOAL_AFTER seconds, then
-    each conjunct. The defaults are the fastest measured on the producer proofs; the bench's
-    baseline sets split=False, logs=writes, arith=None, by_goal=False. `logs`, `arith` and
-    `by_goal` apply to the producer invariants; the core ones use z3's default arithmetic and
-    the conjunction whole, as measured for them."""
+    each conjunct for BY_PART_AFTER seconds, then each of that conjunct's parts. The defaults
+    are the fastest measured on the producer proofs; the bench's baseline sets split=False,
+    logs=writes, arith=None, by_goal=False. `logs`, `arith` and `by_goal` apply to the
+    producer invariants; the core ones use z3's default arithmetic and the conjunction whole,
+    as measured for them."""
     t0 = time.monotonic()
     names = tuple(names)
 
