@@ -19,6 +19,13 @@ from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING, applies
 from spec import Model, make_config
 
 CONFIGS = [({}, 1), ({"brokers": 3, "records": 3}, 2)]
+# KIP-966's ELR (EligibleShape, and the ELR clauses of HwExposed and LeaderStays): ELR and last
+# known ELR states are drawn at min ISR 2, 1 (where only an empty ISR makes an ELR) and 3; a last
+# known ELR stays only when no election is left to consume it (elections 1)
+_KIP966_3 = {"brokers": 3, "records": 2, "crashes": 3, "elections": 3}
+KIP966 = [({}, 3), (_KIP966_3, 4), ({**_KIP966_3, "min_isr": 1}, 5),
+          ({**_KIP966_3, "records": 1, "elections": 1, "min_isr": 3, "losses": 0}, 6),
+          ({"records": 1, "crashes": 2, "elections": 1, "losses": 0}, 7)]
 
 
 def _states(cfg, seed, per=400):
@@ -36,6 +43,20 @@ def test_every_lemma_holds_on_reachable_states():
                 assert lemma(enc, d), (bounds, name, s)
     used = {x for v in NEEDS.values() for x in v}
     assert used <= set(STRENGTHENING)
+
+
+def test_every_lemma_holds_on_reachable_kip966_states():
+    elr = lkelr = 0
+    for bounds, seed in KIP966:
+        cfg = make_config("kip-966", **bounds)
+        enc = Encoding(cfg)
+        for s in _states(cfg, seed, per=600):
+            elr += bool(s.zk.elr)
+            lkelr += bool(s.zk.lkelr)
+            d = enc.from_state(s)
+            for name in NEEDS["StrongIsr"]:
+                assert STRENGTHENING[name](enc, d), (bounds, name, s)
+    assert elr > 300 and lkelr > 10, (elr, lkelr)
 
 
 # the producer strengthening's bounds (strengthen_producers.applies): one idempotent producer on a
@@ -135,6 +156,23 @@ def test_strong_isr_and_log_matching_proved_for_current():
     assert "LogMatching" in NEEDS["StrongIsr"]
     r = prove(Model(cfg), "StrongIsr", time_limit=240)
     assert r.verdict == "proved", (r.failing, r.cti)
+
+
+@pytest.mark.parametrize("brokers,min_isr", [(2, 2), (3, 2), (3, 1)])
+def test_strong_isr_proved_for_kip966(brokers, min_isr):
+    """With KIP-966's eligible leader replicas the controller may elect a replica outside the
+    ISR; EligibleShape is what makes StrongIsr inductive there."""
+    cfg = make_config("kip-966", brokers=brokers, records=2, min_isr=min_isr)
+    r = prove(Model(cfg), "StrongIsr", time_limit=240)
+    assert r.verdict == "proved", (r.failing, r.cti)
+
+
+def test_kip966_without_the_min_isr_hw_rule_is_not_proved():
+    """KAFKA-15583: without the min-ISR rule for the high watermark a leader alone advances it
+    past what the ELR holds, and the strengthening says so with a counterexample to induction."""
+    cfg = make_config("kip-966", ("min-isr-hw",), brokers=2, records=2)
+    r = prove(Model(cfg), "StrongIsr", time_limit=240)
+    assert r.verdict == "unknown" and r.cti is not None, r.verdict
 
 
 # the epoch strengthening's bounds (strengthen_epochs.applies): one idempotent producer on one

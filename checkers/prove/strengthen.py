@@ -58,13 +58,20 @@ UniqueLeaderPerEpoch, LogMatching, HwBelowLeo, ReplicationQuorumSuperset: the in
               reused as strengthening once proved.
 FetchInRange  with epoch truncation and fetch fencing no fetch reaches past its leader's end.
 HwExposed     below every high watermark (also one in a fetch response) lies the exposed prefix;
-              every ISR member holds the whole exposed prefix; a running leader began its epoch
-              holding it; a replica joining the ISR has fetched past it; without power loss no
-              record is lost.
+              every ISR member (with KIP-966 also every ELR and last-known-ELR member) holds the
+              whole exposed prefix; a running leader began its epoch holding it; a replica
+              joining the ISR has fetched past it; without power loss no record is lost.
 Positions     a running leader's own position is its log end; a follower it has a position for
               holds at least that much, all a prefix of the leader's log.
 LeaderStays   without pauses a running leader (or a request making one) keeps the store's
-              leadership and election session; no other broker leads a later epoch.
+              leadership and election session; no other broker leads a later epoch; with KIP-966
+              its registration is not marked unclean (only a restart marks it).
+EligibleShape KIP-966's store sets: the ELR is disjoint from the ISR and empty once the ISR is at
+              min ISR; a last known ELR stands only while ISR and ELR are empty; at min ISR 1 an
+              ELR member is unregistered or marked unclean; a running leader whose ISR view is at
+              min ISR (the only one that may advance its HW) counts every ELR member in that view
+              or in a committed proposal, and so do the view a committed answer gives it and a
+              LeaderAndIsr making it leader of a newer epoch.
 
 For the producer invariants (ProducerSendOrder, ProducerExactlyOnce) on a quiet single broker,
 documented in checkers/prove/strengthen_producers.py (that file owns them; their names here):
@@ -87,7 +94,7 @@ from checkers.prove.encoding import Encoding
 from checkers.prove import strengthen_epochs, strengthen_producers
 from checkers.prove.strengthen_epochs import EPOCH_STRENGTHENING, REPLICATED_STRENGTHENING
 from checkers.prove.strengthen_producers import PRODUCER_STRENGTHENING
-from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, ite, sel
+from checkers.prove.sym import AND, EQ, IMPLIES, NE, NOT, OR, SUM, ite, sel
 from spec.state import FOLLOWER, LEADER, NONE
 
 
@@ -471,7 +478,10 @@ def hw_exposed(e: Encoding, s):
             if r != i:
                 joining = AND(lead, b("haspend"), b("pend", r), NOT(b("isr", r)))
                 out.append(IMPLIES(joining, AND(b("pos", r) >= 0, b("pos", r) >= elen)))
-        member = AND(s[("z", "isr", i)], NOT(s[("g", "damaged", i)]))
+        eligible = s[("z", "isr", i)]
+        if e.elr:       # KIP-966: a replica leaves the ISR for the ELR only holding what it had
+            eligible = OR(eligible, s[("z", "elr", i)], s[("z", "lkelr", i)])
+        member = AND(eligible, NOT(s[("g", "damaged", i)]))
         out += [IMPLIES(AND(member, k < elen), AND(k < b("leo"), EQ(b("lr", k), exp[k]))) for k in range(e.L)]
     return AND(*out)
 
@@ -521,11 +531,15 @@ def leader_stays(e: Encoding, s):
             held = ite(bj("resp") >= 0, bj("pend", x), bj("isr", x))
             out.append(IMPLIES(AND(lead, s[("z", "isr", x)]), held))
         out += [IMPLIES(AND(lead, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
+        if e.elr:       # KIP-966: only a restart marks a registration unclean, the next reaction clears it
+            out.append(IMPLIES(lead, NOT(s[("z", "unclean", j)])))
         # a request making j leader is as good as a leadership: it dies if j crashes
         for k in range(e.K):
             m = lambda f: s[("m", j, k, f)]   # noqa: E731
             mk = AND(m("v"), EQ(m("leader"), j))
             out.append(IMPLIES(mk, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+            if e.elr:
+                out.append(IMPLIES(mk, NOT(s[("z", "unclean", j)])))
             fresh = AND(mk, s[("b", j, "le")] < m("le"))
             out += [IMPLIES(AND(fresh, s[("z", "isr", x)]), s[("m", j, k, "isr", x)]) for x in range(e.n)]
             out += [IMPLIES(AND(mk, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
@@ -534,6 +548,45 @@ def leader_stays(e: Encoding, s):
         for x in range(e.E):
             out += [IMPLIES(AND(lead, x >= s[("b", j, "le")]), NOT(s[("g", "el", x, i)]))
                     for i in range(e.n) if i != j]
+    return AND(*out)
+
+
+def eligible_shape(e: Encoding, s):
+    """KIP-966's store sets: the ELR is disjoint from the ISR and is empty once the ISR is at
+    min ISR; a last known ELR stands only while the ISR and the ELR are empty. What makes an ELR
+    member hold the exposed prefix (HwExposed): no leader advances the HW without counting it."""
+    if not e.elr:
+        return True
+    isr = [s[("z", "isr", i)] for i in range(e.n)]
+    elr = [s[("z", "elr", i)] for i in range(e.n)]
+    lk = [s[("z", "lkelr", i)] for i in range(e.n)]
+    out = [NOT(AND(isr[i], elr[i])) for i in range(e.n)]
+    out.append(IMPLIES(OR(*elr), SUM(isr) < e.cfg.min_isr))
+    out.append(IMPLIES(OR(*lk), NOT(OR(*isr, *elr))))
+    if e.cfg.min_isr <= 1:
+        # only an empty ISR makes an ELR, so its members were all gone: each is unregistered or,
+        # registered since, marked unclean (and the next reaction drops it), never electable
+        out += [IMPLIES(elr[x], OR(NOT(s[("z", "sess", x)]), s[("z", "unclean", x)])) for x in range(e.n)]
+    # a leader whose view is at min ISR (the only one that may advance its HW) still counts
+    # every ELR member (the controller moved them out of the store's ISR, and a stale leader's
+    # shrink is refused), or a committed proposal of its own does; so does the view that
+    # committed answer gives it
+    for j in range(e.n):
+        b = lambda f, x: s[("b", j, f, x)]   # noqa: E731
+        lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
+        pend = s[("b", j, "resp")] >= 0
+        view = [b("isr", x) for x in range(e.n)]
+        full = AND(lead, SUM(view) >= e.cfg.min_isr)
+        out += [IMPLIES(AND(full, elr[x]), OR(view[x], AND(pend, b("pend", x)))) for x in range(e.n)]
+        nxt = [b("pend", x) for x in range(e.n)]
+        full = AND(lead, s[("b", j, "resp")] >= 0, SUM(nxt) >= e.cfg.min_isr)
+        out += [IMPLIES(AND(full, elr[x]), nxt[x]) for x in range(e.n)]
+        # and the view a LeaderAndIsr making j leader of a newer epoch gives it
+        for k in range(e.K):
+            m = lambda f, *x: s[("m", j, k, f) + x]   # noqa: E731
+            req = [m("isr", x) for x in range(e.n)]
+            full = AND(m("v"), EQ(m("leader"), j), s[("b", j, "le")] < m("le"), SUM(req) >= e.cfg.min_isr)
+            out += [IMPLIES(AND(full, elr[x]), req[x]) for x in range(e.n)]
     return AND(*out)
 
 
@@ -580,6 +633,7 @@ STRENGTHENING = {
     "Positions": positions,
     "LeaderStays": leader_stays,
     "ControllerCache": controller_cache,
+    "EligibleShape": eligible_shape,
     # the producer invariants' (checkers/prove/strengthen_producers.py documents them)
     **PRODUCER_STRENGTHENING,
     # across epoch bumps and fail-overs on one broker (checkers/prove/strengthen_epochs.py)
@@ -602,7 +656,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "ReplicationQuorumSuperset": _ISR_VIEW,
     "LogMatching": _LOGS,
     # StrongIsr: below a HW is the exposed prefix, which every ISR member holds
-    "StrongIsr": _LOGS + ("LogMatching", "FetchInRange", "HwExposed", "Positions", "LeaderStays"),
+    "StrongIsr": _LOGS + ("LogMatching", "FetchInRange", "EligibleShape", "HwExposed", "Positions",
+                          "LeaderStays"),
     # the producers' promises, on a quiet single broker (strengthen_producers.applies)
     "ProducerSendOrder": tuple(PRODUCER_STRENGTHENING),
     "ProducerExactlyOnce": tuple(PRODUCER_STRENGTHENING),

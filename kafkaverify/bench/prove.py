@@ -5,6 +5,8 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove induction --brokers 3 5 --records 2 4
     nice -n 15 python -m kafkaverify.bench.prove induction --brokers 2 3 --records 2 --invariant \
         LogMatching StrongIsr --baseline
+    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 3 5 7 --records 2 4 \
+        --invariant StrongIsr --generation current kip-966
     nice -n 15 python -m kafkaverify.bench.prove bmc --depth 8
     nice -n 15 python -m kafkaverify.bench.prove bmc3 --depth 30 --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
@@ -840,6 +842,10 @@ def main(argv=None) -> None:
                          "producers: default 16; three: default the narrowest for the depth")
     ap.add_argument("--brokers", type=int, nargs="*", default=[3, 5])
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
+    ap.add_argument("--generation", nargs="*", default=["current"], choices=sorted(GENERATIONS),
+                    help="induction: the generations, each proof in turn (the first the baseline)")
+    ap.add_argument("--min-isr", type=int, default=None,
+                    help="induction: min ISR (default 2, 1 on one replica)")
     ap.add_argument("--invariant", nargs="*", default=None,
                     help="induction: default HwBelowLeo MonotonicEpochs; kinduction: the core ones")
     ap.add_argument("--depth", type=int, default=None, help="BMC depth (default 8; fixes: 30)")
@@ -885,21 +891,22 @@ def main(argv=None) -> None:
     elif a.what == "fixes":
         run_fixes(a.depth or 30, a.time_limit, a.fix)
     elif a.what == "induction":
-        head = "| invariant | replicas | log length | verdict | seconds |"
+        head = "| generation | invariant | replicas | log length | verdict | seconds |"
         if a.baseline:
             head += " all instances s | ratio |"
-        print(head + "\n|---|---|---|---|---|" + ("---|---|" if a.baseline else ""))
+        print(head + "\n|---|---|---|---|---|---|" + ("---|---|" if a.baseline else ""))
         for inv in a.invariant or ["HwBelowLeo", "MonotonicEpochs"]:
             for n in a.brokers:
                 for r in a.records:
-                    m = Model(prove_config("current", (), n, r))
-                    p = prove(m, inv, time_limit=a.time_limit)
-                    line = (f"| {inv} | {n} | {r} | {p.verdict}{' (' + p.failing + ')' if p.failing else ''} "
-                            f"| {p.seconds:.1f} |")
-                    if a.baseline:
-                        q = prove(m, inv, time_limit=a.time_limit, symmetric=False)
-                        line += f" {q.seconds:.1f} ({q.verdict}) | {q.seconds / max(p.seconds, 1e-9):.1f} |"
-                    print(line, flush=True)
+                    for gen in a.generation:
+                        m = Model(prove_config(gen, (), n, r, min_isr=a.min_isr or min(2, n)))
+                        p = prove(m, inv, time_limit=a.time_limit)
+                        line = (f"| {gen} | {inv} | {n} | {r} | {p.verdict}{' (' + p.failing + ')' if p.failing else ''} "
+                                f"| {p.seconds:.1f} |")
+                        if a.baseline:
+                            q = prove(m, inv, time_limit=a.time_limit, symmetric=False)
+                            line += f" {q.seconds:.1f} ({q.verdict}) | {q.seconds / max(p.seconds, 1e-9):.1f} |"
+                        print(line, flush=True)
     else:
         print("| config | BMC | BMC s | explorer | explorer s |\n|---|---|---|---|---|")
         for gen, without, bounds, invs in (BMC_CASES if a.what == "bmc" else BMC_THREE):
