@@ -434,7 +434,9 @@ def register(group: click.Group) -> None:
 def prove_stage():
     """The z3 stage of `kafkaverify check` (about 30 s): BMC refutes `current --without
     min-isr-hw` and spec replays the path; MonotonicEpochs and HwBelowLeo are proved by
-    induction for `current`. Returns (verdict pass/fail/unknown, seconds, detail)."""
+    induction for `current`, StrongIsr (leader completeness, with LogMatching) for `current` and
+    for `kip-966` (eligible leader replicas). Returns (verdict pass/fail/unknown, seconds,
+    detail)."""
     from checkers.prove.bmc import bmc
     from checkers.prove.induction import prove
     from spec import Model, make_config
@@ -446,9 +448,10 @@ def prove_stage():
     else:
         verdict = "fail" if r.status == "clean" or r.problem else "unknown"
         parts.append(f"without min-isr-hw: BMC {r.status} {r.problem or ''}".strip())
-    for name, n, rec in (("MonotonicEpochs", 3, 2), ("HwBelowLeo", 2, 2)):
-        p = prove(Model(make_config("current", brokers=n, records=rec)), name, time_limit=30)
-        parts.append(f"{name} {p.verdict} ({n} replicas)")
+    for gen, name, n, rec in (("current", "MonotonicEpochs", 3, 2), ("current", "HwBelowLeo", 2, 2),
+                              ("current", "StrongIsr", 2, 2), ("kip-966", "StrongIsr", 2, 2)):
+        p = prove(Model(make_config(gen, brokers=n, records=rec)), name, time_limit=30)
+        parts.append(f"{name} {p.verdict} ({gen}, {n} replicas)")
         if p.verdict != "proved" and verdict == "pass":
             verdict = "fail" if p.verdict == "refuted" else "unknown"
     return verdict, time.monotonic() - t0, "; ".join(parts)

@@ -103,6 +103,7 @@ def test_check_stage_passes():
     verdict, secs, detail = prove_stage()
     assert verdict == "pass", detail
     assert "replayed" in detail and "MonotonicEpochs proved" in detail
+    assert "StrongIsr proved (kip-966, 2 replicas)" in detail
 
 
 def test_pauses_are_encoded():
