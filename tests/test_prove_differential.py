@@ -22,7 +22,7 @@ from checkers.prove.differential import (DiffReport, bfs_states, compare_state, 
 from checkers.prove.encoding import Encoding, Unsupported, supported
 from spec import Model, make_config
 
-# (generation, without, bounds, seed): 11 configurations x 950 states
+# (generation, without, bounds, seed): 21 configurations x 950 states
 CONFIGS = [
     ("current", (), {"unflushed_loss": True}, 1),
     ("current", (), {"brokers": 3}, 2),
@@ -48,6 +48,9 @@ CONFIGS = [
         ("kip-966", (), {"brokers": 3, "crashes": 3, "disk_loss": True, "records": 1}, 18),
         ("current", (), {"disk_loss": True, "records": 1}, 19),
     )],
+    # the configurations StrongIsr is proved for under kip-966 (tests/test_prove_lemmas.py)
+    ("kip-966", (), {"brokers": 3}, 20),
+    ("kip-966", (), {"brokers": 3, "min_isr": 1}, 21),
 ]
 PER_CONFIG = 950
 PAUSE_KINDS = ("Pause", "Resume", "SessionExpire", "Reregister", "ZombieElect")
