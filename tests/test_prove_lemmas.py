@@ -158,6 +158,47 @@ def test_strong_isr_and_log_matching_proved_for_current():
     assert r.verdict == "proved", (r.failing, r.cti)
 
 
+# paused brokers, expired sessions and deposed controllers (whose requests carry an older
+# controller epoch): the lemmas of the LogMatching and ReplicationQuorumSuperset proofs hold
+# there (StrongIsr's LeaderStays and Positions do not: a paused leader is deposed)
+PAUSES = [({"pauses": 1}, 8), ({"brokers": 3, "pauses": 1}, 9), ({"pauses": 2, "crashes": 1}, 10),
+          ({"pauses": 1, "crashes": 0, "records": 1, "losses": 0}, 11),
+          ({"brokers": 3, "pauses": 2, "crashes": 0, "records": 1}, 11)]
+_PAUSE_SAFE = sorted(set(NEEDS["LogMatching"]) | set(NEEDS["ReplicationQuorumSuperset"]))
+
+
+def test_log_matching_and_quorum_lemmas_hold_with_pauses():
+    paused = zombie = 0
+    for bounds, seed in PAUSES:
+        cfg = make_config("current", **bounds)
+        enc = Encoding(cfg)
+        for s in _states(cfg, seed, per=600):
+            paused += any(b.paused for b in s.brokers)
+            zombie += any(m[1] < s.zk.ce for m in s.msgs)
+            d = enc.from_state(s)
+            for name in _PAUSE_SAFE:
+                assert STRENGTHENING[name](enc, d), (bounds, name, s)
+    assert paused > 1500 and zombie > 100, (paused, zombie)
+
+
+@pytest.mark.parametrize("brokers,pauses", [(2, 1), (3, 1), (2, 2)])
+def test_log_matching_and_quorum_proved_with_pauses(brokers, pauses):
+    """With pauses (zombie controllers, expired sessions) and controller-epoch fencing: the
+    lemmas about requests speak of the store's controller epoch only (Fencing)."""
+    cfg = make_config("current", brokers=brokers, records=2, pauses=pauses)
+    for name in ("LogMatching", "ReplicationQuorumSuperset"):
+        r = prove(Model(cfg), name, time_limit=240)
+        assert r.verdict == "proved", (name, r.failing, r.cti)
+
+
+def test_without_controller_fencing_pauses_are_not_proved():
+    """A deposed controller's requests are acted on without the fix: the request lemmas no
+    longer leave them out, and the proof stops at a counterexample to induction."""
+    cfg = make_config("current", ("controller-epoch-fencing",), brokers=2, records=2, pauses=1)
+    r = prove(Model(cfg), "ReplicationQuorumSuperset", time_limit=240)
+    assert r.verdict == "unknown" and r.cti is not None, r.verdict
+
+
 @pytest.mark.parametrize("brokers,min_isr", [(2, 2), (3, 2), (3, 1)])
 def test_strong_isr_proved_for_kip966(brokers, min_isr):
     """With KIP-966's eligible leader replicas the controller may elect a replica outside the

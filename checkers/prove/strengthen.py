@@ -5,8 +5,14 @@ with P, never assumed alone.
 
 TypeOk        every field in its range (roles, broker ids, lengths within the log bound, session
               marks in {0,1,2}, counters within the config's bounds); a down broker has no role,
-              no fetch, no proposal, no session and no requests addressed to it (no pauses in
-              the encoding: registered exactly while running).
+              no fetch, no proposal, no session and no requests addressed to it (without pauses
+              registered exactly while running; with them registered only while running, and a
+              deposed controller's cache in range).
+Fencing       with pauses: every running, unpaused broker knows the store's controller epoch and
+              no request carries a later one. So with controller-epoch fencing a request of an
+              older controller epoch (a deposed controller's) is refused wherever it lands, and
+              every lemma about in-flight requests speaks of the store's controller epoch's only
+              (`_req`); without pauses it is every request.
 EpochsBounded every broker's and every in-flight request's leader epoch is at most the store's,
               and its controller epoch at most the store's.
 CurrentRequests
@@ -65,7 +71,9 @@ Positions     a running leader's own position is its log end; a follower it has 
               holds at least that much, all a prefix of the leader's log.
 LeaderStays   without pauses a running leader (or a request making one) keeps the store's
               leadership and election session; no other broker leads a later epoch; with KIP-966
-              its registration is not marked unclean (only a restart marks it).
+              its registration is not marked unclean (only a restart marks it). With pauses it
+              is false (a paused leader is deposed), and so is Positions: StrongIsr is not proved
+              with pauses; LogMatching and ReplicationQuorumSuperset are, their sets leave both out.
 EligibleShape KIP-966's store sets: the ELR is disjoint from the ISR and empty once the ISR is at
               min ISR; a last known ELR stands only while ISR and ELR are empty; at min ISR 1 an
               ELR member is unregistered or marked unclean; a running leader whose ISR view is at
@@ -100,6 +108,28 @@ from spec.state import FOLLOWER, LEADER, NONE
 
 def _rng(x, lo, hi):
     return AND(x >= lo, x <= hi)
+
+
+def _req(e: Encoding, s, d, k):
+    """An in-flight request to d that d will act on. With pauses and controller-epoch fencing
+    only one of the store's controller epoch: a deposed controller's requests carry an older
+    epoch, which every running broker already knows past (Fencing), so they are refused."""
+    v = s[("m", d, k, "v")]
+    if not e.cfg.pauses or "controller-epoch-fencing" not in e.fx:
+        return v
+    return AND(v, EQ(s[("m", d, k, "ce")], s[("z", "ce")]))
+
+
+def fencing(e: Encoding, s):
+    """With pauses: every running, unpaused broker knows the store's controller epoch (the
+    /controller watch, a restart, a resume or a new registration tells it), and no request
+    carries a later one."""
+    if not e.cfg.pauses:
+        return True
+    out = [IMPLIES(e.up(s, i), EQ(s[("b", i, "ce")], s[("z", "ce")])) for i in range(e.n)]
+    out += [IMPLIES(s[("m", d, k, "v")], s[("m", d, k, "ce")] <= s[("z", "ce")])
+            for d in range(e.n) for k in range(e.K)]
+    return AND(*out)
 
 
 def log_bounds(e: Encoding, s):
@@ -147,11 +177,18 @@ def type_ok(e: Encoding, s):
     for d in range(n):
         # without pauses a broker is registered exactly while it runs, and requests to a broker
         # die with it
-        out.append(EQ(s[("z", "sess", d)], s[("b", d, "alive")]))
+        if e.cfg.pauses:    # a paused broker's session may expire while it runs
+            out.append(IMPLIES(s[("z", "sess", d)], s[("b", d, "alive")]))
+            # a deposed controller's cache, which it still sends from, is in range too
+            cc = lambda f: s[("b", d, f)]   # noqa: E731
+            out.append(IMPLIES(cc("hascc"), AND(_rng(cc("cc_l"), -1, n - 1), cc("cc_le") >= 0,
+                                                cc("cc_ver") >= 0)))
+        else:
+            out.append(EQ(s[("z", "sess", d)], s[("b", d, "alive")]))
         for k in range(e.K):
             out += [_rng(s[("m", d, k, "leader")], -1, n - 1), s[("m", d, k, "le")] >= 0,
                     s[("m", d, k, "ver")] >= 0, s[("m", d, k, "ce")] >= 0,
-                    IMPLIES(s[("m", d, k, "v")], s[("b", d, "alive")])]
+                    IMPLIES(_req(e, s, d, k), s[("b", d, "alive")])]
     return AND(*out)
 
 
@@ -161,8 +198,8 @@ def epochs_bounded(e: Encoding, s):
         out += [s[("b", i, "le")] <= s[("z", "le")], s[("b", i, "ce")] <= s[("z", "ce")]]
     for d in range(e.n):
         for k in range(e.K):
-            out.append(IMPLIES(s[("m", d, k, "v")], AND(s[("m", d, k, "le")] <= s[("z", "le")],
-                                                      s[("m", d, k, "ce")] <= s[("z", "ce")])))
+            out.append(IMPLIES(_req(e, s, d, k), AND(s[("m", d, k, "le")] <= s[("z", "le")],
+                                                     s[("m", d, k, "ce")] <= s[("z", "ce")])))
     return AND(*out)
 
 
@@ -171,7 +208,7 @@ def current_requests(e: Encoding, s):
     for d in range(e.n):
         for k in range(e.K):
             m = lambda f, *x: s[("m", d, k, f) + x]   # noqa: E731
-            cur = AND(m("v"), EQ(m("le"), s[("z", "le")]))
+            cur = AND(_req(e, s, d, k), EQ(m("le"), s[("z", "le")]))
             out.append(IMPLIES(cur, EQ(m("leader"), s[("z", "leader")])))
             # the leader has not taken up the epoch yet, so nothing has changed the ISR since
             waiting = AND(cur, EQ(s[("z", "leader")], d), s[("b", d, "le")] < s[("z", "le")])
@@ -209,7 +246,7 @@ def leader_in_isr(e: Encoding, s):
     out = [IMPLIES(EQ(zl, j), s[("z", "isr", j)]) for j in range(n)]
     for d in range(n):
         for k in range(e.K):
-            out += [IMPLIES(AND(s[("m", d, k, "v")], EQ(s[("m", d, k, "leader")], j)), s[("m", d, k, "isr", j)])
+            out += [IMPLIES(AND(_req(e, s, d, k), EQ(s[("m", d, k, "leader")], j)), s[("m", d, k, "isr", j)])
                     for j in range(n)]
     for i in range(n):
         lead = EQ(s[("b", i, "role")], LEADER)
@@ -376,15 +413,16 @@ def same_epoch_agree(e: Encoding, s):
     for d in range(n):
         for k in range(e.K):
             m = lambda f: s[("m", d, k, f)]   # noqa: E731
-            out.append(IMPLIES(AND(m("v"), EQ(m("leader"), d)),
+            out.append(IMPLIES(AND(_req(e, s, d, k), EQ(m("leader"), d)),
                                OR(NOT(_led(e, s, m("le"), d)),
                                   AND(s[("b", d, "alive")], s[("b", d, "le")] >= m("le")))))
-            out += [IMPLIES(AND(m("v"), NE(m("leader"), j)), NOT(_led(e, s, m("le"), j))) for j in range(n)]
+            out += [IMPLIES(AND(_req(e, s, d, k), NE(m("leader"), j)), NOT(_led(e, s, m("le"), j)))
+                    for j in range(n)]
     # one leader per epoch in the requests too
     ms = [(d, k) for d in range(n) for k in range(e.K)]
     for a, (d, k) in enumerate(ms):
         for (d2, k2) in ms[a + 1:]:
-            out.append(IMPLIES(AND(s[("m", d, k, "v")], s[("m", d2, k2, "v")],
+            out.append(IMPLIES(AND(_req(e, s, d, k), _req(e, s, d2, k2),
                                    EQ(s[("m", d, k, "le")], s[("m", d2, k2, "le")])),
                                EQ(s[("m", d, k, "leader")], s[("m", d2, k2, "leader")])))
     return AND(*out)
@@ -402,7 +440,7 @@ def cache_epochs(e: Encoding, s):
         out.append(IMPLIES(AND(b("alive"), NE(b("role"), NONE), b("clen") > 0), top_e <= b("le")))
         for k in range(e.K):
             m = lambda f: s[("m", i, k, f)]   # noqa: E731
-            out.append(IMPLIES(AND(m("v"), m("le") > b("le"), b("clen") > 0), top_e <= m("le")))
+            out.append(IMPLIES(AND(_req(e, s, i, k), m("le") > b("le"), b("clen") > 0), top_e <= m("le")))
     # an epoch starts where its leader's cache says: no copy of its records sits lower
     xs = [_ext(e, s, j) for j in range(e.n)]
     for j in range(e.n):
@@ -536,7 +574,7 @@ def leader_stays(e: Encoding, s):
         # a request making j leader is as good as a leadership: it dies if j crashes
         for k in range(e.K):
             m = lambda f: s[("m", j, k, f)]   # noqa: E731
-            mk = AND(m("v"), EQ(m("leader"), j))
+            mk = AND(_req(e, s, j, k), EQ(m("leader"), j))
             out.append(IMPLIES(mk, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
             if e.elr:
                 out.append(IMPLIES(mk, NOT(s[("z", "unclean", j)])))
@@ -585,7 +623,8 @@ def eligible_shape(e: Encoding, s):
         for k in range(e.K):
             m = lambda f, *x: s[("m", j, k, f) + x]   # noqa: E731
             req = [m("isr", x) for x in range(e.n)]
-            full = AND(m("v"), EQ(m("leader"), j), s[("b", j, "le")] < m("le"), SUM(req) >= e.cfg.min_isr)
+            full = AND(_req(e, s, j, k), EQ(m("leader"), j), s[("b", j, "le")] < m("le"),
+                       SUM(req) >= e.cfg.min_isr)
             out += [IMPLIES(AND(full, elr[x]), req[x]) for x in range(e.n)]
     return AND(*out)
 
@@ -634,6 +673,7 @@ STRENGTHENING = {
     "LeaderStays": leader_stays,
     "ControllerCache": controller_cache,
     "EligibleShape": eligible_shape,
+    "Fencing": fencing,
     # the producer invariants' (checkers/prove/strengthen_producers.py documents them)
     **PRODUCER_STRENGTHENING,
     # across epoch bumps and fail-overs on one broker (checkers/prove/strengthen_epochs.py)
@@ -642,8 +682,8 @@ STRENGTHENING = {
     **REPLICATED_STRENGTHENING,
 }
 
-_ISR_VIEW = ("LogBounds", "TypeOk", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch", "LeaderInIsr",
-             "LeaderIsrView")
+_ISR_VIEW = ("LogBounds", "TypeOk", "Fencing", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch",
+             "LeaderInIsr", "LeaderIsrView")
 # Log matching: the extended logs (a follower's log with the fetch response on its way to it)
 # never disagree where they overlap in one epoch, because records are unique, an epoch's records
 # are its leader's, and the caches locate every epoch for the truncation rule.
