@@ -7,6 +7,8 @@ explorer's time on the same config, in the same run).
         LogMatching StrongIsr --baseline
     nice -n 15 python -m kafkaverify.bench.prove induction --brokers 3 5 7 --records 2 4 \
         --invariant StrongIsr --generation current kip-966
+    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 2 3 5 --records 4 \
+        --invariant LogMatching ReplicationQuorumSuperset --pauses 0 1 2
     nice -n 15 python -m kafkaverify.bench.prove bmc --depth 8
     nice -n 15 python -m kafkaverify.bench.prove bmc3 --depth 30 --time-limit 120
     nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
@@ -844,6 +846,8 @@ def main(argv=None) -> None:
     ap.add_argument("--records", type=int, nargs="*", default=[2, 4])
     ap.add_argument("--generation", nargs="*", default=["current"], choices=sorted(GENERATIONS),
                     help="induction: the generations, each proof in turn (the first the baseline)")
+    ap.add_argument("--pauses", type=int, nargs="*", default=[0],
+                    help="induction: pause bounds, each proof in turn (the first the baseline)")
     ap.add_argument("--min-isr", type=int, default=None,
                     help="induction: min ISR (default 2, 1 on one replica)")
     ap.add_argument("--invariant", nargs="*", default=None,
@@ -891,17 +895,18 @@ def main(argv=None) -> None:
     elif a.what == "fixes":
         run_fixes(a.depth or 30, a.time_limit, a.fix)
     elif a.what == "induction":
-        head = "| generation | invariant | replicas | log length | verdict | seconds |"
+        head = "| generation | pauses | invariant | replicas | log length | verdict | seconds |"
         if a.baseline:
             head += " all instances s | ratio |"
-        print(head + "\n|---|---|---|---|---|---|" + ("---|---|" if a.baseline else ""))
+        print(head + "\n|---|---|---|---|---|---|---|" + ("---|---|" if a.baseline else ""))
         for inv in a.invariant or ["HwBelowLeo", "MonotonicEpochs"]:
             for n in a.brokers:
                 for r in a.records:
-                    for gen in a.generation:
-                        m = Model(prove_config(gen, (), n, r, min_isr=a.min_isr or min(2, n)))
+                    for gen, pauses in ((g, x) for g in a.generation for x in a.pauses):
+                        m = Model(prove_config(gen, (), n, r, min_isr=a.min_isr or min(2, n),
+                                               pauses=pauses))
                         p = prove(m, inv, time_limit=a.time_limit)
-                        line = (f"| {gen} | {inv} | {n} | {r} | {p.verdict}{' (' + p.failing + ')' if p.failing else ''} "
+                        line = (f"| {gen} | {pauses} | {inv} | {n} | {r} | {p.verdict}{' (' + p.failing + ')' if p.failing else ''} "
                                 f"| {p.seconds:.1f} |")
                         if a.baseline:
                             q = prove(m, inv, time_limit=a.time_limit, symmetric=False)
