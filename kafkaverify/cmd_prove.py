@@ -432,7 +432,7 @@ def register(group: click.Group) -> None:
 
 
 def prove_stage():
-    """The z3 stage of `kafkaverify check` (about 30 s): BMC refutes `current --without
+    """The z3 stage of `kafkaverify check` (about 10 s): BMC refutes `current --without
     min-isr-hw` and spec replays the path; MonotonicEpochs and HwBelowLeo are proved by
     induction for `current`, StrongIsr (leader completeness, with LogMatching) for `current` and
     for `kip-966` (eligible leader replicas). Returns (verdict pass/fail/unknown, seconds,

@@ -111,9 +111,9 @@ def _rng(x, lo, hi):
 
 
 def _req(e: Encoding, s, d, k):
-    """An in-flight request to d that d will act on. With pauses and controller-epoch fencing
-    only one of the store's controller epoch: a deposed controller's requests carry an older
-    epoch, which every running broker already knows past (Fencing), so they are refused."""
+    """An in-flight request to d that d may act on: any, but with pauses and controller-epoch
+    fencing only a request of the store's controller epoch. A deposed controller's requests carry
+    an older epoch, which every running broker already knows past (Fencing): they are refused."""
     v = s[("m", d, k, "v")]
     if not e.cfg.pauses or "controller-epoch-fencing" not in e.fx:
         return v
@@ -612,12 +612,12 @@ def eligible_shape(e: Encoding, s):
     for j in range(e.n):
         b = lambda f, x: s[("b", j, f, x)]   # noqa: E731
         lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
-        pend = s[("b", j, "resp")] >= 0
+        committed = s[("b", j, "resp")] >= 0
         view = [b("isr", x) for x in range(e.n)]
         full = AND(lead, SUM(view) >= e.cfg.min_isr)
-        out += [IMPLIES(AND(full, elr[x]), OR(view[x], AND(pend, b("pend", x)))) for x in range(e.n)]
+        out += [IMPLIES(AND(full, elr[x]), OR(view[x], AND(committed, b("pend", x)))) for x in range(e.n)]
         nxt = [b("pend", x) for x in range(e.n)]
-        full = AND(lead, s[("b", j, "resp")] >= 0, SUM(nxt) >= e.cfg.min_isr)
+        full = AND(lead, committed, SUM(nxt) >= e.cfg.min_isr)
         out += [IMPLIES(AND(full, elr[x]), nxt[x]) for x in range(e.n)]
         # and the view a LeaderAndIsr making j leader of a newer epoch gives it
         for k in range(e.K):
