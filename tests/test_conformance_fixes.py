@@ -326,7 +326,10 @@ def test_empty_disk_rejoin_normal_broker_refuses_the_stale_epoch(make_cluster):
     assert f not in c.partition_state(T, 0)["isr"]
     c.resume_replication(f)
     wait_until(lambda: f in c.partition_state(T, 0)["isr"], timeout_s=30, what=f"{f} rejoins the ISR")
-    joined = [x for x in trace_events(c, a, "isr_changed") if f in x["isr"] and x.get("broker_epochs")]
+    # the store shows the commit a moment before a traces it: wait for a's trace to have it
+    joined = wait_until(lambda: [x for x in trace_events(c, a, "isr_changed")
+                                 if f in x["isr"] and x.get("broker_epochs")],
+                        what=f"{a} traces {f}'s return to the ISR")
     assert joined[-1]["broker_epochs"] == {str(f): new} == joined[-1]["current_broker_epochs"]
     assert divergences(c, 2) == []
     c.kill(a)
