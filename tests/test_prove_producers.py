@@ -517,8 +517,8 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
 
 
 def test_induction_proves_producer_across_a_two_broker_fail_over_at_2_in_flight():
-    """The same with 2 batches in flight (6 write slots: WriteCount's records x (largest epoch
-    led + 1); 2 log slots: a log holds each record once), both promises in one pass in one
+    """The same with 2 batches in flight (4 write slots: WriteCount's records x epochs led; 2
+    log slots: a log holds each record once), both promises in one pass in one
     process (each producer step asked one outcome at a time: 20 s at load 1, was 90 s; 171 s
     on two workers at load 4.4 before the log slots and the split)."""
     model = Model(make_config("current", **{**FAILOVER, "records": 2, "max_in_flight": 2}))
@@ -528,7 +528,8 @@ def test_induction_proves_producer_across_a_two_broker_fail_over_at_2_in_flight(
 
 @pytest.mark.slow
 def test_induction_proves_producer_across_a_two_broker_fail_over_at_3_in_flight():
-    """3 batches in flight (9 write slots, 3 log slots) on two workers (63-80 s at load 2;
+    """3 batches in flight (6 write slots, 3 log slots) on two workers (35 s at load 1, 63-80 s
+    with 9 write slots at load 2;
     418 s in one process before the outcome split and the log slots):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     model = Model(make_config("current", **{**FAILOVER, "records": 3, "max_in_flight": 3}))
