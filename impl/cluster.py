@@ -242,6 +242,19 @@ class Cluster:
         except Exception:
             return set()
 
+    def broker_epochs(self) -> dict[int, int]:
+        """{broker: the broker epoch its registration names} for the registrations present now
+        (-1 where one names none). A registration left by a session the server has not expired
+        yet keeps its old epoch: a newer epoch is the broker's registration since then."""
+        out = {}
+        for i in self.registered():
+            try:
+                data, _ = self._store().get(self.path(f"/brokers/ids/{i}"))
+                out[i] = int(json.loads(data).get("broker_epoch", -1))
+            except Exception:
+                continue       # gone since the listing
+        return out
+
     def controller(self) -> int | None:
         try:
             data, _ = self._store().get(self.path("/controller"))

@@ -212,18 +212,35 @@ def test_unclean_election_only_when_the_topic_allows_it(make_cluster):
 
 
 def test_cluster_recovers_after_the_coordination_server_stalls(make_cluster):
+    """The coordination server stops for longer than every session timeout, then goes on.
+    Every broker's session ends; each registers anew under a newer broker epoch, a controller
+    of a newer epoch is elected and handles the bounces (the leader moves or is elected anew).
+    Right after the server resumes, the old sessions' nodes may still be there (the server
+    expires each at its own deadline), so recovery is waited for by what it means: every
+    registration renewed, a newer controller, the leader elected under its current
+    registration, the cluster whole. Then both an old and a new topic take writes."""
     import signal as _signal
     c = make_cluster(3)                              # embedded: we own the server process
     c.create_topic("before", partitions=1, replication_factor=3, min_insync=2)
     c.wait_for_leaders("before", isr_size=3)
-    epoch = c.controller_epoch()
+    epoch, registrations = c.controller_epoch(), c.broker_epochs()
+    assert sorted(registrations) == [0, 1, 2]
     c.coord_proc.send_signal(_signal.SIGSTOP)        # every session outlives its timeout
     time.sleep(4)
     c.coord_proc.send_signal(_signal.SIGCONT)
-    wait_until(lambda: c.registered() == {0, 1, 2} and c.controller() is not None, what="re-registration")
+
+    def recovered() -> bool:
+        now = c.broker_epochs()
+        st = c.partition_state("before", 0) or {}
+        return (sorted(now) == [0, 1, 2] and all(now[b] > registrations[b] for b in now)
+                and c.controller() is not None and c.controller_epoch() > epoch
+                and st.get("leader_broker_epoch") == now.get(st.get("leader")) and c.is_whole())
+
+    wait_until(recovered, timeout_s=60, what="every broker registered anew, a newer controller, "
+               "the leader elected under its current registration, the cluster whole")
     c.create_topic("after", partitions=1, replication_factor=3, min_insync=2)
+    c.wait_for_leaders("after", isr_size=3)
     p = producer(c, acks="all", retries=10, retry_backoff_ms=300)
     for t in ("before", "after"):
         assert p.send(t, b"x", partition=0).get(20).offset == 0
     p.close()
-    assert c.controller_epoch() > epoch
