@@ -71,9 +71,25 @@ Positions     a running leader's own position is its log end; a follower it has 
               holds at least that much, all a prefix of the leader's log.
 LeaderStays   without pauses a running leader (or a request making one) keeps the store's
               leadership and election session; no other broker leads a later epoch; with KIP-966
-              its registration is not marked unclean (only a restart marks it). With pauses it
-              is false (a paused leader is deposed), and so is Positions: StrongIsr is not proved
-              with pauses; LogMatching and ReplicationQuorumSuperset are, their sets leave both out.
+              its registration is not marked unclean (only a restart marks it). With pauses a
+              paused leader is deposed while it runs: LeaderStays, Positions and the running
+              leader's clauses of HwExposed then speak of a leader of the store's epoch only
+              (not *deposed*: acting as leader of an older epoch than the store's), and Zombie
+              says what a deposed one may still do.
+Zombie        with pauses: the *reach* of a deposed leader D is the offsets D holds that every
+              other member of the view it keeps (its ISR, or a committed proposal; a pending one
+              is refused) has fetched or may still fetch (follows D in D's epoch, or a
+              LeaderAndIsr saying so is on its way); D's HW stays within it. Below the reach
+              every ISR member that no longer fetches from D holds D's entry, every newer leader
+              (and every broker a request makes one) began its epoch past it holding D's entry,
+              and D's entry is the exposed one. An ISR member or a newer leader outside D's
+              view, an exposed prefix past D's end, or a leader of a later epoch each mean that
+              a member of D's view has left D's epoch (the first newer leader was elected from
+              it), which bounds the reach; while an ISR member may fetch from D, D holds the
+              whole exposed prefix. The same holds of a broker with a LeaderAndIsr making it
+              leader of an epoch the store has left behind, for the view it will have. Besides:
+              the ISR never empties, requests of one epoch name one leader, and a broker a leader
+              has a position for (or proposes) took up that leader's epoch.
 EligibleShape KIP-966's store sets: the ELR is disjoint from the ISR and empty once the ISR is at
               min ISR; a last known ELR stands only while ISR and ELR are empty; at min ISR 1 an
               ELR member is unregistered or marked unclean; a running leader whose ISR view is at
@@ -511,10 +527,12 @@ def hw_exposed(e: Encoding, s):
         lead = AND(b("alive"), EQ(b("role"), LEADER))
         top_s = sel([b("cs", c) for c in range(e.C)], b("clen") - 1)
         # only the running leader exposes, and it held the exposed prefix when its epoch began
-        out.append(IMPLIES(lead, OR(elen <= b("hw"), elen <= top_s)))
+        # (with pauses a deposed leader may expose too, within what Zombie bounds)
+        cur = AND(lead, NOT(_deposed(e, s, i))) if e.cfg.pauses else lead
+        out.append(IMPLIES(cur, OR(elen <= b("hw"), elen <= top_s)))
         for r in range(e.n):
             if r != i:
-                joining = AND(lead, b("haspend"), b("pend", r), NOT(b("isr", r)))
+                joining = AND(cur, b("haspend"), b("pend", r), NOT(b("isr", r)))
                 out.append(IMPLIES(joining, AND(b("pos", r) >= 0, b("pos", r) >= elen)))
         eligible = s[("z", "isr", i)]
         if e.elr:       # KIP-966: a replica leaves the ISR for the ELR only holding what it had
@@ -538,7 +556,10 @@ def positions(e: Encoding, s):
                 continue
             p = s[("b", j, "pos", r)]
             xr = _ext(e, s, r)
-            out.append(IMPLIES(AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), p >= 0),
+            lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
+            if e.cfg.pauses:
+                lead = AND(lead, NOT(_deposed(e, s, j)))
+            out.append(IMPLIES(AND(lead, p >= 0),
                                AND(p <= s[("b", r, "leo")], _ext_len(e, s, r) <= s[("b", j, "leo")],
                                    *[IMPLIES(xr[k][0], _same(xr[k], xj[k])) for k in range(e.L)])))
     return AND(*out)
@@ -561,32 +582,210 @@ def leader_stays(e: Encoding, s):
     out = []
     for j in range(e.n):
         lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
-        out.append(IMPLIES(lead, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+        if e.cfg.pauses:
+            # a paused leader is deposed while it runs (Zombie); one of the current epoch stays
+            lead = AND(lead, NOT(_deposed(e, s, j)))
+            out.append(IMPLIES(lead, EQ(s[("z", "leader")], j)))
+        else:
+            out.append(IMPLIES(lead, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
         # and, stale or not, its view holds the store's ISR (which changes only by its own
         # AlterIsr or by the controller dropping members)
         bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
         for x in range(e.n):
             held = ite(bj("resp") >= 0, bj("pend", x), bj("isr", x))
             out.append(IMPLIES(AND(lead, s[("z", "isr", x)]), held))
-        out += [IMPLIES(AND(lead, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
+        if not e.cfg.pauses:    # with pauses a session may bounce while the leader runs
+            out += [IMPLIES(AND(lead, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1))
+                    for c in range(e.n)]
         if e.elr:       # KIP-966: only a restart marks a registration unclean, the next reaction clears it
             out.append(IMPLIES(lead, NOT(s[("z", "unclean", j)])))
         # a request making j leader is as good as a leadership: it dies if j crashes
         for k in range(e.K):
             m = lambda f: s[("m", j, k, f)]   # noqa: E731
             mk = AND(_req(e, s, j, k), EQ(m("leader"), j))
-            out.append(IMPLIES(mk, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
+            if e.cfg.pauses:
+                mk = AND(mk, EQ(m("le"), s[("z", "le")]))
+                out.append(IMPLIES(mk, EQ(s[("z", "leader")], j)))
+            else:
+                out.append(IMPLIES(mk, AND(EQ(s[("z", "leader")], j), EQ(s[("z", "lsess")], 2))))
             if e.elr:
                 out.append(IMPLIES(mk, NOT(s[("z", "unclean", j)])))
             fresh = AND(mk, s[("b", j, "le")] < m("le"))
             out += [IMPLIES(AND(fresh, s[("z", "isr", x)]), s[("m", j, k, "isr", x)]) for x in range(e.n)]
-            out += [IMPLIES(AND(mk, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1)) for c in range(e.n)]
+            if not e.cfg.pauses:
+                out += [IMPLIES(AND(mk, e.is_current_controller(s, c)), NE(s[("b", c, "cch", j)], 1))
+                        for c in range(e.n)]
             for x in range(e.E):
                 out += [IMPLIES(AND(mk, x >= m("le")), NOT(s[("g", "el", x, i)])) for i in range(e.n) if i != j]
         for x in range(e.E):
             out += [IMPLIES(AND(lead, x >= s[("b", j, "le")]), NOT(s[("g", "el", x, i)]))
                     for i in range(e.n) if i != j]
     return AND(*out)
+
+
+def _deposed(e: Encoding, s, j):
+    """With pauses: broker j acts as leader of an older epoch than the store's (deposed, or
+    elected anew and not yet told): its view may be stale, and another broker may lead."""
+    if not e.cfg.pauses:
+        return False
+    return AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), s[("b", j, "le")] < s[("z", "le")])
+
+
+def _may_fetch(e: Encoding, s, j, x, le=None):
+    """Follower x may still fetch from leader j in j's epoch (or epoch `le`): it follows j in
+    that epoch, or a LeaderAndIsr of that epoch naming j is on its way to x."""
+    b = lambda f: s[("b", x, f)]   # noqa: E731
+    le = s[("b", j, "le")] if le is None else le
+    follows = AND(EQ(b("le"), le), EQ(b("leader"), j))
+    told = [AND(_req(e, s, x, k), EQ(s[("m", x, k, "le")], le), EQ(s[("m", x, k, "leader")], j),
+                b("le") < le) for k in range(e.K)]
+    return AND(b("alive"), OR(follows, *told))
+
+
+def zombie(e: Encoding, s):
+    """With pauses: what a deposed leader (running as leader of an older epoch than the
+    store's), or a broker a stale LeaderAndIsr is about to make one, may still expose: within
+    its reach, which members of its view that left its epoch bound (the module docstring)."""
+    if not e.cfg.pauses:
+        return True
+    return AND(*[c for _, c in zombie_parts(e, s)])
+
+
+def zombie_parts(e: Encoding, s) -> list[tuple[str, object]]:
+    """Zombie's clauses, each tagged with its kind and brokers (what a CTI breaks)."""
+    out: list[tuple[str, object]] = []
+
+    def add(tag, *cs):
+        out.extend((tag, c) for c in cs)
+
+    if not e.elr:       # (KIP-966 empties the ISR into the ELR)
+        add("isr-nonempty", OR(*[s[("z", "isr", x)] for x in range(e.n)]))
+    # an epoch is given to one leader, once: requests of the same epoch name the same leader
+    reqs = [(d, k) for d in range(e.n) for k in range(e.K)]
+    for a, (d, k) in enumerate(reqs):
+        for d2, k2 in reqs[a + 1:]:
+            add(f"requests-agree m{d}.{k} m{d2}.{k2}",
+                IMPLIES(AND(_req(e, s, d, k), _req(e, s, d2, k2), EQ(s[("m", d, k, "le")], s[("m", d2, k2, "le")])),
+                        EQ(s[("m", d, k, "leader")], s[("m", d2, k2, "leader")])))
+    for j in range(e.n):
+        bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
+        lead_j = AND(bj("alive"), EQ(bj("role"), LEADER))
+        others = [x for x in range(e.n) if x != j]
+        xj = _ext(e, s, j)
+        for r in others:
+            p = bj("pos", r)
+            # a broker j has a position for, or proposes, fetched from j in j's epoch: if it
+            # now acts as leader, it is of that epoch or a later one (epochs never go back)
+            seen = OR(p >= 0, AND(bj("haspend"), bj("pend", r), NOT(bj("isr", r))))
+            add(f"seen-epoch b{j} b{r}", IMPLIES(AND(lead_j, seen, s[("b", r, "alive")], NE(s[("b", r, "le")], -1)),
+                                                  bj("le") <= s[("b", r, "le")]))
+            # ... and every request to it of an older epoch is stale for it (it had taken up
+            # j's epoch; a restart drops every request on its way)
+            add(f"seen-request b{j} b{r}",
+                *[IMPLIES(AND(lead_j, seen, _req(e, s, r, q), s[("m", r, q, "le")] < bj("le")),
+                          s[("m", r, q, "le")] <= s[("b", r, "le")]) for q in range(e.K)])
+            if "isr-expand-epoch-start" in e.fx:    # KAFKA-7128: it joins past j's epoch start
+                top = sel([bj("cs", c) for c in range(e.C)], bj("clen") - 1)
+                add(f"joins-past-epoch-start b{j} b{r}",
+                    IMPLIES(AND(lead_j, bj("haspend"), bj("pend", r), NOT(bj("isr", r))), p >= top))
+        # D, running as a deposed leader: the view it keeps (a deposed leader's pending proposal
+        # is refused: its epoch is old), its positions, the followers that may fetch from it
+        dep = _deposed(e, s, j)
+        mx = [ite(bj("resp") >= 0, bj("pend", x), bj("isr", x)) for x in range(e.n)]
+        may = {x: _may_fetch(e, s, j, x) for x in others}
+        for r, mf in may.items():
+            p = bj("pos", r)
+            xr = _ext(e, s, r)
+            add(f"follower-prefix b{j} b{r}",
+                IMPLIES(AND(dep, mf, p >= 0),
+                        AND(p <= s[("b", r, "leo")], _ext_len(e, s, r) <= bj("leo"),
+                            *[IMPLIES(xr[k][0], _same(xr[k], xj[k])) for k in range(e.L)])))
+            add(f"pos-within-log b{j} b{r}", IMPLIES(dep, p <= bj("leo")))
+        _deposed_clauses(e, s, add, j, f"b{j}", dep, lead_j, bj("le"), mx, lambda x: bj("pos", x), may)
+        # a request making j leader of an epoch the store has left behind: the same, for the
+        # view, positions (none yet) and followers j will have once it takes the request up
+        for q in range(e.K):
+            mq = lambda f, *k: s[("m", j, q, f) + k]   # noqa: E731
+            stale = AND(_req(e, s, j, q), EQ(mq("leader"), j), bj("le") < mq("le"), mq("le") < s[("z", "le")])
+            mayq = {x: _may_fetch(e, s, j, x, mq("le")) for x in others}
+            _deposed_clauses(e, s, add, j, f"b{j} m{q}", stale, stale, mq("le"),
+                             [mq("isr", x) for x in range(e.n)], lambda x: -1, mayq)
+    return out
+
+
+def _deposed_clauses(e: Encoding, s, add, j, tag, cond, acting, le, view, pos, may):
+    """Zombie's claims on j as leader of epoch `le` (when `cond`: deposed, or about to take up
+    a stale request) with `view`, positions `pos` and followers that `may` still fetch from it;
+    `acting`: the weaker condition under which a newer leader outside the view bounds it."""
+    if cond is False and acting is False:
+        return      # a concrete state where j is no such leader: every clause holds
+    elen = s[("g", "elen")]
+    bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
+
+    def led_after(x0):
+        return OR(*[AND(s[("g", "el", x, y)], x0 < x) for x in range(e.E) for y in range(e.n)])
+
+    lacks = OR(bj("leo") < elen, *[AND(k < elen, NE(bj("lr", k), s[("g", "exp", k)])) for k in range(e.L)])
+    # a member of the view that has left the epoch (or died) bounds the reach by its position
+    stopped = OR(*[AND(view[y], NOT(mf)) for y, mf in may.items()])
+    for r, mf in may.items():
+        isr_r = AND(cond, mf, s[("z", "isr", r)])
+        add(f"isr-follower-in-view {tag} b{r}", IMPLIES(isr_r, view[r]))
+        # while an ISR member may fetch from j, no newer leader could expose anything without
+        # it: j still holds the whole exposed prefix (the member truncates to j)
+        add(f"isr-follower-exposed {tag} b{r}", IMPLIES(AND(isr_r, NOT(s[("g", "damaged", r)])), NOT(lacks)))
+        # j began its epoch holding the exposed prefix; what was exposed since and j lacks was
+        # exposed by a leader newer even than an epoch a request makes a follower of j leader of
+        for q in range(e.K):
+            mq = lambda f: s[("m", r, q, f)]   # noqa: E731
+            made = AND(_req(e, s, r, q), EQ(mq("leader"), r), s[("b", r, "le")] < mq("le"))
+            add(f"lacks-exposed-follower-made {tag} b{r} m{q}",
+                IMPLIES(AND(cond, lacks, mf, made), led_after(mq("le"))))
+            # ... and no ISR member follows r in that epoch yet (r would truncate to j's log
+            # before it leads, and the member to r's)
+            for x in may:
+                if x == r:
+                    continue
+                fol = AND(s[("z", "isr", x)], NOT(s[("g", "damaged", x)]), _may_fetch(e, s, r, x, mq("le")))
+                add(f"lacks-exposed-chain {tag} b{r} m{q} b{x}", NOT(AND(cond, lacks, mf, made, fol)))
+    # an ISR member outside the view was added by a newer epoch's leader, after the first of them
+    # (elected from the view) left the epoch; so for a newer leader outside the view
+    add(f"isr-outside-view {tag}", *[IMPLIES(AND(cond, s[("z", "isr", x)], NOT(view[x])), stopped) for x in may])
+    for m in may:
+        bm = lambda f, *q: s[("b", m, f) + q]   # noqa: E731
+        newer = AND(bm("alive"), EQ(bm("role"), LEADER), le < bm("le"))
+        made = [AND(_req(e, s, m, q), EQ(s[("m", m, q, "leader")], m), le < s[("m", m, q, "le")],
+                    bm("le") < s[("m", m, q, "le")]) for q in range(e.K)]
+        add(f"newer-outside-view {tag} b{m}", IMPLIES(AND(acting, OR(newer, *made), NOT(view[m])), stopped))
+    # what j lacks of the exposed prefix a newer epoch's leader exposed; the first leader after
+    # j's epoch was elected from the view and has left the epoch
+    add(f"lacks-exposed-newer-led {tag}", IMPLIES(AND(cond, lacks), led_after(le)))
+    add(f"led-after {tag}", IMPLIES(AND(cond, led_after(le)), stopped))
+    add(f"exposed-past-end {tag}", IMPLIES(AND(cond, bj("leo") < elen), stopped))
+    _below_clauses(e, s, add, j, tag, cond, le, view, pos, may)
+
+
+def _below_clauses(e: Encoding, s, add, j, tag, cond, le, view, pos, may):
+    """Zombie's claims below the reach of j as leader (when `cond`) of epoch `le` with `view`,
+    positions `pos` and followers that `may` still fetch from it."""
+    elen = s[("g", "elen")]
+    bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
+    for k in range(e.L):
+        below = AND(cond, k < bj("leo"), *[IMPLIES(view[x], OR(k < pos(x), mf)) for x, mf in may.items()])
+        add(f"below-exposed {tag} k{k}", IMPLIES(AND(below, k < elen), EQ(bj("lr", k), s[("g", "exp", k)])))
+        for m in may:
+            bm = lambda f, *q: s[("b", m, f) + q]   # noqa: E731
+            held = AND(k < bm("leo"), EQ(bm("lr", k), bj("lr", k)), EQ(bm("lep", k), bj("lep", k)))
+            add(f"below-isr-holds {tag} k{k} b{m}",
+                IMPLIES(AND(below, s[("z", "isr", m)], NOT(s[("g", "damaged", m)]), NOT(may[m])), held))
+            top = sel([bm("cs", c) for c in range(e.C)], bm("clen") - 1)
+            newer = AND(bm("alive"), EQ(bm("role"), LEADER), le < bm("le"))
+            add(f"below-newer-leader {tag} k{k} b{m}", IMPLIES(AND(below, newer), AND(k < top, held)))
+            for q in range(e.K):
+                mq = lambda f: s[("m", m, q, f)]   # noqa: E731
+                makes = AND(_req(e, s, m, q), EQ(mq("leader"), m), le < mq("le"), bm("le") < mq("le"))
+                add(f"below-made-leader {tag} k{k} b{m} m{q}",
+                    IMPLIES(AND(below, makes), ite(may[m], view[m], held)))
 
 
 def eligible_shape(e: Encoding, s):
@@ -671,6 +870,7 @@ STRENGTHENING = {
     "HwExposed": hw_exposed,
     "Positions": positions,
     "LeaderStays": leader_stays,
+    "Zombie": zombie,
     "ControllerCache": controller_cache,
     "EligibleShape": eligible_shape,
     "Fencing": fencing,
@@ -697,7 +897,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "LogMatching": _LOGS,
     # StrongIsr: below a HW is the exposed prefix, which every ISR member holds
     "StrongIsr": _LOGS + ("LogMatching", "FetchInRange", "EligibleShape", "HwExposed", "Positions",
-                          "LeaderStays"),
+                          "LeaderStays", "Zombie"),
     # the producers' promises, on a quiet single broker (strengthen_producers.applies)
     "ProducerSendOrder": tuple(PRODUCER_STRENGTHENING),
     "ProducerExactlyOnce": tuple(PRODUCER_STRENGTHENING),
