@@ -68,6 +68,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """n distinct ports for one cluster's brokers. free_port only checks that a port is free
+    now, so two calls may pick the same one (brokers 1 and 2 of a cluster once did, and the
+    second could not bind); a port picked twice is picked again. Bounded: a range with fewer
+    than n free ports raises."""
+    out: list[int] = []
+    for _ in range(50 * n):
+        if len(out) == n:
+            break
+        p = free_port()
+        if p not in out:
+            out.append(p)
+    if len(out) < n:
+        raise ClusterError(f"could not find {n} distinct free ports")
+    return out
+
+
 COORD_HOST = "127.0.0.2"
 HARNESS_SESSION_MS = 10000       # the harness's own session: reads only, no ephemerals
 
@@ -113,7 +130,7 @@ class Cluster:
         self.data_dir = Path(data_dir)
         self.generation = generation
         self.coordinator = coordinator
-        self.ports = [base_port + i if base_port else free_port() for i in range(n)]
+        self.ports = [base_port + i for i in range(n)] if base_port else free_ports(n)
         self.broker_config = dict(broker_config or {})
         self.broker_config.setdefault("session_timeout_ms", session_timeout_ms)
         self.broker_configs = {int(k): dict(v) for k, v in (broker_configs or {}).items()}

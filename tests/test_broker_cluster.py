@@ -15,6 +15,18 @@ from tests.broker_fixtures import (consume_all, make_cluster, producer, trace_ev
 pytestmark = pytest.mark.timeout(120)
 
 
+def test_a_clusters_brokers_get_distinct_ports(monkeypatch):
+    """free_port only checks that a port is free now: two brokers of one cluster once got the
+    same one and the second could not bind. free_ports picks a repeated port again."""
+    import impl.cluster as cl
+    picks = iter([31139, 31470, 31139, 31139, 30001])
+    monkeypatch.setattr(cl, "free_port", lambda: next(picks))
+    assert cl.free_ports(3) == [31139, 31470, 30001]
+    monkeypatch.setattr(cl, "free_port", lambda: 31139)
+    with pytest.raises(cl.ClusterError):
+        cl.free_ports(2)
+
+
 def test_round_trip_acks_1_and_all(make_cluster, coord_url):
     c = make_cluster(3, coordinator=coord_url)
     c.create_topic("rt", partitions=2, replication_factor=3, min_insync=2)
