@@ -21,17 +21,12 @@ from checkers.history.columnar_file import check_file
 from checkers.history.gen_runs import generate_dataset
 from checkers.history.mine import mine_local
 from checkers.history.result import counts
+from impl.cluster import free_ports
 from traces.runs import extract_run
 
 MASTER_START_S = 90
 WORKER_REGISTER_S = 120
 EXECUTOR_START_S = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(cond, timeout: float, what: str, logs=()):
@@ -51,7 +46,8 @@ def cluster(tmp_path_factory):
     import pyspark
     home = Path(pyspark.__file__).parent
     d = tmp_path_factory.mktemp("spark")
-    port = _free_port()
+    # three distinct ports (picked one at a time, two could coincide: impl.cluster.free_ports)
+    port, master_ui, worker_ui = free_ports(3)
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
                SPARK_WORKER_DIR=str(d / "work"), SPARK_LOG_DIR=str(d), PYSPARK_PYTHON=sys.executable,
                SPARK_NO_DAEMONIZE="1")
@@ -66,14 +62,14 @@ def cluster(tmp_path_factory):
         return p
     try:
         start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-               "--webui-port", str(_free_port())], logs[0])
+               "--webui-port", str(master_ui)], logs[0])
 
         def master_up():
             with socket.socket() as s:
                 return s.connect_ex(("127.0.0.1", port)) == 0
         _wait(master_up, MASTER_START_S, "the Spark master listening", logs)
         start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-               "--memory", "1500m", "--webui-port", str(_free_port()), f"spark://127.0.0.1:{port}"], logs[1])
+               "--memory", "1500m", "--webui-port", str(worker_ui), f"spark://127.0.0.1:{port}"], logs[1])
         _wait(lambda: "Registering worker" in logs[0].read_text(errors="replace"), WORKER_REGISTER_S,
               "the worker registering with the master", logs)
         yield f"spark://127.0.0.1:{port}"
