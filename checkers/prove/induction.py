@@ -24,7 +24,7 @@ import z3
 
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
-from checkers.prove.strengthen import NEEDS, STRENGTHENING, producer_needs
+from checkers.prove.strengthen import NEEDS, PARTS, STRENGTHENING, producer_needs
 from checkers.prove.symstate import concretize, variables
 from spec import Model
 
@@ -350,7 +350,7 @@ def _query(task):
                 LAST[:] = [enc, concretize(m, s), concretize(m, t)]
                 broken = [k for k, gl in goals.items()
                           if z3.is_false(m.eval(gl, model_completion=True))]
-                return (key, time.monotonic() - tq, "sat", ", ".join(broken),
+                return (key, time.monotonic() - tq, "sat", broken_clauses(enc, broken, LAST[2]),
                         cti_story(enc, m, s, t, inst))
             if whole:
                 break           # the conjunction holds: no conjunct alone need be asked
@@ -399,6 +399,17 @@ def _pooled(job, tasks, workers):
                 return
 
 
+def broken_clauses(enc: Encoding, names: list[str], post: dict, shown: int = 3) -> str:
+    """The conjuncts a CTI's post-state breaks, each lemma with named clauses (PARTS) followed
+    by the first `shown` of the clauses it breaks: "Zombie (isr-follower-exposed b2 m1 b3)"."""
+    out = []
+    for name in names:
+        tags = [tag for tag, c in PARTS[name](enc, post) if not c] if name in PARTS else []
+        more = f"; {len(tags) - shown} more" if len(tags) > shown else ""
+        out.append(f"{name} ({'; '.join(tags[:shown])}{more})" if tags else name)
+    return ", ".join(out)
+
+
 def cti_story(enc: Encoding, m, s, t, inst) -> str:
     """The CTI in the explorer's story format: the pre-state, the action, the post-state."""
     return path_story(enc, [concretize(m, s), concretize(m, t)], [inst])
@@ -429,7 +440,33 @@ def path_story(enc: Encoding, states: list[dict], insts: list) -> str:
             continue
         lines += [f"         {x}" for x in [sm["zk"]] + sm["brokers"]]
         lines.append(f"         acked={sm['acked']} exposed={list(st.exposed)} in_flight={sm['in_flight']}")
+        lines += [f"         {x}" for x in story_details(enc, d, st)]
     return "\n".join(lines)
+
+
+def story_details(enc: Encoding, d: dict, st) -> list[str]:
+    """What a CTI's lemmas speak of that the explorer's one-line summaries leave out: each
+    leader's follower positions, the epochs led so far (the ghost), and every LeaderAndIsr
+    request in flight, in the words of the action that delivers it, with the encoding's slot
+    (`m1` to b2: the slot a lemma clause's tag names, as in `b2 m1`)."""
+    from spec.state import LEADER, bits, mask_str
+    out = []
+    for i, b in enumerate(st.brokers):
+        pos = [f"b{x} at {p}" for x, p in enumerate(b.pos) if x != i and p >= 0]
+        if b.alive and b.role == LEADER and pos:
+            out.append(f"b{i} positions: " + ", ".join(pos))
+    led = [f"{e} by " + "/".join(f"b{x}" for x in bits(m)) for e, m in enumerate(st.epoch_leaders) if m]
+    if led:
+        out.append("epochs led: " + ", ".join(led))
+    for dst in range(enc.n):
+        for k in range(enc.K):
+            if not d.get(("m", dst, k, "v")):
+                continue
+            ce, le, leader, ver = (d[("m", dst, k, f)] for f in ("ce", "le", "leader", "ver"))
+            isr = sum(1 << j for j in range(enc.n) if d[("m", dst, k, "isr", j)])
+            out.append(f"in flight to b{dst} (m{k}): LeaderAndIsr(controller epoch {ce}, "
+                       f"leader {leader}, epoch {le}, isr {mask_str(isr)}, version {ver})")
+    return out
 
 
 def raw_fields(enc: Encoding, d: dict) -> list[str]:

@@ -39,7 +39,7 @@ import z3
 
 from checkers.prove.bmc import _choice_var, _solver, bmc, transition
 from checkers.prove.encoding import Encoding
-from checkers.prove.induction import _z, conjuncts, named_brokers, path_story, prove
+from checkers.prove.induction import _z, broken_clauses, conjuncts, named_brokers, path_story, prove
 from checkers.prove.props import CLIENT_PROPS, step_holds
 from checkers.prove.symstate import concretize, variables
 from checkers.prove.sym import value
@@ -121,7 +121,8 @@ def step_case(model: Model, name: str, k: int, *, strengthening: tuple[str, ...]
     broken = [n for n, g in goals.items() if z3.is_false(m.eval(g, model_completion=True))]
     concrete = [concretize(m, s) for s in states]
     LAST[:] = [enc, concrete, insts]
-    return "sat", (path_story(enc, concrete, insts), ", ".join(broken), enc, concrete, insts)
+    return "sat", (path_story(enc, concrete, insts), broken_clauses(enc, broken, concrete[-1]), enc,
+                   concrete, insts)
 
 
 def _one_step(model: Model, name: str, strengthening: tuple[str, ...], time_limit: float,

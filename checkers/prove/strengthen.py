@@ -882,6 +882,9 @@ STRENGTHENING = {
     **REPLICATED_STRENGTHENING,
 }
 
+# lemmas whose clauses carry names (kind and brokers): a CTI names the clauses it breaks
+PARTS = {"Zombie": zombie_parts}
+
 _ISR_VIEW = ("LogBounds", "TypeOk", "Fencing", "EpochsBounded", "CurrentRequests", "OneLeaderPerEpoch",
              "LeaderInIsr", "LeaderIsrView")
 # Log matching: the extended logs (a follower's log with the fetch response on its way to it)
