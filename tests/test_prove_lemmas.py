@@ -323,7 +323,7 @@ def test_every_replicated_lemma_holds_on_reachable_states():
     proof uses (write_slots, log_slots: every log fits one slot per record); every third
     reachable state: the slow test below."""
     cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 1, "max_in_flight": 1})
-    enc = Encoding(cfg, writes=epochs.write_slots(cfg), logs=epochs.log_slots(cfg))
+    enc = Encoding(cfg, writes=epochs.write_slots(cfg), logs=epochs.log_slots(cfg), shadows=True)
     m = Model(cfg)
     states = bfs_states(m, 50) + draw_states(m, 7, 200, walk_length=60)
     assert any(s.produced > 1 for s in states) and any(s.zk.le > 0 for s in states)
@@ -351,7 +351,7 @@ def test_write_slots_count_the_epochs_led_not_the_largest_epoch():
 def test_every_replicated_lemma_holds_on_every_third_reachable_state():
     """pytest -m slow tests/test_prove_lemmas.py -k replicated (4 min at load 5)."""
     cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 1, "max_in_flight": 1})
-    enc = Encoding(cfg, writes=epochs.write_slots(cfg), logs=epochs.log_slots(cfg))
+    enc = Encoding(cfg, writes=epochs.write_slots(cfg), logs=epochs.log_slots(cfg), shadows=True)
     states = bfs_states(Model(cfg), 100_000)[::3]
     assert len(states) > 5000
     _replicated_check(states, enc)
@@ -364,7 +364,7 @@ def test_every_replicated_lemma_holds_at_2_in_flight():
     states and 300 random walks of 80 steps (53 s at load 5; the induction proof at 2 in
     flight: tests/test_prove_producers.py)."""
     cfg = make_config("current", **{**FAILOVER, "brokers": 2, "records": 2, "max_in_flight": 2})
-    enc = Encoding(cfg, writes=epochs.write_slots(cfg), logs=epochs.log_slots(cfg))
+    enc = Encoding(cfg, writes=epochs.write_slots(cfg), logs=epochs.log_slots(cfg), shadows=True)
     m = Model(cfg)
     states = bfs_states(m, 40_000)[::100] + draw_states(m, 7, 300, walk_length=80)
     assert any(len(s.exposed) == 2 for s in states) and any(s.zk.le > 0 for s in states)

@@ -528,11 +528,48 @@ def test_induction_proves_producer_across_a_two_broker_fail_over_at_2_in_flight(
 
 @pytest.mark.slow
 def test_induction_proves_producer_across_a_two_broker_fail_over_at_3_in_flight():
-    """3 batches in flight (6 write slots, 3 log slots) on two workers (35 s at load 1, 63-80 s
-    with 9 write slots at load 2;
+    """3 batches in flight (6 write slots, 3 log slots, shadow fields) on two workers (23 s at
+    load 1.4; 35 s before the shadows at load 1, 63-80 s with 9 write slots at load 2;
     418 s in one process before the outcome split and the log slots):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     model = Model(make_config("current", **{**FAILOVER, "records": 3, "max_in_flight": 3}))
     rs = prove_together(model, ("ProducerSendOrder", "ProducerExactlyOnce"), workers=2,
                         time_limit=900)
     assert [r.verdict for r in rs] == ["proved", "proved"], [(r.failing, r.cti) for r in rs]
+
+
+def test_shadowed_encoding_agrees_with_spec_and_carries_the_metadata(monkeypatch):
+    """The encoding the two-broker proof uses, with the proof's write and log slots and
+    Encoding.shadows (every log, fetch-response and exposed-prefix slot carries its write's
+    metadata, which the producer rules read): spec's step on drawn fail-over states, 1..4 in
+    flight, every successor's shadows its writes' metadata (RecordShadows's clauses). A fetch
+    that copies the write ids but not their shadows is caught."""
+    from checkers.prove import strengthen_epochs as epochs
+
+    def shadowed(k):
+        cfg = make_config("current", **{**FAILOVER, "records": k, "max_in_flight": k})
+        slots = {"writes": epochs.write_slots(cfg), "logs": epochs.log_slots(cfg)}
+        enc = Encoding(cfg, **slots, shadows=True)
+        # per slot of two logs, two fetch responses and the exposed prefix: 4 shadow fields
+        assert len(enc.schema()) == len(Encoding(cfg, **slots).schema()) + 5 * enc.L * 4
+        model = Model(cfg)
+        return model, enc, bfs_states(model, 300) + draw_states(model, 20 + k, 150, walk_length=50)
+
+    total, handled = 0, 0
+    for k in range(1, 5):
+        model, enc, states = shadowed(k)
+        rep, _ = _compare_states(model, enc, states)
+        assert not rep.problems, (k, [(a, p) for _, a, p in rep.problems[:3]])
+        assert rep.skipped == 0 and rep.oob == 0
+        assert rep.kinds["FetchResponse"] and rep.kinds["HandleProduce"], rep.kinds
+        total += rep.states
+        handled += sum(map(_new_leader_handles, states))
+    assert total >= 1500 and handled >= 20, (total, handled)
+    real = Encoding.copy_slot
+
+    def forget(self, s, dst, value, shadows):
+        real(self, s, dst, value, [] if dst[2] == "fr" else shadows)
+    monkeypatch.setattr(Encoding, "copy_slot", forget)
+    model, enc, states = shadowed(2)
+    rep, _ = _compare_states(model, enc, states)
+    assert any("shadows" in p for _, _, p in rep.problems), rep.problems[:3]

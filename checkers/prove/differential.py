@@ -56,6 +56,10 @@ def compare_state(enc: Encoding, model: Model, s: State, report: DiffReport) -> 
             continue
         if a in mine:
             report.problems.append((s, a, "encoded twice"))
+        if not all(enc.shadow_links(t)):
+            # the shadows are not in spec's State: the step must have carried them with the
+            # write ids (the successor's write table is compared with spec's below)
+            report.problems.append((s, a, "a slot's shadows are not its write's metadata"))
         mine[a] = canon_versions(enc.to_state(t))
     theirs = {a for a in model.enabled(s) if _encoded(a)}
     if set(mine) | oob != theirs:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from checkers.prove.sym import AND, EQ, MAX, MIN, NE, NOT, OR, SUM, ite, sel
+from checkers.prove.sym import AND, EQ, IMPLIES, MAX, MIN, NE, NOT, OR, SUM, ite, sel
 from spec import Action, Config, State
 from spec.state import FOLLOWER, LEADER, NONE, Broker, Zk
 
@@ -83,10 +83,15 @@ class Branching(list):
 
 class Encoding:
     def __init__(self, cfg: Config, *, slots: int = 3, epochs: int | None = None,
-                 writes: int | None = None, logs: int | None = None):
+                 writes: int | None = None, logs: int | None = None, shadows: bool = False):
         """`writes`: with producers, the write ids (records logs hold) the encoding has slots
         for; `logs`: the slots of each log, the exposed prefix and a fetch response (default
-        `writes`; fewer where a proof shows no log grows past them)."""
+        `writes`; fewer where a proof shows no log grows past them). `shadows`: with producers,
+        every log, fetch response and exposed-prefix slot also carries its write's metadata
+        (producer, record, epoch, sequence) in fields of its own, copied along with the write id
+        (see `shadow`); the producers' rules read them there instead of looking the write id up
+        in the write table. A proof that sets it must hold the lemma RecordShadows (they are the
+        write table's values); spec's State has no such fields."""
         why = supported(cfg)
         if why:
             raise Unsupported(why)
@@ -95,6 +100,7 @@ class Encoding:
         self.R = cfg.records
         self.L = max(1, cfg.records)
         self.prods = None
+        self.shadows = bool(shadows and cfg.producers)
         self.cases = None       # while succ_cases runs: the outcome constants and definitions
         if cfg.producers:
             # records in logs are write ids (checkers/prove/producers.py owns the clients' part)
@@ -148,7 +154,58 @@ class Encoding:
             out += [(("g", "el", e, j), "bool") for j in range(n)]
         if self.prods:
             out += self.prods.schema()
+        if self.shadows:
+            keys = [k for k, _ in out if k[0] in ("b", "g") and k[-2] in ("lr", "fr", "exp")]
+            out += [(x, "int") for k in keys for x in self.shadow(k)]
         return out
+
+    def shadow(self, key) -> list:
+        """The shadow fields of a slot holding a write id (a log's, a fetch response's or the
+        exposed prefix's), one per write-table field; [] without shadows."""
+        from checkers.prove.producers import WRITE
+        return [key + (f,) for f in WRITE] if self.shadows else []
+
+    def shadow_links(self, s) -> list:
+        """The clauses of RecordShadows over s (symbolic or concrete): every slot in use of a
+        log, a fetch response and the exposed prefix holds a write id below the writes made,
+        and its shadows are that write's metadata in the write table. Stated per write id,
+        not as a lookup at the slot's: an append changes one write, and a lookup's chain over
+        every write slot would be asked again for each slot (BENCHMARKS.md, issue 11)."""
+        if not self.shadows:
+            return []
+        from checkers.prove.producers import WRITE
+        n, out = s[("g", "produced")], []
+
+        def link(key, used):
+            out.append(IMPLIES(used, AND(s[key] >= 0, s[key] < n)))
+            for w in range(self.R):
+                out.append(IMPLIES(AND(used, EQ(s[key], w)),
+                                   AND(*[EQ(s[x], s[("w", f, w)])
+                                         for x, f in zip(self.shadow(key), WRITE)])))
+
+        for i in range(self.n):
+            b = lambda f: s[("b", i, f)]   # noqa: E731
+            window = AND(b("hasf"), NOT(b("f_oor")))
+            for k in range(self.L):
+                link(("b", i, "lr", k), k < b("leo"))
+                link(("b", i, "fr", k), AND(window, k < b("f_n")))
+        for k in range(self.L):
+            link(("g", "exp", k), k < s[("g", "elen")])
+        return out
+
+    def copy_slot(self, s, dst, value, shadows) -> None:
+        """s[dst] = value, and its shadows the given terms (a list parallel to `shadow(dst)`:
+        where the value came from, or the new write's metadata)."""
+        s[dst] = value
+        for x, v in zip(self.shadow(dst), shadows):
+            s[x] = v
+
+    def copied(self, s, keys, pick) -> list:
+        """The shadows of the slots `keys`, each field through `pick` (the same selection the
+        write ids went through)."""
+        if not self.shadows:
+            return []
+        return [pick([s[x] for x in fields]) for fields in zip(*[self.shadow(k) for k in keys])]
 
     # --- concrete conversion ---------------------------------------------------------------
 
@@ -239,6 +296,11 @@ class Encoding:
             self.prods.from_state(s, d, Unsupported)
         elif s.prods or s.grp:
             raise Unsupported("clients")
+        if self.shadows:
+            for key in [k for k in d if k[0] in ("b", "g") and k[-2] in ("lr", "fr", "exp")]:
+                r = d[key]
+                meta = s.writes[r] if 0 <= r < len(s.writes) else (0,) * len(self.shadow(key))
+                d.update(zip(self.shadow(key), meta))
         return d
 
     def to_state(self, d: dict) -> State:
@@ -493,8 +555,12 @@ class Encoding:
             # growth fixed they read either the old terms or the leader's log (ReplicatedWire
             # 17-26 s per query at 4 in flight on ProposeShrink and AlterIsrResponse, merged)
             grow = self.named_case(grow)
+        lr_keys = [("b", i, "lr", k) for k in range(L)]
         for k in range(L):
-            s[("g", "exp", k)] = ite(AND(grow, k < hw), lr[k], s[("g", "exp", k)])
+            x = ("g", "exp", k)
+            take = AND(grow, k < hw)
+            self.copy_slot(s, x, ite(take, lr[k], s[x]),
+                           self.copied(s, [lr_keys[k], x], lambda v: ite(take, v[0], v[1])))
         s[("g", "elen")] = ite(grow, hw, elen)
         s[("b", i, "hw")] = hw
 
@@ -968,8 +1034,10 @@ class Encoding:
         s[("b", i, "f_oor")] = oor
         lr = [s[("b", j, "lr", k)] for k in range(L)]
         le = [s[("b", j, "lep", k)] for k in range(L)]
+        lr_keys = [("b", j, "lr", k) for k in range(L)]
         for k in range(L):
-            s[("b", i, "fr", k)] = sel(lr, off + k)
+            self.copy_slot(s, ("b", i, "fr", k), sel(lr, off + k),
+                           self.copied(s, lr_keys, lambda v: sel(v, off + k)))
             s[("b", i, "fe", k)] = sel(le, off + k)
         if not self.cfg.alter_isr:
             t = dict(s)
@@ -1005,7 +1073,11 @@ class Encoding:
             src_idx = k - leo
             fr = [s[("b", i, "fr", q)] for q in range(L)]
             fe = [s[("b", i, "fe", q)] for q in range(L)]
-            t_app[("b", i, "lr", k)] = ite(keep, s[("b", i, "lr", k)], sel(fr, src_idx, s[("b", i, "lr", k)]))
+            fr_keys = [("b", i, "fr", q) for q in range(L)]
+            x = ("b", i, "lr", k)
+            self.copy_slot(t_app, x, ite(keep, s[x], sel(fr, src_idx, s[x])),
+                           self.copied(s, fr_keys + [x],
+                                       lambda v: ite(keep, v[-1], sel(v[:-1], src_idx, v[-1]))))
             t_app[("b", i, "lep", k)] = ite(keep, s[("b", i, "lep", k)], sel(fe, src_idx, s[("b", i, "lep", k)]))
         t_app[("g", "oob")] = OR(t_app[("g", "oob")], leo + n_ > L)
         for k in range(L):

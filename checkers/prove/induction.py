@@ -207,7 +207,8 @@ def _solver(arith: int | None = 2):
 
 
 def _setup(cfg, names, strengthening, writes, logs=None):
-    enc = Encoding(cfg, writes=writes, logs=logs)
+    # the write metadata rides along with the write ids where the lemma set links the two
+    enc = Encoding(cfg, writes=writes, logs=logs, shadows="RecordShadows" in strengthening)
     conj = {n: STATE_PROPS[n] for n in names if n != "MonotonicEpochs"}
     conj.update({k: STRENGTHENING[k] for k in strengthening})
     s = variables(enc, "pre")

@@ -14,7 +14,8 @@ State per producer: epoch, records handed over, next sequence, last acknowledged
 KIP-360 mark, the unfinished batches (records slots), the connection's requests and answers
 (max-in-flight slots each: every request or answer belongs to a batch in flight) and the
 per-record outcome; globally the write metadata (producer, record, epoch, sequence) per write
-id, which is the record number logs hold. A batch is appended at most retries + 1 times, so
+id, which is the record number logs hold (with Encoding.shadows every log, fetch-response and
+exposed-prefix slot also carries its write's metadata, and the rules read it there: `meta`). A batch is appended at most retries + 1 times, so
 writes (and logs) need at most producers x records x (retries + 1) slots. Left out
 (`supported` refuses): acks other than all, consumers.
 """
@@ -229,21 +230,26 @@ class Producers:
 
     # --- rules (spec/rules.py, re-encoded) ---------------------------------------------------
 
+    def meta(self, s, key, f):
+        """Field f of the write a slot holds (`key`: a log, fetch-response or exposed-prefix
+        slot): its shadow where the encoding keeps them (Encoding.shadows), else looked up in
+        the write table."""
+        if self.enc.shadows:
+            return s[key + (f,)]
+        return sel([s[("w", f, w)] for w in range(self.W)], s[key])
+
     def producer_state(self, s, bi, p):
         """rules.producer_state over broker bi's log: (epoch, last sequence, per log slot
         whether the entry is among the retained batches of that epoch, per slot its sequence)."""
-        L, W = self.enc.L, self.W
+        L = self.enc.L
         leo = s[("b", bi, "leo")]
         produced = s[("g", "produced")]
-        wp = [s[("w", "wp", w)] for w in range(W)]
-        wpe = [s[("w", "wpe", w)] for w in range(W)]
-        wsq = [s[("w", "wseq", w)] for w in range(W)]
         isp, pe, sq = [], [], []
         for k in range(L):
             r = s[("b", bi, "lr", k)]
-            seq = sel(wsq, r)
-            isp.append(AND(k < leo, r < produced, EQ(sel(wp, r), p), seq >= 0))
-            pe.append(sel(wpe, r))
+            wp, seq, epoch = (self.meta(s, ("b", bi, "lr", k), f) for f in ("wp", "wseq", "wpe"))
+            isp.append(AND(k < leo, r < produced, EQ(wp, p), seq >= 0))
+            pe.append(epoch)
             sq.append(seq)
         epoch, last = -1, -1
         for k in range(L):
@@ -377,7 +383,9 @@ class Producers:
         r = s[("g", "produced")]
         for q in range(L):
             at = EQ(leo, q)
-            t[("b", bi, "lr", q)] = ite(at, r, s[("b", bi, "lr", q)])
+            x = ("b", bi, "lr", q)
+            e.copy_slot(t, x, ite(at, r, s[x]),
+                        [ite(at, v, s[y]) for v, y in zip((p, k, pe, seq), e.shadow(x))])
             t[("b", bi, "lep", q)] = ite(at, le, s[("b", bi, "lep", q)])
         t[("g", "oob")] = OR(t[("g", "oob")], leo >= L, r >= self.W)
         e.cache_assign(t, bi, le, leo)

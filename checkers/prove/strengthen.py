@@ -105,8 +105,9 @@ in flight, more dropped connections than retries; no unflushed loss), documented
 checkers/prove/strengthen_epochs.py: SoloReplication, SoloLog, WriteOrder, EpochSeqBase,
 OlderEpochs, ProducerBatches, LastAcked, ProducerWire, EpochOutcomes; across a fail-over on
 several brokers, with StrongIsr's lemmas above: ControlShapes, LogsOrder, WriteTable,
-EpochSeqBaseN, LogsOlderEpochs, ProducerBatchesN, ExposedAcked, ReplicatedWire, WriteCount
-(`producer_needs` picks the set that applies). TypeOk bounds the write count by the encoding's
+EpochSeqBaseN, LogsOlderEpochs, ProducerBatchesN, ExposedAcked, ReplicatedWire, WriteCount,
+RecordShadows (`producer_needs` picks the set that applies; with RecordShadows the proof's
+encoding carries each slot's write metadata in shadow fields, Encoding.shadows). TypeOk bounds the write count by the encoding's
 write slots (with producers a retry may be written again on a new leader).
 
 Each is checked on states the explicit model reaches (tests/test_prove_lemmas.py).

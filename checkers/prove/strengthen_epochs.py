@@ -88,6 +88,13 @@ WriteCount       a record is written at most once per leader epoch: its writes n
                  records x the most epochs one control shape has led write slots suffice, 2
                  per record across a crash and an election; and, logs holding each
                  record at most once, `log_slots`: one log slot per record).
+RecordShadows    every slot in use of a log, a fetch response and the exposed prefix holds a
+                 write below `produced`, and carries that write's metadata (producer, record,
+                 epoch, sequence) in shadow fields of its own (Encoding.shadows, set by a proof
+                 whose lemmas include this one). The producers' rules and the lemmas above read
+                 a slot's record, epoch and sequence from its shadows, not by looking its write
+                 id up in the write table: the lookup was a chain over every write slot, and
+                 each log lemma grew with it (BENCHMARKS.md, issue 11).
 
 Each holds on the states the explicit model reaches at these bounds (tests/test_prove_lemmas.py).
 """
@@ -521,13 +528,38 @@ def _wsel(s, e, f, r):
     return sel([_w(s, f, w) for w in range(e.prods.W)], r)
 
 
+def _meta(s, e, key, f):
+    """Field f of the write in slot `key` (a log's, a fetch response's or the exposed prefix's):
+    its shadow where the encoding keeps them (Encoding.shadows), else the write table's."""
+    return e.prods.meta(s, key, f)
+
+
+def _ext_meta(e, s, i, f):
+    """Field f of the write in each slot of broker i's extended log (_ext's slots)."""
+    if not e.shadows:
+        return [_wsel(s, e, f, r) for _, r, _ in _ext(e, s, i)]
+    leo = s[("b", i, "leo")]
+    fr = [s[("b", i, "fr", q, f)] for q in range(e.L)]
+    return [ite(k < leo, s[("b", i, "lr", k, f)], sel(fr, k - leo)) for k in range(e.L)]
+
+
+def _exp_meta(e, s, f):
+    return [_meta(s, e, ("g", "exp", k), f) for k in range(e.L)]
+
+
+def _record_shadows(e, s):
+    """RecordShadows (with Encoding.shadows): every slot in use of a log, a fetch response and
+    the exposed prefix carries its write's metadata, the write table's values for its write id."""
+    return AND(*e.shadow_links(s))
+
+
 def _logs_order(e, s):
     n = s[("g", "produced")]
     out = []
     for i in range(e.n):
         x = _ext(e, s, i)
-        rec = [(v, r, _wsel(s, e, "wk", r), _wsel(s, e, "wpe", r), _wsel(s, e, "wseq", r))
-               for v, r, _ in x]
+        rec = [(v, r, wk, pe, sq) for (v, r, _), wk, pe, sq in
+               zip(x, *[_ext_meta(e, s, i, f) for f in ("wk", "wpe", "wseq")])]
         for k, (v, r, wk, pe, sq) in enumerate(rec):
             out.append(IMPLIES(v, AND(r >= 0, r < n)))
             if k == 0:
@@ -541,7 +573,7 @@ def _logs_order(e, s):
                 # entries are a prefix of its slots, so order follows by transitivity)
                 out.append(IMPLIES(v, wk0 < wk))
     elen = s[("g", "elen")]
-    exk = [_wsel(s, e, "wk", s[("g", "exp", k)]) for k in range(e.L)]
+    exk = _exp_meta(e, s, "wk")
     for k in range(e.L):
         out.append(IMPLIES(k < elen, AND(s[("g", "exp", k)] >= 0, s[("g", "exp", k)] < n)))
         if k:
@@ -566,10 +598,11 @@ def _logs_older_epochs(e, s):
     pe, nb = _p(s, "pe"), _p(s, "nb")
     out = []
     for i in range(e.n):
-        for v, r, _ in _ext(e, s, i):
-            old = AND(v, _wsel(s, e, "wpe", r) < pe)
+        for (v, _, _), wpe, wk in zip(_ext(e, s, i), _ext_meta(e, s, i, "wpe"),
+                                      _ext_meta(e, s, i, "wk")):
+            old = AND(v, wpe < pe)
             # below the first unfinished batch's record, hence below all (ProducerBatchesN)
-            out.append(IMPLIES(AND(old, nb > 0), _wsel(s, e, "wk", r) < _p(s, "bk", 0)))
+            out.append(IMPLIES(AND(old, nb > 0), wk < _p(s, "bk", 0)))
     return AND(*out)
 
 
@@ -577,13 +610,13 @@ def _exposed_acked(e, s):
     """LastAcked and the outcomes over the exposed prefix, and every running leader holds it."""
     pe, lack, elen = _p(s, "pe"), _p(s, "lack"), s[("g", "elen")]
     exp = [s[("g", "exp", k)] for k in range(e.L)]
-    have = OR(*[AND(k < elen, EQ(_wsel(s, e, "wpe", exp[k]), pe),
-                    _wsel(s, e, "wseq", exp[k]) >= lack) for k in range(e.L)])
+    xpe, xsq, xk = (_exp_meta(e, s, f) for f in ("wpe", "wseq", "wk"))
+    have = OR(*[AND(k < elen, EQ(xpe[k], pe), xsq[k] >= lack) for k in range(e.L)])
     out = [lack >= -1, IMPLIES(lack >= 0, have)]
     nxt = _p(s, "nxt")
     for k in range(e.prods.RP):
         o = _p(s, "out", k)
-        out.append(IMPLIES(o >= 0, AND(k < nxt, o < elen, EQ(_wsel(s, e, "wk", sel(exp, o)), k))))
+        out.append(IMPLIES(o >= 0, AND(k < nxt, o < elen, EQ(sel(xk, o), k))))
         out.append(IMPLIES(k >= nxt, EQ(o, -1)))
         out.append(o >= -2)
     for i in range(e.n):
@@ -599,7 +632,7 @@ def _replicated_wire(e, s):
     n, pe, nq, nr, lack = (s[("g", "produced")], _p(s, "pe"), _p(s, "nq"), _p(s, "nr"),
                            _p(s, "lack"))
     elen = s[("g", "elen")]
-    exp = [s[("g", "exp", k)] for k in range(e.L)]
+    xk, xpe, xsq = (_exp_meta(e, s, f) for f in ("wk", "wpe", "wseq"))
     out, recs, ok_seqs = [], [], []
     for j in range(pr.Q):
         rk, rc, ro = _p(s, "rk", j), _p(s, "rc", j), _p(s, "ro", j)
@@ -607,16 +640,15 @@ def _replicated_wire(e, s):
         inb, seq = _batch_of(e, s, rk)
         ok = EQ(rc, rules.OK)
         oos = EQ(rc, rules.OUT_OF_ORDER_SEQUENCE)
-        wr = sel(exp, ro)
         out.append(IMPLIES(here, AND(inb, OR(*[EQ(rc, c) for c in CODES]),
                                      IMPLIES(ok, AND(ro >= 0, ro < elen,
-                                                     EQ(_wsel(s, e, "wk", wr), rk),
-                                                     EQ(_wsel(s, e, "wpe", wr), pe))),
+                                                     EQ(sel(xk, ro), rk),
+                                                     EQ(sel(xpe, ro), pe))),
                                      IMPLIES(NOT(ok), EQ(ro, -1)),
                                      IMPLIES(oos, AND(seq > lack + 1,
                                                       *[IMPLIES(v, seq > q + 1)
                                                         for v, q in ok_seqs])))))
-        ok_seqs.append((AND(here, ok), _wsel(s, e, "wseq", wr)))
+        ok_seqs.append((AND(here, ok), sel(xsq, ro)))
         recs.append((here, rk))
     for j in range(pr.Q):
         qk, qw = _p(s, "qk", j), _p(s, "qw", j)
@@ -667,7 +699,7 @@ def _write_count(e, s):
             b = lambda f, *j: s[("b", i, f) + j]   # noqa: E731
             lead = AND(b("alive"), EQ(b("role"), LEADER))
             mine = OR(*[AND(j < b("leo"), EQ(b("lep", j), b("le")),
-                            EQ(_wsel(s, e, "wk", b("lr", j)), k)) for j in range(e.L)])
+                            EQ(_meta(s, e, ("b", i, "lr", j), "wk"), k)) for j in range(e.L)])
             before = SUM(AND(led[ep], ep < b("le")) for ep in range(e.E))
             out.append(IMPLIES(lead, count <= before + ite(mine, 1, 0)))
     return AND(*out)
@@ -683,5 +715,6 @@ _REPLICATED = {
     "ExposedAcked": _exposed_acked,
     "ReplicatedWire": _replicated_wire,
     "WriteCount": _write_count,
+    "RecordShadows": _record_shadows,
 }
 REPLICATED_STRENGTHENING = {name: _lemma(body, applies_replicated) for name, body in _REPLICATED.items()}

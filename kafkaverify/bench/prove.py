@@ -22,6 +22,8 @@ explorer's time on the same config, in the same run).
     nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
     POLARS_MAX_THREADS=1 nice -n 15 python -m kafkaverify.bench.prove producer-passes \
         --records 1 2 3 --time-limit 900 --baseline-limit 450
+    nice -n 15 python -m kafkaverify.bench.prove producer-passes --records 3 4 5 \
+        --baseline-way no-shadows --workers-only --time-limit 1200
     nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
     nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
@@ -571,7 +573,7 @@ def run_producer_failover(time_limit: float, upto: int, cases=failover_cases,
 
 def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
                         baseline: bool = True, baseline_limit: float | None = None,
-                        one_process: bool = True) -> None:
+                        one_process: bool = True, baseline_way: str = "before-split") -> None:
     """The two-broker fail-over proof of both producer promises (induction with the replicated
     strengthening), K records and K in flight, in one run: the baseline (one pass, goals
     substituted, each step asked whole, logs with a slot per write, z3's default arithmetic:
@@ -581,7 +583,10 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
     and CPU seconds (the workers' CPU included), the 1-minute load before each, and the
     baseline's seconds over each (a lower bound where the baseline ran out of time). After
     the table, each way's slowest instances by solver seconds (up to the time limit, so they
-    show where an unfinished proof went). `one_process` False: the workers' way alone."""
+    show where an unfinished proof went). `one_process` False: the workers' way alone.
+    `baseline_way` "no-shadows": the baseline is the proof as `kafkaverify prove` runs it on
+    `workers` processes but without RecordShadows (so without the shadow fields: the lemmas
+    and rules look each slot's write up in the write table)."""
     import os
     import resource
 
@@ -605,12 +610,22 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
                 (f"the same on {workers} workers", {"workers": workers}, time_limit)]
         if not one_process:
             ways = ways[1:]
-        if baseline:
+        if baseline_way == "no-shadows":
+            ways = [(label.replace("the same", "with shadows (RecordShadows)"), kw, lim)
+                    for label, kw, lim in ways]
+        if baseline and baseline_way == "no-shadows":
+            from checkers.prove.strengthen import producer_needs
+            needs = tuple(n for n in producer_needs(m.config)[0] if n != "RecordShadows")
+            ways.insert(0, (f"baseline: no shadows (write-table lookups), {workers} workers",
+                            {"workers": workers, "strengthening": needs},
+                            baseline_limit or time_limit))
+        elif baseline:
             ways.insert(0, ("baseline: each step whole, log slots per write, default arith",
                             {"workers": 1, "split": False, "logs": writes, "arith": None},
                             baseline_limit or time_limit))
         base = None
-        for label, kw, limit in ways:
+        for n_way, (label, kw, limit) in enumerate(ways):
+            is_base = baseline and n_way == 0
             # each way from cold: the explorer-derived shapes the lemmas are built from are
             # computed again, as in a fresh process
             strengthen_epochs._SHAPES.clear()
@@ -624,10 +639,10 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
             slowest.append((k, label, ", ".join(f"{key} {secs:.0f}" for key, secs in top)))
             bad = [r for r in rs if r.verdict != "proved"]
             verdict = "**proved**" if not bad else f"{bad[0].verdict}: {bad[0].failing}"
-            if base is None and "split" in kw:
+            if is_base:
                 base = (wall, cs, "" if not bad else "> ")
             ratio = (f"{base[2]}{base[0] / wall:.1f} | {base[2]}{base[1] / max(cs, 1e-3):.1f}"
-                     if base and "split" not in kw and not bad else " | ")
+                     if base and not is_base and not bad else " | ")
             print(f"| {k} | {label} | {verdict} | {wall:.1f} | {cs:.1f} | {ratio} | {load:.1f} |",
                   flush=True)
     print("\nslowest instances, solver s:")
@@ -825,6 +840,10 @@ def main(argv=None) -> None:
     ap.add_argument("--no-baseline", action="store_true",
                     help="producer-passes: skip the baseline (the proof as it stood before the "
                          "outcome split)")
+    ap.add_argument("--baseline-way", choices=["before-split", "no-shadows"],
+                    default="before-split",
+                    help="producer-passes: the baseline proof: as it stood before the outcome "
+                         "split, or as it runs now without RecordShadows's shadow fields")
     ap.add_argument("--workers-only", action="store_true",
                     help="producer-passes: only the proof on 2 workers (not in one process)")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
@@ -883,7 +902,7 @@ def main(argv=None) -> None:
     elif a.what == "producer-passes":
         run_producer_passes(a.time_limit, a.records if a.records != [2, 4] else [1],
                             baseline=not a.no_baseline, baseline_limit=a.baseline_limit,
-                            one_process=not a.workers_only)
+                            one_process=not a.workers_only, baseline_way=a.baseline_way)
     elif a.what == "producer-drops":
         run_producer_failover(a.time_limit, a.upto, drop_cases, only=a.only)
     elif a.what == "three-guided":
