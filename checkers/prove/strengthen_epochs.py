@@ -455,16 +455,18 @@ def control_shapes(e) -> list[tuple]:
     sessions, the store's partition state, who led each epoch, the crash and election
     counters; versions left out) and the set of LeaderAndIsr requests to each broker (slots
     unordered), over every state spec reaches with one record in flight."""
+    from dataclasses import replace
+
     from spec import Model
     keys = [k for k in e.from_state(Model(e.cfg).initial()) if _control(k)]
-    # by what the shapes read (not the log or write slots, which they do not depend on)
-    key = ("control", e.cfg, tuple(keys), e.K)
+    small = replace(e.cfg, records=1, max_in_flight=1)
+    # by what the shapes read: the one-record configuration they are drawn from, the control
+    # fields and the request slots (not the records, log or write slots, which they do not
+    # depend on: one search serves every number of records in flight)
+    key = ("control", small, tuple(keys), e.K)
     if key not in _SHAPES:
-        from dataclasses import replace
-
         from checkers.prove.differential import bfs_states
         from checkers.prove.encoding import Encoding
-        small = replace(e.cfg, records=1, max_in_flight=1)
         enc = Encoding(small)
         known = enc.from_state(Model(small).initial())
         plan = [(k, _meaning(k)) for k in keys if k in known]
