@@ -792,7 +792,11 @@ class Encoding:
             for k in range(n - 1, -1, -1):
                 first = ite(AND(s[("b", c, "pend", k)], NOT(s[("b", c, "isr", k)])), k, first)
             pg = s[("b", c, "pgen")]
-            s[("b", c, "pgen")] = ite(EQ(pg, 0), 0, ite(AND(EQ(pg, 2), NE(first, i), first >= 0), 2, 1))
+            # only while an expansion is pending (spec's pend_gen is 0 otherwise): the other
+            # brokers' flags mean nothing then, and the step stays the same under renaming
+            # brokers (checkers/prove/symmetry.py)
+            s[("b", c, "pgen")] = ite(OR(NOT(s[("b", c, "haspend")]), EQ(pg, 0)), pg,
+                                      ite(AND(EQ(pg, 2), NE(first, i), first >= 0), 2, 1))
         zl, ls = s[("z", "leader")], s[("z", "lsess")]
         s[("z", "lsess")] = ite(OR(zl < 0, EQ(ls, 0)), 0, ite(AND(EQ(ls, 2), NE(zl, i)), 2, 1))
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 import z3
 
 from checkers.prove.encoding import Encoding
+from checkers.prove.producers import KINDS as PRODUCER_KINDS
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
 from checkers.prove.strengthen import NEEDS, PARTS, STRENGTHENING, producer_needs
+from checkers.prove.symmetry import hypothesis_symmetric, premise_holds, step_commutes
 from checkers.prove.symstate import concretize, variables
 from spec import Model
 
@@ -54,7 +56,11 @@ def conjuncts(name: str, strengthening) -> dict:
 
 
 def named_brokers(inst) -> tuple[int, ...]:
-    """The brokers an action instance names, in order (acting broker first)."""
+    """The brokers an action instance names, in order (acting broker first). A producer's
+    action names a producer (inst.b) and the broker its request went to (`via`) or, for Send,
+    the broker it sends to (`arg`)."""
+    if inst.kind in PRODUCER_KINDS:
+        return tuple(x for x in (inst.via, inst.arg if inst.kind == "Send" else -1) if x >= 0)
     out = [inst.b]
     if inst.via >= 0:
         out.append(inst.via)
@@ -67,18 +73,21 @@ def named_brokers(inst) -> tuple[int, ...]:
     return tuple(seen)
 
 
-def representatives(enc: Encoding) -> list:
+def representatives(enc: Encoding, slots: bool = True) -> list:
     """One action instance per orbit under renaming brokers: those naming brokers 0, 1, ... in
     order of first mention. Sound for the induction step because spec's brokers are
     interchangeable (spec/symmetry.py: the explorer hashes canonical renamings), the encoding's
     rules treat them alike, and every invariant and strengthening conjunct quantifies over all
     brokers alike: a step from s by instance a is a renaming of a step from the renamed s by a
     representative, and the renamed s satisfies the hypothesis when s does. Checked on
-    concrete states by tests/test_prove_lemmas.py."""
+    concrete states by tests/test_prove_lemmas.py; where the hypothesis is not symmetric by
+    construction (the producer proofs), `prove_together` asks z3 first (symmetry.py).
+    `slots` False: every request slot's Deliver and Lose (the hypothesis check covers
+    renaming brokers, not slots)."""
     # in-flight request slots are interchangeable too (a request goes to the first free slot;
     # the invariants treat slots alike): one slot stands for all
     return [inst for inst in enc.insts if named_brokers(inst) == tuple(range(len(named_brokers(inst))))
-            and not (inst.kind in ("Deliver", "Lose") and inst.arg[1] != 0)]
+            and not (slots and inst.kind in ("Deliver", "Lose") and inst.arg[1] != 0)]
 
 
 def prove(model: Model, name: str, *, strengthening: tuple[str, ...] | None = None,
@@ -146,15 +155,21 @@ def prove_together(model: Model, names: tuple[str, ...], *,
         if not f(enc, init):
             return [ProofResult(n, "refuted" if k == n else "unknown", time.monotonic() - t0,
                                 failing=f"{k} fails in the initial state") for n in names]
-    # producer actions name a producer, not a broker: the broker renaming argument of
-    # `representatives` does not cover them, so with producers every instance is checked
-    symmetric = symmetric and not model.config.producers
-    chosen = {id(inst) for inst in (representatives(enc) if symmetric else enc.insts)}
+    # the producer proofs' hypothesis was drawn from spec's initial state, where broker 0
+    # leads: one instance per orbit under renaming brokers only once z3 shows the hypothesis
+    # symmetric (ControlShapes is closed under renaming; every other lemma treats brokers
+    # alike) and every step commuting with renaming; those checks are tasks beside the
+    # queries, and where one fails the proof is asked again of every instance
+    checks = bool(symmetric and model.config.producers and enc.n > 1)
+    deadline = t0 + time_limit
+    sym_tasks = [(("symmetry", x), None, deadline)
+                 for x in ([None] + list(range(len(enc.insts))) if checks else [])]
+    slots = not model.config.producers
+    chosen = {id(inst) for inst in (representatives(enc, slots) if symmetric else enc.insts)}
     todo = [i for i, inst in enumerate(enc.insts) if id(inst) in chosen]
     job = {"cfg": model.config, "names": names, "strengthening": strengthening,
            "writes": writes, "logs": logs, "producer_goal": producer_goal,
            "substitute": substitute, "split": split, "arith": arith, "by_goal": by_goal}
-    deadline = t0 + time_limit
     # this process's encoding, conjuncts and goals; forked workers inherit them (building
     # them again in each worker cost ~5 s of a 70 s proof at 3 in flight)
     _WORKER.clear()
@@ -165,19 +180,27 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     if workers > 1 and len(todo) > 1:
         # one task per outcome of each instance (the split steps' outcomes are the longest
         # queries: handed out first)
-        tasks = []
+        tasks = list(sym_tasks)
         for i in todo:
             inst = enc.insts[i]
             n = (len(outcomes(enc.succ_cases(inst, s)[1])) if split and enc.prods is not None
                  else 1)
             tasks += [(i, j if n > 1 else None, deadline) for j in range(n)]
-        tasks.sort(key=lambda task: task[1] is None)
+        tasks.sort(key=lambda task: (isinstance(task[0], int), task[1] is None))
         answers = _pooled(job, tasks, workers)
     else:
-        answers = (_query((i, None, deadline)) for i in todo)
+        answers = (_query(task) for task in sym_tasks + [(i, None, deadline) for i in todo])
     for key, secs, verdict, detail, cti in answers:
         if stats is not None and key:
             stats[key] = stats.get(key, 0.0) + secs
+        if verdict == "asymmetric":
+            if stats is not None:
+                stats["(not symmetric: every instance asked)"] = 0.0
+            return prove_together(model, names, strengthening=strengthening,
+                                  time_limit=max(1.0, time_limit - (time.monotonic() - t0)),
+                                  symmetric=False, stats=stats, writes=writes, workers=workers,
+                                  substitute=substitute, split=split, logs=logs, arith=arith,
+                                  by_goal=by_goal)
         if verdict == "time":
             return unknown("time limit")
         if verdict == "unknown":
@@ -308,6 +331,8 @@ def _query(task):
     idx, which, deadline = task
     if deadline - time.monotonic() <= 0:
         return None, 0.0, "time", None, None
+    if not isinstance(idx, int):
+        return _symmetry_query(idx[1], deadline)
     parts = _instance(idx)
     if parts is None:
         return None, 0.0, "unsat", None, None
@@ -398,6 +423,22 @@ def _pooled(job, tasks, workers):
             if out[2] != "unsat":
                 pool.terminate()
                 return
+
+
+def _symmetry_query(what, deadline):
+    """A check the symmetry reduction rests on (symmetry.py), in this process: the hypothesis
+    symmetric and implying the steps' premise (`what` None), or instance `what`'s step
+    commuting with renaming brokers. "asymmetric" when z3 does not show it."""
+    enc, s, hyp, conj = (_WORKER[k] for k in ("enc", "s", "hyp", "conj"))
+    t = time.monotonic()
+    left = deadline - t
+    if what is None:
+        why = (hypothesis_symmetric(enc, s, hyp, left, list(conj))
+               or premise_holds(enc, s, hyp, left))
+    else:
+        why = step_commutes(enc, s, enc.insts[what], left)
+    return ("(symmetry checks)", time.monotonic() - t, "unsat" if why is None else "asymmetric",
+            why, None)
 
 
 def broken_clauses(enc: Encoding, names: list[str], post: dict, shown: int = 3) -> str:

@@ -15,9 +15,9 @@ KIP-360 mark, the unfinished batches (records slots), the connection's requests 
 (max-in-flight slots each: every request or answer belongs to a batch in flight) and the
 per-record outcome; globally the write metadata (producer, record, epoch, sequence) per write
 id, which is the record number logs hold (with Encoding.shadows every log, fetch-response and
-exposed-prefix slot also carries its write's metadata, and the rules read it there: `meta`). A batch is appended at most retries + 1 times, so
-writes (and logs) need at most producers x records x (retries + 1) slots. Left out
-(`supported` refuses): acks other than all, consumers.
+exposed-prefix slot also carries its write's metadata, and the rules read it there: `meta`).
+A batch is appended at most retries + 1 times, so writes (and logs) need at most producers x
+records x (retries + 1) slots. Left out (`supported` refuses): acks other than all, consumers.
 """
 from __future__ import annotations
 

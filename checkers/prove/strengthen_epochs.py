@@ -65,7 +65,8 @@ ControlShapes    the control plane (liveness, roles, leader and controller epoch
                  controller's cache, ISR views and proposals, sessions, the store's partition
                  state but versions, who led each epoch, crash and election counters, and the
                  set of LeaderAndIsr requests to each broker) is one of those spec reaches with
-                 one record in flight (`control_shapes`).
+                 one record in flight, or a renaming of one (`control_shapes`: closed under
+                 renaming brokers, so the proof may ask one instance per orbit, symmetry.py).
 LogsOrder        every extended log and the exposed prefix hold writes below `produced` in
                  strictly increasing record order (each entry above the one before); along a
                  log epochs never go back and an epoch's sequences run 0, 1, 2, ...
@@ -101,6 +102,7 @@ Each holds on the states the explicit model reaches at these bounds (tests/test_
 from __future__ import annotations
 
 from checkers.prove.sym import AND, EQ, IMPLIES, NOT, OR, SUM, ite, sel
+from checkers.prove.symmetry import rename_key, rename_value, transpositions
 from spec import rules
 from spec.state import LEADER
 
@@ -454,7 +456,9 @@ def control_shapes(e) -> list[tuple]:
     roles, leader and controller epochs, the controller's cache, ISR views and proposals,
     sessions, the store's partition state, who led each epoch, the crash and election
     counters; versions left out) and the set of LeaderAndIsr requests to each broker (slots
-    unordered), over every state spec reaches with one record in flight."""
+    unordered), over every state spec reaches with one record in flight, and their renamings
+    (spec's initial state has broker 0 lead; a renamed shape is one spec reaches from the
+    renamed initial state)."""
     from dataclasses import replace
 
     from spec import Model
@@ -475,9 +479,39 @@ def control_shapes(e) -> list[tuple]:
             d = enc.from_state(st)
             msgs = tuple(frozenset(_msg(d, enc, x, k) for k in range(enc.K) if d[("m", x, k, "v")])
                          for x in range(enc.n))
-            seen.setdefault((_shape(d, plan), msgs))
+            seen.setdefault((tuple(sorted(_shape(d, plan), key=repr)), msgs))
+        # closed under renaming brokers (spec's initial state has broker 0 lead): the
+        # renamed shapes are those spec reaches from the renamed initial state, so the lemma
+        # stays true, and the hypothesis is invariant under renaming (symmetry.py)
+        todo = list(seen)
+        while todo:
+            sh, msgs = todo.pop()
+            for p in transpositions(enc.n):
+                moved = (_rename_shape(sh, p), _rename_msgs(msgs, p))
+                if moved not in seen:
+                    seen[moved] = None
+                    todo.append(moved)
         _SHAPES[key] = [(dict(sh), msgs) for sh, msgs in seen]
     return _SHAPES[key]
+
+
+def _rename_shape(sh: tuple, p: tuple) -> tuple:
+    return tuple(sorted(((rename_key(k, p), rename_value(k, v, p)) for k, v in sh), key=repr))
+
+
+def _rename_msgs(msgs: tuple, p: tuple) -> tuple:
+    """Per destination, the set of LeaderAndIsr requests (_msg's fields), brokers renamed."""
+    n = len(p)
+    out: list = [frozenset()] * n
+    for d, want in enumerate(msgs):
+        moved = set()
+        for ce, le, leader, *isr in want:
+            new_isr = [False] * n
+            for j, x in enumerate(isr):
+                new_isr[p[j]] = x
+            moved.add((ce, le, p[leader] if leader >= 0 else leader, *new_isr))
+        out[p[d]] = frozenset(moved)
+    return tuple(out)
 
 
 def _control_shapes(e, s):

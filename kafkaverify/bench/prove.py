@@ -586,7 +586,9 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
     show where an unfinished proof went). `one_process` False: the workers' way alone.
     `baseline_way` "no-shadows": the baseline is the proof as `kafkaverify prove` runs it on
     `workers` processes but without RecordShadows (so without the shadow fields: the lemmas
-    and rules look each slot's write up in the write table)."""
+    and rules look each slot's write up in the write table). "all-instances": the baseline is
+    the proof as `kafkaverify prove` runs it on `workers` processes but asking every action
+    instance, not one per orbit under renaming brokers (symmetric=False)."""
     import os
     import resource
 
@@ -618,6 +620,12 @@ def run_producer_passes(time_limit: float, records: list[int], workers: int = 2,
             needs = tuple(n for n in producer_needs(m.config)[0] if n != "RecordShadows")
             ways.insert(0, (f"baseline: no shadows (write-table lookups), {workers} workers",
                             {"workers": workers, "strengthening": needs},
+                            baseline_limit or time_limit))
+        elif baseline and baseline_way == "all-instances":
+            ways = [(label.replace("the same", "one instance per orbit (symmetric)"), kw, lim)
+                    for label, kw, lim in ways]
+            ways.insert(0, (f"baseline: every instance asked, {workers} workers",
+                            {"workers": workers, "symmetric": False},
                             baseline_limit or time_limit))
         elif baseline:
             ways.insert(0, ("baseline: each step whole, log slots per write, default arith",
@@ -840,10 +848,11 @@ def main(argv=None) -> None:
     ap.add_argument("--no-baseline", action="store_true",
                     help="producer-passes: skip the baseline (the proof as it stood before the "
                          "outcome split)")
-    ap.add_argument("--baseline-way", choices=["before-split", "no-shadows"],
+    ap.add_argument("--baseline-way", choices=["before-split", "no-shadows", "all-instances"],
                     default="before-split",
                     help="producer-passes: the baseline proof: as it stood before the outcome "
-                         "split, or as it runs now without RecordShadows's shadow fields")
+                         "split, as it runs now without RecordShadows's shadow fields, or as it "
+                         "runs now asking every instance (no symmetry reduction)")
     ap.add_argument("--workers-only", action="store_true",
                     help="producer-passes: only the proof on 2 workers (not in one process)")
     ap.add_argument("--no-explorer", action="store_true", help="three: BMC only")
