@@ -788,15 +788,15 @@ class Encoding:
         s[("z", "sess", i)] = True
         for c in range(n):
             s[("b", c, "cch", i)] = ite(EQ(s[("b", c, "cch", i)], 2), 1, s[("b", c, "cch", i)])
-            first = -1
-            for k in range(n - 1, -1, -1):
-                first = ite(AND(s[("b", c, "pend", k)], NOT(s[("b", c, "isr", k)])), k, first)
+            # spec reads the session of the first broker the pending expansion adds; it adds
+            # one (every reachable state), so "broker i is not among those it adds" says the
+            # same, and says it whatever the brokers' order: the step commutes with renaming
+            # brokers from every state (checkers/prove/symmetry.py). Only while an expansion is
+            # pending (spec's pend_gen is 0 otherwise; the flags mean nothing then).
+            added = [AND(s[("b", c, "pend", k)], NOT(s[("b", c, "isr", k)])) for k in range(n)]
             pg = s[("b", c, "pgen")]
-            # only while an expansion is pending (spec's pend_gen is 0 otherwise): the other
-            # brokers' flags mean nothing then, and the step stays the same under renaming
-            # brokers (checkers/prove/symmetry.py)
             s[("b", c, "pgen")] = ite(OR(NOT(s[("b", c, "haspend")]), EQ(pg, 0)), pg,
-                                      ite(AND(EQ(pg, 2), NE(first, i), first >= 0), 2, 1))
+                                      ite(AND(EQ(pg, 2), NOT(added[i]), OR(*added)), 2, 1))
         zl, ls = s[("z", "leader")], s[("z", "lsess")]
         s[("z", "lsess")] = ite(OR(zl < 0, EQ(ls, 0)), 0, ite(AND(EQ(ls, 2), NE(zl, i)), 2, 1))
 

@@ -26,7 +26,7 @@ from checkers.prove.encoding import Encoding
 from checkers.prove.producers import KINDS as PRODUCER_KINDS
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
 from checkers.prove.strengthen import NEEDS, PARTS, STRENGTHENING, producer_needs
-from checkers.prove.symmetry import hypothesis_symmetric, premise_holds, step_commutes
+from checkers.prove.symmetry import hypothesis_symmetric, step_commutes
 from checkers.prove.symstate import concretize, variables
 from spec import Model
 
@@ -427,14 +427,13 @@ def _pooled(job, tasks, workers):
 
 def _symmetry_query(what, deadline):
     """A check the symmetry reduction rests on (symmetry.py), in this process: the hypothesis
-    symmetric and implying the steps' premise (`what` None), or instance `what`'s step
-    commuting with renaming brokers. "asymmetric" when z3 does not show it."""
+    symmetric (`what` None), or instance `what`'s step commuting with renaming brokers.
+    "asymmetric" when z3 does not show it."""
     enc, s, hyp, conj = (_WORKER[k] for k in ("enc", "s", "hyp", "conj"))
     t = time.monotonic()
     left = deadline - t
     if what is None:
-        why = (hypothesis_symmetric(enc, s, hyp, left, list(conj))
-               or premise_holds(enc, s, hyp, left))
+        why = hypothesis_symmetric(enc, s, hyp, left, list(conj))
     else:
         why = step_commutes(enc, s, enc.insts[what], left)
     return ("(symmetry checks)", time.monotonic() - t, "unsat" if why is None else "asymmetric",

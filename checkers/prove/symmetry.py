@@ -3,21 +3,22 @@
 The induction step asks one action instance per orbit under renaming brokers
 (`induction.representatives`). That is sound when the transition relation and the inductive
 hypothesis are both invariant under renaming: a step from s by instance a is then the renaming
-of a step from the renamed s by the representative. spec's transitions are (spec/symmetry.py:
-the explorer hashes canonical renamings), and the encoding's agree with spec's. The core
-lemmas quantify over brokers alike. The producer proofs' lemma ControlShapes lists the control
-planes spec reaches from its initial state, in which broker 0 leads: that list is closed under
-renaming (`close`), and `hypothesis_symmetric` asks z3 whether the whole hypothesis is
-invariant under each transposition of two brokers (they generate every renaming) before a
-proof relies on it.
+of a step from the renamed s by the representative. Swaps of broker 0 with each other broker
+generate every renaming, so z3 is asked about those:
+- `step_commutes`: an instance's guard and successor commute with the swap, from every state
+  (`steps_symmetric`: every instance);
+- `hypothesis_symmetric`: every state satisfying the hypothesis still does after the swap.
+The core lemmas quantify over brokers alike. The producer proofs' lemma ControlShapes lists
+the control planes spec reaches from its initial state, in which broker 0 leads: the list is
+closed under renaming (strengthen_epochs.control_shapes), and the producer proof runs both
+checks before it relies on the reduction (induction.prove_together).
 
-`rename(enc, d, p)` renames an encoded state, concrete or symbolic: broker i becomes p[i] in
-every key that names a broker (a broker's own fields, per-broker flags and positions, the
-store's ISR and sessions, requests to a broker, who led each epoch) and in every field whose
-value is a broker (a follower's leader, a fetch response's source, the controller's cached
-leader, the store's controller and leader, a LeaderAndIsr request's leader, the broker a
-producer's request went to). tests/test_prove_symmetry.py checks it against spec's renaming on
-reachable states.
+`rename(d, p)` renames an encoded state, concrete or symbolic: broker i becomes p[i] in every
+key that names a broker (a broker's own fields, per-broker flags and positions, the store's ISR
+and sessions, requests to a broker, who led each epoch) and in every field whose value is a
+broker (a follower's leader, a fetch response's source, the controller's cached leader, the
+store's controller and leader, a LeaderAndIsr request's leader, the broker a producer's request
+went to). tests/test_prove_symmetry.py checks it against spec's renaming on reachable states.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import time
 
 import z3
 
-from checkers.prove.sym import AND, IMPLIES, NOT, SUM, ite
+from checkers.prove.sym import ite
 
 # ("b", i, f, j): per-broker entries of broker i's fields
 _PER_BROKER_B = frozenset({"isr", "pend", "pos", "ccisr", "cch"})
@@ -132,14 +133,6 @@ def hypothesis_symmetric(enc, s: dict, hyp: list, time_limit: float = 60.0,
     return None
 
 
-def one_joining(s: dict, n: int):
-    """Each pending ISR expansion adds at most one broker (spec's _normalize_sessions reads the
-    first added broker's session: with two the step would depend on broker order)."""
-    return AND(*[IMPLIES(s[("b", c, "haspend")],
-                         SUM(ite(AND(s[("b", c, "pend", k)], NOT(s[("b", c, "isr", k)])), 1, 0)
-                             for k in range(n)) <= 1) for c in range(n)])
-
-
 def _z(v):
     if z3.is_expr(v):
         return v
@@ -153,39 +146,31 @@ def _unsat(deadline: float, *fs) -> bool:
     return sol.check() == z3.unsat
 
 
-def premise_holds(enc, s: dict, hyp: list, time_limit: float = 60.0) -> str | None:
-    """None when z3 shows that `hyp` implies `one_joining`, the premise under which
-    `step_commutes` compares the steps; else why not."""
-    if _unsat(time.monotonic() + time_limit, *hyp, z3.Not(_z(one_joining(s, enc.n)))):
-        return None
-    return "the hypothesis does not show that an ISR expansion adds one broker at a time"
-
-
 def step_commutes(enc, s: dict, a, time_limit: float = 60.0) -> str | None:
     """None when z3 shows that instance a's step commutes with swapping broker 0 with any
-    other, from every state where `one_joining` holds: a's guard is its renamed instance's on
-    the renamed state, and its successor renamed is that instance's successor. Else why not."""
+    other, from every state: a's guard is its renamed instance's on the renamed state, and its
+    successor renamed is that instance's successor. Else why not."""
     deadline = time.monotonic() + time_limit
-    premise = _z(one_joining(s, enc.n))
     for p in transpositions(enc.n):
         r = rename(s, p)
         b = rename_instance(enc, a, p)
         ga, gb = _z(a.guard(s, a)), _z(b.guard(r, b))
         ta, tb = rename(enc.succ(a, s), p), enc.succ(b, r)
         same = [_z(ta[k]) == _z(tb[k]) for k in tb if not _z(ta[k]).eq(_z(tb[k]))]
-        if not _unsat(deadline, premise, z3.Not(z3.And(ga == gb, z3.Implies(ga, z3.And(same))))):
+        if not _unsat(deadline, z3.Not(z3.And(ga == gb, z3.Implies(ga, z3.And(same))))):
             return (f"{a.kind} ({a.b}, via {a.via}, arg {a.arg}) does not commute with "
                     f"renaming brokers {p}")
     return None
 
 
-def steps_symmetric(enc, s: dict, hyp: list, time_limit: float = 60.0) -> str | None:
-    """None when z3 shows that every step commutes with renaming brokers from every state
-    satisfying `hyp` (`premise_holds`, then `step_commutes` for each instance); else why not."""
+def steps_symmetric(enc, time_limit: float = 60.0) -> str | None:
+    """None when z3 shows that every step commutes with renaming brokers (`step_commutes` for
+    each instance); else why not."""
+    from checkers.prove.symstate import variables
     deadline = time.monotonic() + time_limit
-    why = premise_holds(enc, s, hyp, time_limit)
+    s = variables(enc, "sym")
     for a in enc.insts:
-        if why:
-            break
         why = step_commutes(enc, s, a, max(0.001, deadline - time.monotonic()))
-    return why
+        if why:
+            return why
+    return None
