@@ -1,8 +1,9 @@
 """Renaming brokers in encoded states (checkers/prove/symmetry.py) and the symmetry reduction of
-the producer proofs' induction step: the renaming is spec's, the checks that a proof runs before
-it asks one instance per orbit pass on the proof's own hypothesis and steps, and they fail
-where the hypothesis or a step is not symmetric. (The proof itself, asking one instance per
-orbit: tests/test_prove_producers.py, two brokers at 2 in flight.)"""
+the induction step: the renaming is spec's; the checks the producer proof runs before it asks
+one instance per orbit pass on that proof's hypothesis and steps, and on the core proofs'
+(StrongIsr's strengthening); they fail where the hypothesis or a step is not symmetric. (The
+producer proof itself, asking one instance per orbit: tests/test_prove_producers.py, two
+brokers at 2 in flight.)"""
 from __future__ import annotations
 
 import pytest
