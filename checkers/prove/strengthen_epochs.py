@@ -102,7 +102,7 @@ Each holds on the states the explicit model reaches at these bounds (tests/test_
 from __future__ import annotations
 
 from checkers.prove.sym import AND, EQ, IMPLIES, NOT, OR, SUM, ite, sel
-from checkers.prove.symmetry import rename_key, rename_value, transpositions
+from checkers.prove.symmetry import rename, transpositions
 from spec import rules
 from spec.state import LEADER
 
@@ -496,7 +496,7 @@ def control_shapes(e) -> list[tuple]:
 
 
 def _rename_shape(sh: tuple, p: tuple) -> tuple:
-    return tuple(sorted(((rename_key(k, p), rename_value(k, v, p)) for k, v in sh), key=repr))
+    return tuple(sorted(rename(dict(sh), p).items(), key=repr))
 
 
 def _rename_msgs(msgs: tuple, p: tuple) -> tuple:

@@ -26,7 +26,7 @@ import time
 
 import z3
 
-from checkers.prove.sym import ite
+from checkers.prove.sym import AND, EQ, IMPLIES, ite, sym
 
 # ("b", i, f, j): per-broker entries of broker i's fields
 _PER_BROKER_B = frozenset({"isr", "pend", "pos", "ccisr", "cch"})
@@ -133,12 +133,6 @@ def hypothesis_symmetric(enc, s: dict, hyp: list, time_limit: float = 60.0,
     return None
 
 
-def _z(v):
-    if z3.is_expr(v):
-        return v
-    return z3.BoolVal(v) if isinstance(v, bool) else z3.IntVal(v)
-
-
 def _unsat(deadline: float, *fs) -> bool:
     sol = z3.Solver()
     sol.set("timeout", max(1, int((deadline - time.monotonic()) * 1000)))
@@ -154,10 +148,11 @@ def step_commutes(enc, s: dict, a, time_limit: float = 60.0) -> str | None:
     for p in transpositions(enc.n):
         r = rename(s, p)
         b = rename_instance(enc, a, p)
-        ga, gb = _z(a.guard(s, a)), _z(b.guard(r, b))
+        ga, gb = a.guard(s, a), b.guard(r, b)
         ta, tb = rename(enc.succ(a, s), p), enc.succ(b, r)
-        same = [_z(ta[k]) == _z(tb[k]) for k in tb if not _z(ta[k]).eq(_z(tb[k]))]
-        if not _unsat(deadline, z3.Not(z3.And(ga == gb, z3.Implies(ga, z3.And(same))))):
+        same = AND(EQ(ga, gb), IMPLIES(ga, AND(*[EQ(ta[k], tb[k]) for k in tb if not (
+            sym(ta[k]) and sym(tb[k]) and ta[k].eq(tb[k]))])))
+        if same is not True and (same is False or not _unsat(deadline, z3.Not(same))):
             return (f"{a.kind} ({a.b}, via {a.via}, arg {a.arg}) does not commute with "
                     f"renaming brokers {p}")
     return None
