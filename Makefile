@@ -44,16 +44,19 @@ check: $(STAMP)
 test: system-deps $(STAMP)
 	KAFKAVERIFY_REQUIRE_ALL=1 $(BIN)/python -m pytest -n 2 --timeout 600 -q
 
+# The benchmarks live in benchmarks/ (not installed): run from the repository root, where
+# `python -m` finds them.
 bench: $(STAMP)
-	$(BIN)/python -m kafkaverify.bench.model
-	$(BIN)/python -m kafkaverify.bench.history
-	$(BIN)/python -m kafkaverify.bench.broker
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m benchmarks.model
+	$(BIN)/python -m benchmarks.history
+	$(BIN)/python -m benchmarks.broker
 
-# Mutation score of the protocol code (kafkaverify/bench/mutate.py): hours on 2 cores for every
+# Mutation score of the protocol code (benchmarks/mutate.py): hours on 2 cores for every
 # file; MUTATE_ARGS narrows it, e.g. MUTATE_ARGS="spec/rules.py".
 mutate: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,mutate]'
-	nice -n 19 $(BIN)/python -m kafkaverify.bench.mutate $(MUTATE_ARGS)
+	nice -n 19 $(BIN)/python -m benchmarks.mutate $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV)

@@ -2,7 +2,7 @@
 24 settings, 5 fault schedules per supported cell, model searches of at most 120 s) on this machine, or
 a slice of it.
 
-    python -m kafkaverify.bench.audit [--clients confluent,aiokafka,kafka-python] [--acks 1,all]
+    python -m benchmarks.audit [--clients confluent,aiokafka,kafka-python] [--acks 1,all]
         [--retries 0,5] [--max-in-flight 1,2,5] [--idempotence on,off] [--schedules 5] [--seed 0]
         [--model-time-limit 120] [--out DIR] [--json]
 
@@ -38,7 +38,7 @@ def full_matrix_cells() -> tuple[int, int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.audit")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.audit")
     for k, v in DEFAULTS.items():
         ap.add_argument("--" + k.replace("_", "-"), default=v)
     ap.add_argument("--schedules", type=int, default=5)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    enter_private_netns(["-m", "kafkaverify.bench.audit", *argv])
+    enter_private_netns(["-m", "benchmarks.audit", *argv])
     from kafkaverify.audit.broker import run_one
     from kafkaverify.audit.matrix import run_audit
     from kafkaverify.audit.report import markdown, write
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(a.out) if a.out else Path(tmp)
         base = run_one(clients[0], Setting("all", 5, 1, False), (), 0, out / "baseline", a.generation, True)
         t0 = time.monotonic()
-        cmd = "python -m kafkaverify.bench.audit " + " ".join(argv)
+        cmd = "python -m benchmarks.audit " + " ".join(argv)
         au = run_audit(a.generation, clients, settings, a.schedules, a.seed, out, a.time_limit, True,
                        model_time_limit=a.model_time_limit, command=cmd,
                        progress=lambda line: print(line, file=sys.stderr, flush=True))

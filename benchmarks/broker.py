@@ -1,6 +1,6 @@
 """Broker benchmarks with a real confluent-kafka producer (100-byte records, idempotence off).
 
-    python -m kafkaverify.bench.broker [--records N] [--quick] [--json]
+    python -m benchmarks.broker [--records N] [--quick] [--json]
 
 1. throughput, acks=1, one broker, RF=1
 2. throughput, acks=all, three brokers, RF=3, min.insync=2
@@ -124,7 +124,7 @@ def failover(c: Cluster, topic: str, **extra) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.broker")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.broker")
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--latency-seconds", type=float, default=10)
     ap.add_argument("--session-timeout-ms", type=int, default=2000)

@@ -7,9 +7,9 @@ this process, so the figures are the protocol's, not Python start-up):
    generation
 3. coordinator fail-over: kill -9 of the group coordinator -> the first successful synchronous
    commit issued after the kill; baseline: kill -9 of a data partition's leader -> the first
-   acknowledged acks=all write sent after it (kafkaverify.bench.broker.failover), same run
+   acknowledged acks=all write sent after it (benchmarks.broker.failover), same run
 
-    python -m kafkaverify.bench.groups [--repeat N] [--session-timeout-ms MS] [--json]
+    python -m benchmarks.groups [--repeat N] [--session-timeout-ms MS] [--json]
 
 The broker runs with group.initial.rebalance.delay.ms=0 (Kafka's default is 3000: a first join
 would then take 3 s by design) and members with heartbeat.interval.ms=250 (default 3000: the
@@ -27,7 +27,7 @@ import threading
 import time
 
 from impl.cluster import Cluster
-from kafkaverify.bench.broker import failover
+from benchmarks.broker import failover
 
 TOPIC = "g"
 OFFSETS_PARTITIONS = 3
@@ -157,7 +157,7 @@ def coordinator_failover(c: Cluster, group: str) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.groups")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.groups")
     ap.add_argument("--repeat", type=int, default=3, help="join/rebalance rounds (fresh group each)")
     ap.add_argument("--session-timeout-ms", type=int, default=2000, help="brokers' coordination session")
     ap.add_argument("--json", action="store_true")

@@ -1,4 +1,4 @@
-"""Benchmark of the history checkers: `python -m kafkaverify.bench.history [--ops N ...]`.
+"""Benchmark of the history checkers: `python -m benchmarks.history [--ops N ...]`.
 
 For each size, in a fresh subprocess (so that peak memory is that size's alone): generate a
 valid history (seeded), then time on one core (a) the baseline, a plain Python producer-order
@@ -127,7 +127,7 @@ def main(sizes, seed, partitions, full, exhaustive_sizes, exhaustive_seeds, one)
     print(f"{'ops':>9} {'records':>9} {'gen s':>7} {'check s':>8} {'ops/s':>10} {'records/s':>10} "
           f"{'baseline ev/s':>13} {'ratio':>6} {'peak MiB':>9} {'MiB/1k ops':>10}" + ("  full s" if full else ""))
     for n in sizes:
-        cmd = [sys.executable, "-m", "kafkaverify.bench.history", "--one", str(n), "--seed", str(seed),
+        cmd = [sys.executable, "-m", "benchmarks.history", "--one", str(n), "--seed", str(seed),
                "--partitions", str(partitions), "--full" if full else "--no-full"]
         r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
         print(f"{r['ops']:>9} {r['records']:>9} {r['gen_s']:>7.2f} {r['check_s']:>8.2f} "

@@ -1,5 +1,5 @@
 """End-to-end benchmark of check-history, old and new side by side in one run:
-`python -m kafkaverify.bench.history_e2e [--ops N ...] [--old/--no-old]`.
+`python -m benchmarks.history_e2e [--ops N ...] [--old/--no-old]`.
 
 For each size: generate one valid history (seeded) and write it as Parquet and as JSON lines
 (not timed). Sizes above --tile-above are made of `size / tile-above` generated copies on
@@ -12,7 +12,7 @@ thread pools get one core, as the issue asks), time reading + checking:
 and report ops/s end to end, CPU seconds, the subprocess's peak RSS, and the whole process's
 wall time from the parent (interpreter start-up and imports included: what a user waits for).
 For JSON lines, each --bare parser also parses the same file alone (no checks; see
-kafkaverify/bench/jsonl_parse.py), and the whole check's CPU seconds over the bare parse's are
+benchmarks/jsonl_parse.py), and the whole check's CPU seconds over the bare parse's are
 printed as `Nx bare`. With --baseline DIR (a checkout of an earlier revision, e.g.
 `git worktree add DIR REV`), the new engine of that checkout runs on the same files in the same run ("base"), so a speed-up is
 a same-run ratio; with --base-layout old, base reads Parquet in the layout written before
@@ -64,10 +64,10 @@ def _one(path: str, engine: str) -> dict:
     return {"ops": n, "seconds": secs, "ops_per_s": n / secs, "status": v.status,
             "engine": "old" if engine == "old" else r.engine,
             "cpu_s": time.process_time() - c0,
-            "peak_rss_mib": _peak_mib()}
+            "peak_rss_mib": peak_mib()}
 
 
-def _peak_mib() -> float:
+def peak_mib() -> float:
     """This process's own peak RSS (VmHWM). Not getrusage's ru_maxrss: Linux carries that
     across fork and exec, so a child of the (large) generating parent would report at least
     the parent's RSS at the fork."""
@@ -99,7 +99,7 @@ def _peak_mib() -> float:
 @click.option("--bare", "bare", multiple=True, default=("pyarrow",), show_default=True,
               type=click.Choice(["pyarrow", "polars", "duckdb", "msgspec", "orjson"]),
               help="JSON lines: also time this parser alone on the same file (parse only, "
-                   "kafkaverify.bench.jsonl_parse), next to the whole check")
+                   "benchmarks.jsonl_parse), next to the whole check")
 @click.option("--base-layout", type=click.Choice(["same", "old"]), default="same", show_default=True,
               help="Parquet for base: the same file as new, or the layout before this one "
                    "(zstd with a trace_id column)")
@@ -122,7 +122,9 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
     if compiled:
         here = Path(kafkaverify.__file__).resolve().parent.parent
         for root in [here] + ([Path(baseline).resolve()] if baseline else []):
-            subprocess.run([sys.executable, "-m", "compileall", "-q", "checkers", "traces", "kafkaverify"],
+            # benchmarks/ too where the checkout has it (kafkaverify/bench/ before)
+            pkgs = [p for p in ("checkers", "traces", "kafkaverify", "benchmarks") if (root / p).is_dir()]
+            subprocess.run([sys.executable, "-m", "compileall", "-q", *pkgs],
                            cwd=str(root), check=True, capture_output=True)
     bytecode = "compiled" if compiled else ("not-written" if sys.dont_write_bytecode else "written")
     print(f"seed={seed} ops={list(sizes)} partitions={partitions} old={old} old_max={old_max} "
@@ -132,6 +134,7 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
     d.mkdir(parents=True, exist_ok=True)
     from checkers.history.generate import Params, generate_valid
     from traces.history import history_events, write
+    from traces.history_tile import tile
     print(f"{'ops':>9} {'format':>8} {'engine':>6} {'seconds':>8} {'ops/s':>10} {'cpu s':>6} {'process s':>9} "
           f"{'proc ops/s':>10} {'peak MiB':>9} {'speedup':>9}  status")
     env = dict(os.environ, POLARS_MAX_THREADS="1")
@@ -161,7 +164,7 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                 del h
             tile(base, paths["parquet"], n // tile_above, jsonl=paths.get("jsonl"))
             if old_pq:
-                tile(base, old_pq, n // tile_above, old_layout=True)
+                tile(base, old_pq, n // tile_above, trace_column=True)   # the old layout
         for fmt, p in paths.items():
             res = {}
             engines = (["old"] if old and n <= old_max else []) + (["base"] if baseline else []) + ["new"]
@@ -169,12 +172,14 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
                 if engine == "old" and fmt.startswith("pq-"):
                     continue
                 src = old_pq if engine == "base" and fmt == "parquet" and old_pq else p
-                cmd = pin + [sys.executable, "-m", "kafkaverify.bench.history_e2e", "--one", str(src),
+                cmd = pin + [sys.executable, "-m", "benchmarks.history_e2e", "--one", str(src),
                              "new" if engine == "base" else engine]
                 run_env = env
                 if engine == "base":     # the earlier checkout's modules first on the path
+                    # (then this checkout's, for benchmarks/ where the checkout has none)
                     run_env = dict(env, PYTHONPATH=os.pathsep.join(
-                        [str(Path(baseline).resolve())] + [q for q in [env.get("PYTHONPATH")] if q]))
+                        [str(Path(baseline).resolve()), str(Path(__file__).resolve().parents[1])]
+                        + [q for q in [env.get("PYTHONPATH")] if q]))
                     if kafkaverify.ALLOCATOR_TUNED:   # the checkout's own allocator settings
                         run_env.pop("_RJEM_MALLOC_CONF", None)
                 t0 = time.perf_counter()
@@ -196,7 +201,7 @@ def main(sizes, seed, partitions, old, old_max, tile_above, jsonl_max, workdir, 
             for parser in (bare if fmt == "jsonl" else ()):
                 # The parser alone (packages imported before its clock): the floor the whole
                 # check stands on. `new/bare` is the whole check's CPU over the bare parse's.
-                out = subprocess.run(pin + [sys.executable, "-m", "kafkaverify.bench.jsonl_parse",
+                out = subprocess.run(pin + [sys.executable, "-m", "benchmarks.jsonl_parse",
                                             "--one", str(p), parser], capture_output=True, text=True, env=env)
                 if out.returncode:
                     raise SystemExit(out.stderr)
@@ -228,52 +233,13 @@ def skip_one_record(ops, every_partition: bool) -> list:
 
 
 OLD_LAYOUT = {"compression": "zstd"}     # with a trace_id column: the layout before this one
+# (today the many-histories layout, which traces.history_tile.tile writes with trace_column)
 
 
 def write_old_layout(path: Path, header: dict, events: list[dict]) -> None:
     import pyarrow.parquet as pq
     from traces.history import events_to_table
     pq.write_table(events_to_table(header, events), str(path), **OLD_LAYOUT)
-
-
-def tile(src: Path, dst: Path, copies: int, old_layout: bool = False, jsonl: Path | None = None) -> None:
-    """`copies` copies of one history file, each on its own topics, processes, groups and ids,
-    one after the other in time (so each copy's events keep their order): a valid history
-    stays valid, and partitions stay independent. Written in the layout of
-    traces.history.write_parquet (or the old one), and with `jsonl` as JSON lines too (as
-    traces.history.write_jsonl writes them)."""
-    import polars as pl
-    import pyarrow.parquet as pq
-    from traces.history import FIELDS, PARQUET_META_KEY, arrow_schema, parquet_write_options
-    f = pq.ParquetFile(str(src))
-    meta = f.schema_arrow.metadata
-    df = pl.read_parquet(src).drop("trace_id", strict=False)
-    c = pl.col
-    span = int(df.get_column("mono_ns").max() - df.get_column("mono_ns").min()) + 1
-    ids = int(df.get_column("id").max()) + 1
-    procs = int(df.get_column("process").max()) + 1
-    header = json.loads(meta[PARQUET_META_KEY])
-    schema = arrow_schema(trace_column=old_layout).with_metadata({PARQUET_META_KEY: meta[PARQUET_META_KEY]})
-    jf = open(jsonl, "w", encoding="utf-8") if jsonl else None
-    if jf:
-        jf.write(json.dumps(header, separators=(",", ":")) + "\n")
-    names = list(FIELDS)
-    try:
-        with pq.ParquetWriter(str(dst), schema, **(OLD_LAYOUT if old_layout else parquet_write_options(True))) as w:
-            for j in range(copies):
-                part = df.with_columns(
-                    c("id") + j * ids, c("process") + j * procs, c("mono_ns") + j * span,
-                    c("wall_ns") + j * span, c("topic") + f"-{j}", c("group") + f"-{j}")
-                if old_layout:
-                    part = part.select(pl.lit(header.get("trace_id"), pl.String).alias("trace_id"), pl.all())
-                w.write_table(part.to_arrow().cast(schema))
-                if jf:
-                    dumps = json.JSONEncoder(separators=(",", ":")).encode
-                    jf.writelines(dumps({n: v for n, v in zip(names, row) if v is not None}) + "\n"
-                                  for row in part.select(names).iter_rows())
-    finally:
-        if jf:
-            jf.close()
 
 
 if __name__ == "__main__":

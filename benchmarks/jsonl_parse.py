@@ -1,5 +1,5 @@
 """JSON-lines parsers side by side on one history file, against check-history's own reader:
-`python -m kafkaverify.bench.jsonl_parse [--ops N | --file F] [--repeat R]`.
+`python -m benchmarks.jsonl_parse [--ops N | --file F] [--repeat R]`.
 
 Each parser runs in a fresh subprocess pinned to one core (taskset -c 0, POLARS_MAX_THREADS=1,
 as history_e2e), on the same file, R rounds in turn (so that a shared machine's load falls on
@@ -68,8 +68,8 @@ def _parse(path: str, parser: str) -> int:
     if parser == "pyarrow":
         import pyarrow as pa
         import pyarrow.json as pj
-        from traces.history_columnar import _json_schema
-        opts = pj.ParseOptions(explicit_schema=_json_schema(), unexpected_field_behavior="error",
+        from traces.history_columnar import json_schema
+        opts = pj.ParseOptions(explicit_schema=json_schema(), unexpected_field_behavior="error",
                                newlines_in_values=False)
         return sum(pj.read_json(pa.BufferReader(b), parse_options=opts, read_options=pj.ReadOptions(
             block_size=len(b) + 1, use_threads=False)).num_rows for b in _lines(path))
@@ -99,9 +99,9 @@ def _parse(path: str, parser: str) -> int:
         import pyarrow as pa
         from msgspec import UNSET
 
-        from traces.history_columnar import _json_schema
+        from traces.history_columnar import json_schema
         dec = msgspec.json.Decoder(_msgspec_event())
-        schema = _json_schema()
+        schema = json_schema()
         frames = []
         for b in _lines(path):
             evs = dec.decode_lines(b)
@@ -156,8 +156,8 @@ def _one(path: str, parser: str) -> dict:
     c0 = time.process_time()
     rows = _parse(path, parser)
     cpu = time.process_time() - c0
-    from kafkaverify.bench.history_e2e import _peak_mib
-    return {"parser": parser, "rows": rows, "cpu_s": cpu, "peak_rss_mib": _peak_mib()}
+    from benchmarks.history_e2e import peak_mib
+    return {"parser": parser, "rows": rows, "cpu_s": cpu, "peak_rss_mib": peak_mib()}
 
 
 @click.command()
@@ -200,11 +200,13 @@ def main(ops, file_, seed, partitions, repeat, parsers, baseline, one):
     try:
         for _ in range(repeat):
             for p in parsers:
-                cmd, run_env, cwd = ["-m", "kafkaverify.bench.jsonl_parse"], env, None
+                cmd, run_env, cwd = ["-m", "benchmarks.jsonl_parse"], env, None
                 if p == "base-reader":  # this script, with the checkout's modules first on the path
+                    # (then this checkout's, for benchmarks/ where the checkout has none)
                     base = str(Path(baseline).resolve())
                     cmd, cwd = [str(Path(__file__).resolve())], base
-                    run_env = dict(env, PYTHONPATH=os.pathsep.join([base] + [q for q in [env.get("PYTHONPATH")] if q]))
+                    run_env = dict(env, PYTHONPATH=os.pathsep.join(
+                        [base, str(Path(__file__).resolve().parents[1])] + [q for q in [env.get("PYTHONPATH")] if q]))
                 out = subprocess.run(pin + [sys.executable] + cmd + ["--one", file_, "reader" if p == "base-reader" else p],
                                      capture_output=True, text=True, env=run_env, cwd=cwd)
                 if out.returncode:

@@ -1,8 +1,8 @@
 """The columnar kernel's pairing and screens, this checkout's against an earlier checkout's,
 alternated in one process on the same lean frame (warm, no reading, no start-up):
-`python -m kafkaverify.bench.kernel_ab --baseline DIR [--file H.parquet | --ops N] [--rounds K]`.
+`python -m benchmarks.kernel_ab --baseline DIR [--file H.parquet | --ops N] [--rounds K]`.
 
-End-to-end figures (kafkaverify.bench.history_e2e) move by a tenth between runs on a loaded
+End-to-end figures (benchmarks.history_e2e) move by a tenth between runs on a loaded
 machine; alternating the two kernels on one frame in one process shows a kernel change that
 small. Only checkers/history/columnar.py is taken from DIR (loaded under another module name);
 what it imports comes from this checkout. Prints seed= and the options first, then the least
@@ -45,7 +45,7 @@ def main(baseline, path, ops, seed, rounds):
     import polars as pl
 
     from checkers.history import columnar as new
-    from checkers.history.columnar_file import _lean_plan
+    from checkers.history.columnar_file import lean_plan
     from traces import history_columnar as hc
     base = _load_base(baseline)
     tmp = None
@@ -59,7 +59,7 @@ def main(baseline, path, ops, seed, rounds):
         del h
     _, src, _ = hc.read(path, None, None, lazy=True)
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
-    ev = _lean_plan(full).collect(engine="streaming")
+    ev = lean_plan(full).collect(engine="streaming")
     times: dict[str, list[tuple[float, float]]] = {"base": [], "new": []}
     flagged = {}
     for _ in range(rounds):

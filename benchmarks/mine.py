@@ -1,4 +1,4 @@
-"""Mining benchmark: `python -m kafkaverify.bench.mine [--runs N] [--distinct K] [--seed S]`.
+"""Mining benchmark: `python -m benchmarks.mine [--runs N] [--distinct K] [--seed S]`.
 
 Generates a runs dataset (traces/runs.py; K distinct generated runs tiled to N, planted
 anomalies included), then, each in a fresh subprocess whose whole process tree's RSS is
@@ -246,7 +246,7 @@ def main(runs, distinct, ops, seed, buckets, engines, workdir, dataset, one_args
               f"(one process)", flush=True)
     rows = []
     for e in engines.split(","):
-        r, peak = _run_sampled([sys.executable, "-m", "kafkaverify.bench.mine", "--one", e, str(ds)])
+        r, peak = _run_sampled([sys.executable, "-m", "benchmarks.mine", "--one", e, str(ds)])
         r["engine"], r["peak_mib"] = e, peak
         rows.append(r)
         extra = (f"invalid runs {r['invalid_runs']}" if "invalid_runs" in r else f"flagged runs {r['flagged_runs']}")

@@ -2,7 +2,7 @@
 fix's first counterexample — the fingerprint explorer against the previous explorer
 (checkers/explore_legacy.py) measured in the same run.
 
-    python -m kafkaverify.bench.model [--exhaustive '{"records": 1}'] [--fix-limit 300]
+    python -m benchmarks.model [--exhaustive '{"records": 1}'] [--fix-limit 300]
                                       [--baseline-limit 0] [--skip-fixes] [--skip-exhaustive]
                                       [--walks N]
 
@@ -65,7 +65,7 @@ def one(variant: str, bounds: dict) -> dict:
 
 
 def _run_one(variant: str, bounds: dict) -> dict:
-    out = subprocess.run([sys.executable, "-m", "kafkaverify.bench.model", "--one", variant,
+    out = subprocess.run([sys.executable, "-m", "benchmarks.model", "--one", variant,
                           "--exhaustive", json.dumps(bounds)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -171,8 +171,8 @@ def walks(n: int) -> None:
     print(f"walks: same {n} seeds step for step; WalkMemo / baseline: {rb / ra:.2f}x steps per CPU-second")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.model", description=__doc__.splitlines()[0])
     ap.add_argument("--exhaustive", default=json.dumps(DEFAULT_EXHAUSTIVE),
                     help="bounds of the exhaustive `current` run, as JSON")
     ap.add_argument("--fix-limit", type=float, default=300.0)
@@ -183,7 +183,7 @@ def main() -> None:
     ap.add_argument("--walks", type=int, default=0, metavar="N",
                     help="also time N seeds of swarm walks with and without the walk memo")
     ap.add_argument("--one", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     bounds = json.loads(args.exhaustive)
     if args.one:
         print(json.dumps(one(args.one, bounds)))

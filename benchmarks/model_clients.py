@@ -2,7 +2,7 @@
 (BENCHMARKS.md "Clients"), with a same-run baseline (the explorer on `current` at its default
 bounds, no clients: unchanged by the client fields).
 
-    python -m kafkaverify.bench.model_clients [--quick]
+    python -m benchmarks.model_clients [--quick]
 
 `--quick` leaves out the two longest runs (the baseline and the group fail-over at two crashes).
 Every case states what it must find; a case that finds something else is marked UNEXPECTED.
@@ -68,11 +68,11 @@ def run(case, generation, without, bounds, invariants, expected, time_limit: flo
             f"{r.distinct / secs if secs > 0 else 0:,.0f} |")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.model_clients")
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.model_clients")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--time-limit", type=float, default=600.0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     print("| case | verdict | distinct states | seconds | states/s |")
     print("|---|---|---:|---:|---:|")
     for c in CASES + ([] if args.quick else LONG):

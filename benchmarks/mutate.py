@@ -1,5 +1,5 @@
 """Mutation testing of the protocol code: how many small bugs injected into the model's and the
-broker's replication rules the suite notices. `python -m kafkaverify.bench.mutate` (or
+broker's replication rules the suite notices. `python -m benchmarks.mutate` (or
 `make mutate`).
 
 Built on cosmic-ray (pinned in pyproject's `mutate` extra): it enumerates mutants from the AST
@@ -20,14 +20,14 @@ hang), and is listed apart. Mutants inside annotations are equivalent by constru
 never evaluated) and are set apart before sampling, never run. `--sample FILE=N --seed S` draws
 the same N mutants of FILE in every session; `--rerun-survivors` runs a kept run's survivors
 again against the checkout's tests (after writing the tests that kill them). Survivors whose
-(file, line, operator) appear in the reviewed list kafkaverify/bench/mutate_equivalent.txt are
+(file, line, operator) appear in the reviewed list benchmarks/mutate_equivalent.txt are
 equivalent mutants, excluded from the score; an entry that matches a killed mutant is reported
 as stale.
 
 Output: per file, mutants / in annotations / sampled / killed / survived / equivalent / score and
 its 95 % Wilson interval (and each family's, its files pooled); each survivor as a diff; the
 command that reruns the run.
-`python -m kafkaverify.bench.mutate_order DIR` times the spec/ killers' order on a kept session.
+`python -m benchmarks.mutate_order DIR` times the spec/ killers' order on a kept session.
 Exit 0 when every file reaches its target score (spec/ 90 %, impl/ 85 %), 1 when one does not,
 2 when the killers fail unmutated (nothing can be measured), 3 on bad arguments.
 """
@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 EQUIVALENT = Path(__file__).with_name("mutate_equivalent.txt")
 
 # In the order that kills soonest (with -x the first failure ends the run): cheap files, and the
@@ -227,7 +227,7 @@ def in_annotation(spans, start: tuple[int, int], end: tuple[int, int]) -> bool:
     return any(a <= tuple(start) and tuple(end) <= b for a, b in spans)
 
 
-def _copy_tree(dst: Path) -> None:
+def copy_tree(dst: Path) -> None:
     files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
                            check=True, capture_output=True).stdout.decode().split("\0")
     for f in filter(None, files):
@@ -252,14 +252,14 @@ def run(files: list[str], sample: dict[str, int], seed: int, quick_check: bool, 
     tree = work / "tree"
     if not tree.exists():
         tree.mkdir()
-        _copy_tree(tree)
+        copy_tree(tree)
     elif rerun_survivors:
         # today's tests against the session's mutants: only if the mutated files are as they were
         changed = [f for f in files if (tree / f).exists() and (tree / f).read_bytes() != (ROOT / f).read_bytes()]
         if changed:
             raise SessionMismatch(f"{', '.join(changed)} changed since the session in {work} was made "
                                   "(or a run was cut short inside a mutant): its mutants no longer apply")
-        _copy_tree(tree)
+        copy_tree(tree)
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
     env.pop("KAFKAVERIFY_REQUIRE_ALL", None)
     cr = [sys.executable, "-m", "cosmic_ray.cli"]
@@ -458,7 +458,7 @@ def report(scores: list[FileScore], seconds: float, command: str) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.mutate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.mutate", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", help=f"files to mutate (default: all of {', '.join(TARGETS)})")
     ap.add_argument("--sample", action="append", default=[], metavar="FILE=N",
                     help="test a seeded random sample of N mutants of FILE")
@@ -517,8 +517,8 @@ def main(argv=None) -> int:
             print(f"no session for {', '.join(files)} in {a.report}", file=sys.stderr)
             return 3
         scores = [sc for p, fs in sessions for sc in _collect(p, fs)]
-        return report(scores, 0.0, f"python -m kafkaverify.bench.mutate --report {a.report} {' '.join(files)}")
-    command = "python -m kafkaverify.bench.mutate " + " ".join(
+        return report(scores, 0.0, f"python -m benchmarks.mutate --report {a.report} {' '.join(files)}")
+    command = "python -m benchmarks.mutate " + " ".join(
         [*files, *(f"--sample {f}={n}" for f, n in sample.items()), f"--seed {a.seed}",
          *(["--no-quick-check"] if a.no_quick_check else [])])
     print(f"seed={a.seed} files={' '.join(files)} sample={sample or 'all'} "

@@ -1,7 +1,7 @@
 """What the order of the spec/ killers costs per mutant: the same mutants, each run under the
-previous order and under today's (kafkaverify/bench/mutate.py SPEC_TESTS), alternating which goes
-first, in one run. `python -m kafkaverify.bench.mutate_order DIR` with DIR a session kept by
-`python -m kafkaverify.bench.mutate --keep DIR`.
+previous order and under today's (benchmarks/mutate.py SPEC_TESTS), alternating which goes
+first, in one run. `python -m benchmarks.mutate_order DIR` with DIR a session kept by
+`python -m benchmarks.mutate --keep DIR`.
 
 Only the model tests are timed (`pytest -x`): the quick check that follows them for a mutant they
 miss is the same command under either order. The two orders must agree on every mutant (killed
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from kafkaverify.bench.mutate import IN_ANNOTATION, SPEC_TESTS, _copy_tree
+from benchmarks.mutate import IN_ANNOTATION, SPEC_TESTS, copy_tree
 
 # The order before the killers were sorted to fail soonest (test_model_invariants.py and
 # test_model_pruning.py did not exist then; they go where today's order has them, so both orders
@@ -43,7 +43,7 @@ def _pytest(tests, cwd: Path, env: dict) -> tuple[bool, float]:
 
 def main(argv=None) -> int:
     import os
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.mutate_order", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.mutate_order", description=__doc__.split("\n\n")[0])
     ap.add_argument("session", type=Path, help="a directory kept by mutate --keep (spec.sqlite and tree/)")
     ap.add_argument("--mutants", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
         if work.exists():
             shutil.rmtree(work)
         work.mkdir()
-        _copy_tree(work)      # this checkout (its tests), with the session's file mutated
+        copy_tree(work)      # this checkout (its tests), with the session's file mutated
         if (work / path).read_bytes() != (tree / path).read_bytes():
             print(f"{path} changed since the session was made: its mutants no longer apply", file=sys.stderr)
             return 3

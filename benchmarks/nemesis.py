@@ -1,6 +1,6 @@
 """Nemesis benchmark: generated fault schedules on real clusters (kafkaverify/nemesis/).
 
-    python -m kafkaverify.bench.nemesis [--schedules 200] [--seed 1] [--v010-budget 20] [--json]
+    python -m benchmarks.nemesis [--schedules 200] [--seed 1] [--v010-budget 20] [--json]
 
 1. `current`, acks=all, RF 3, min ISR 2, the producer at kafka-python's defaults (idempotent),
    faults crash, pause, partition, isolated power loss, controller-failover (--faults; real
@@ -40,7 +40,7 @@ KIP966_FAULTS = ("power-loss-any", "pause", "partition")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kafkaverify.bench.nemesis")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.nemesis")
     ap.add_argument("--schedules", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--v010-budget", type=int, default=20)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", default=",".join(CURRENT_FAULTS))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    enter_private_netns(["-m", "kafkaverify.bench.nemesis", *(sys.argv[1:] if argv is None else argv)])
+    enter_private_netns(["-m", "benchmarks.nemesis", *(sys.argv[1:] if argv is None else argv)])
     out: dict = {"machine": f"{platform.machine()} {platform.python_version()}", "seed": a.seed}
     with tempfile.TemporaryDirectory(prefix="kv-bench-nemesis-") as tmp:
         tmp = Path(tmp)

@@ -1,6 +1,6 @@
 """The history Parquet layout: what decoding check-history's columns costs, per writer and
 reader choice, on one generated history:
-`python -m kafkaverify.bench.parquet_layout [--ops N | --file F] [--repeat R] [--writer W ...]`.
+`python -m benchmarks.parquet_layout [--ops N | --file F] [--repeat R] [--writer W ...]`.
 
 The history (seeded, as history_e2e generates it) is written once per writer choice below;
 then each (writer, reader) pair decodes the columns check-history reads (checkers/history/
@@ -210,7 +210,7 @@ def main(ops, seed, partitions, src, repeat, writers, readers, all_readers, work
     res: dict[tuple[str, str], list[dict]] = {(w, r): [] for w, r, _ in pairs}
     for _ in range(repeat):
         for w, r, p in pairs:
-            out = subprocess.run(pin + [sys.executable, "-m", "kafkaverify.bench.parquet_layout",
+            out = subprocess.run(pin + [sys.executable, "-m", "benchmarks.parquet_layout",
                                         "--one", str(p), r, cols], capture_output=True, text=True, env=env)
             if out.returncode:
                 raise SystemExit(out.stderr)

@@ -2,35 +2,35 @@
 and time to the first counterexample for v0.10 and `current --without FIX` (next to the
 explorer's time on the same config, in the same run).
 
-    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 3 5 --records 2 4
-    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 2 3 --records 2 --invariant \
+    nice -n 15 python -m benchmarks.prove induction --brokers 3 5 --records 2 4
+    nice -n 15 python -m benchmarks.prove induction --brokers 2 3 --records 2 --invariant \
         LogMatching StrongIsr --baseline
-    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 3 5 7 --records 2 4 \
+    nice -n 15 python -m benchmarks.prove induction --brokers 3 5 7 --records 2 4 \
         --invariant StrongIsr --generation current kip-966
-    nice -n 15 python -m kafkaverify.bench.prove induction --brokers 2 3 5 --records 4 \
+    nice -n 15 python -m benchmarks.prove induction --brokers 2 3 5 --records 4 \
         --invariant LogMatching ReplicationQuorumSuperset --pauses 0 1 2
-    nice -n 15 python -m kafkaverify.bench.prove bmc --depth 8
-    nice -n 15 python -m kafkaverify.bench.prove bmc3 --depth 30 --time-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove fixes --time-limit 60
-    nice -n 15 python -m kafkaverify.bench.prove fixes --fix epoch-truncation --time-limit 300
-    nice -n 15 python -m kafkaverify.bench.prove producers --time-limit 60
-    nice -n 10 python -m kafkaverify.bench.prove producer-induction --upto 6 --baseline-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 3 --time-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove producer-drops --upto 3 --time-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove producer-failover --upto 5 --only "2 brokers, 1" \
+    nice -n 15 python -m benchmarks.prove bmc --depth 8
+    nice -n 15 python -m benchmarks.prove bmc3 --depth 30 --time-limit 120
+    nice -n 15 python -m benchmarks.prove fixes --time-limit 60
+    nice -n 15 python -m benchmarks.prove fixes --fix epoch-truncation --time-limit 300
+    nice -n 15 python -m benchmarks.prove producers --time-limit 60
+    nice -n 10 python -m benchmarks.prove producer-induction --upto 6 --baseline-limit 120
+    nice -n 15 python -m benchmarks.prove producer-failover --upto 3 --time-limit 120
+    nice -n 15 python -m benchmarks.prove producer-drops --upto 3 --time-limit 120
+    nice -n 15 python -m benchmarks.prove producer-failover --upto 5 --only "2 brokers, 1" \
         --time-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove producer-failover --chained --upto 5 --time-limit 120
-    POLARS_MAX_THREADS=1 nice -n 15 python -m kafkaverify.bench.prove producer-passes \
+    nice -n 15 python -m benchmarks.prove producer-failover --chained --upto 5 --time-limit 120
+    POLARS_MAX_THREADS=1 nice -n 15 python -m benchmarks.prove producer-passes \
         --records 1 2 3 --time-limit 900 --baseline-limit 450
-    nice -n 15 python -m kafkaverify.bench.prove producer-passes --records 3 4 5 \
+    nice -n 15 python -m benchmarks.prove producer-passes --records 3 4 5 \
         --baseline-way no-shadows --workers-only --time-limit 1200
-    nice -n 10 python -m kafkaverify.bench.prove three --time-limit 180
-    nice -n 15 python -m kafkaverify.bench.prove three-guided --fix isr-expand-epoch-start \
+    nice -n 10 python -m benchmarks.prove three --time-limit 180
+    nice -n 15 python -m benchmarks.prove three-guided --fix isr-expand-epoch-start \
         --depths 6 8 10 14 --time-limit 600
-    nice -n 15 python -m kafkaverify.bench.prove kinduction --brokers 2 3 --records 2 --k 3
-    nice -n 15 python -m kafkaverify.bench.prove spacer --time-limit 120 --cex-limit 300
-    nice -n 15 python -m kafkaverify.bench.prove spacer-rules --time-limit 120
-    nice -n 15 python -m kafkaverify.bench.prove three-steps --time-limit 300
+    nice -n 15 python -m benchmarks.prove kinduction --brokers 2 3 --records 2 --k 3
+    nice -n 15 python -m benchmarks.prove spacer --time-limit 120 --cex-limit 300
+    nice -n 15 python -m benchmarks.prove spacer-rules --time-limit 120
+    nice -n 15 python -m benchmarks.prove three-steps --time-limit 300
 
 `fixes` covers v0.10 and `current --without F` for every replication fix F of spec/config.py
 (isr-broker-epoch and eligible-leader-replicas under `kip-966`, FIX_GENERATION), each at the smallest bounds where its bug
@@ -45,8 +45,9 @@ import time
 from checkers.explore import explore
 from checkers.prove.bmc import bmc
 from checkers.prove.induction import prove
-from kafkaverify.cmd_prove import prove_config
 from checkers.prove.encoding import supported
+from checkers.prove.tight_bounds import THREE_TIGHT, golden_instances
+from kafkaverify.cmd_prove import prove_config
 from spec import Model, make_config
 from spec.config import CLIENT_FIXES, GENERATIONS
 
@@ -65,20 +66,7 @@ BMC_THREE = [
     ("current", ("fetch-epoch-fencing",), {**THREE, "unflushed_loss": False}, None),
     ("current", ("isr-expand-epoch-start",), {**THREE, "unflushed_loss": False, "losses": 0}, None),
 ]
-
-# The three-replica fixes at the tightest bounds where the explorer's counterexample exists (its
-# shortest at those bounds for KAFKA-7128, breadth-first; the golden scripts' shrunk walks for
-# the others): (fix, bounds, invariant, depth = that counterexample's length, the encoding's
-# in-flight slots and leader epochs that path needs).
-TIGHT = {"brokers": 3, "records": 2, "crashes": 1, "elections": 1, "losses": 0}
-THREE_TIGHT = [
-    ("isr-expand-epoch-start", TIGHT, "LeaderCandidateCompleteness", 14, 1, 2),
-    ("epoch-end-offset", {**TIGHT, "crashes": 2, "elections": 2, "unflushed_loss": True}, "StrongIsr",
-     19, 2, 3),
-    ("fetch-epoch-fencing", {**TIGHT, "crashes": 2, "elections": 2}, "StrongIsr", 19, 2, 3),
-    ("truncate-on-epoch-change", {**TIGHT, "crashes": 3, "losses": 1, "unflushed_loss": True},
-     "LogMatching", 30, 1, 3),
-]
+# The same fixes at their tightest bounds: checkers/prove/tight_bounds.py THREE_TIGHT.
 
 
 def run_three(time_limit: float, bits: int | None, only: list[str] | None = None,
@@ -132,41 +120,6 @@ def _explorer_row(m, inv: str, time_limit: float) -> tuple[str, float]:
     xs = time.monotonic() - t0
     return ((f"{x.invariant} in {len(x.path)} steps ({x.found_by.split(' (')[0]})"
              if x.status == "violation" else f"{x.status} (breadth-first to depth {x.depth})"), xs)
-
-
-# The golden counterexample of each three-replica fix (traces/corpus/), shrunk at its tight bounds.
-GOLDEN = {"isr-expand-epoch-start": "model-kafka7128-isr-expansion.jsonl",
-          "epoch-end-offset": "model-kip279-divergence.jsonl",
-          "fetch-epoch-fencing": "model-kip320-stale-fetch.jsonl",
-          "truncate-on-epoch-change": "model-kafka7164-divergence.jsonl"}
-
-
-def golden_instances(fix: str):
-    """(model, encoding, shrunk spec path, its instance numbers) for a three-replica fix at its
-    THREE_TIGHT bounds and encoding bounds: the golden trace shrunk to its first violation of
-    the fix's invariant (checkers/shrink_trace), each action matched to the encoding's
-    instance that takes it."""
-    import json
-    from pathlib import Path
-
-    from checkers.prove.bmc import _spec_action
-    from checkers.prove.encoding import Encoding
-    from checkers.shrink_trace import shrink_path
-    from spec import Action
-    _, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == fix)
-    model = Model(make_config("current", (fix,), **bounds))
-    corpus = Path(__file__).resolve().parents[2] / "traces" / "corpus" / GOLDEN[fix]
-    lines = [json.loads(x) for x in corpus.read_text().splitlines()]
-    path, _, _ = shrink_path(model, [Action.from_json(x["action"]) for x in lines
-                                     if x["kind"] == "step"], inv)
-    enc = Encoding(model.config, slots=slots, epochs=epochs)
-    s, d, seq = model.initial(), enc.from_state(model.initial()), []
-    for a in path:
-        i = next(k for k, x in enumerate(enc.insts)
-                 if x.guard(d, x) and _spec_action(enc, x, d, s) == a)
-        seq.append(i)
-        d, s = enc.succ(enc.insts[i], d), model.step(s, a)
-    return model, enc, path, seq
 
 
 def run_three_steps(time_limit: float, only: list[str] | None = None, explorer: bool = True,
@@ -834,7 +787,7 @@ def _spacer_verdict(r) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.prove")
     ap.add_argument("what", choices=["induction", "bmc", "bmc3", "fixes", "three", "three-guided", "three-steps",
                                      "producers", "producer-induction", "producer-failover", "producer-drops",
                                      "producer-passes",

@@ -1,5 +1,5 @@
 """The previous explicit-state model checker, kept unchanged as the differential baseline of
-checkers/explore.py (tests and `kafkaverify.bench.model` compare against it).
+checkers/explore.py (tests and `benchmarks.model` compare against it).
 
 States are deduplicated by their canonical form under broker renaming (spec/symmetry.py), so
 the first violation found is at the smallest depth: a shortest counterexample. Every search is

@@ -40,7 +40,7 @@ def write_trace(path: str | Path, cfg: Config, actions: list[Action], states: li
 
 # The command line's defaults with three or more brokers: the bounds at which breadth-first
 # search plus swarm walks find every fix's bug of `current` within minutes (figures in
-# BENCHMARKS.md, `python -m kafkaverify.bench.model --skip-exhaustive`). With two brokers the model's own (smaller) defaults
+# BENCHMARKS.md, `python -m benchmarks.model --skip-exhaustive`). With two brokers the model's own (smaller) defaults
 # hold, which `current` exhausts.
 DEFAULTS_3 = {"records": 2, "crashes": 3, "pauses": 1, "elections": 3, "losses": 1}
 

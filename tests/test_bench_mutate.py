@@ -2,7 +2,7 @@
 reason for each, and a bad target is a usage error (exit 3), not a traceback."""
 from __future__ import annotations
 
-from kafkaverify.bench import mutate
+from benchmarks import mutate
 
 
 def test_equivalent_list_parses_with_a_reason_each():
@@ -28,7 +28,7 @@ def test_unknown_target_or_sample_is_a_usage_error(capsys):
 
 
 def test_killer_order_bench_without_a_session_is_a_usage_error(tmp_path, capsys):
-    from kafkaverify.bench import mutate_order
+    from benchmarks import mutate_order
     assert mutate_order.main([str(tmp_path)]) == 3
     assert "no spec session" in capsys.readouterr().err
 

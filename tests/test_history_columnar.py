@@ -454,7 +454,7 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
     10^7 operations), checked in chunks read in slices: topics and groups must get the same
     codes in every slice, or partitions of two topics would be merged or one split."""
     from checkers.history import columnar_file as columnar
-    from kafkaverify.bench.history_e2e import tile
+    from traces.history_tile import tile
     h = generate(Params(seed=7, ops=1000, partitions=3, consumers=2), {"lost-write": 0.05})
     one = tmp_path / "one.parquet"
     write(one, h.header, history_events(h.ops))
@@ -491,7 +491,7 @@ def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
 
     def join_only(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
         return real(ops, p, polls, recs, assigns, at, None, n_acked)
-    from kafkaverify.bench.history_e2e import tile
+    from traces.history_tile import tile
     for kind in (None, "delivery-at-least-once", "lost-write", "poll-skip", "commit-regression"):
         for seed in range(3):
             h = generate(Params(seed=seed, ops=1500, partitions=1 + seed, consumers=1 + seed % 2),
@@ -551,14 +551,14 @@ def test_tiled_json_lines_are_the_tiled_parquet(tmp_path):
     trace_id column, zstd) the same events too."""
     import pyarrow.parquet as pq
 
-    from kafkaverify.bench.history_e2e import tile
+    from traces.history_tile import tile
     from traces.history import read_events, write_jsonl
     h = generate(Params(seed=3, ops=300, partitions=2))
     one = tmp_path / "one.parquet"
     write(one, h.header, history_events(h.ops))
     many, many_j, old = tmp_path / "many.parquet", tmp_path / "many.jsonl", tmp_path / "old.parquet"
     tile(one, many, 3, jsonl=many_j)
-    tile(one, old, 3, old_layout=True)
+    tile(one, old, 3, trace_column=True)
     hp, ep = read_events(many)
     hj, ej = read_events(many_j)
     assert hp == hj == h.header and [e for _, e in ep] == [e for _, e in ej]

@@ -13,7 +13,7 @@ import pytest
 from checkers.explore import explore
 # The heavier explorations (one in flight never reorders; idempotence clean across a leader
 # move; the v0.10 offsets regression) run as `kafkaverify check` stages and in
-# `python -m kafkaverify.bench.model_clients`, not here.
+# `python -m benchmarks.model_clients`, not here.
 from checkers.golden import GROUP_BOUNDS, PRODUCER_CONNECTION_BOUNDS, PRODUCER_FAULT_BOUNDS
 from checkers.history.run import check_history
 from checkers.model_history import (differential_invariants, expected_anomalies, history_of_run,

@@ -12,7 +12,7 @@ from checkers.prove.guided import CANDIDATES, inductive_lemmas, lemma_guide
 from checkers.prove.strengthen import STRENGTHENING
 from spec import Model, make_config
 
-# KAFKA-7128's tight bounds (kafkaverify/bench/prove.THREE_TIGHT)
+# KAFKA-7128's tight bounds (checkers/prove/tight_bounds.py THREE_TIGHT)
 TIGHT = {"brokers": 3, "records": 2, "crashes": 1, "elections": 1, "losses": 0}
 
 

@@ -2,7 +2,7 @@
 states the explicit model reaches (a lemma false there is a bug in the lemma, whatever z3 says),
 the symmetry reduction of the induction step covers every action instance, and LogMatching and
 StrongIsr are proved by induction for `current` at 2 replicas (StrongIsr's strengthening contains
-LogMatching, so one proof proves both; 3, 5 and 7 replicas: python -m kafkaverify.bench.prove)."""
+LogMatching, so one proof proves both; 3, 5 and 7 replicas: python -m benchmarks.prove)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -206,7 +206,7 @@ def test_strong_isr_proved_with_pauses():
     """A paused leader is deposed while it runs and may go on acting as leader of its old epoch
     (followers that have not heard of the new one still fetch from it, its HW still moves):
     Zombie bounds what it may expose by the members of its view that left its epoch, and
-    StrongIsr is proved (3 replicas: python -m kafkaverify.bench.prove induction --pauses 1)."""
+    StrongIsr is proved (3 replicas: python -m benchmarks.prove induction --pauses 1)."""
     cfg = make_config("current", brokers=2, records=2, pauses=1)
     r = prove(Model(cfg), "StrongIsr", time_limit=240)
     assert r.verdict == "proved", (r.failing, r.cti)

@@ -3,7 +3,7 @@ transitions agree with spec's `step` on reachable states with producers (enabled
 successors, every producer action exercised); BMC (through the CLI) finds the reordering of a non-idempotent
 producer with two batches in flight and the path replays on the explicit model to the same
 violation; exhaustive BMC to the diameter proves an idempotent producer neither reorders nor
-duplicates (1 in flight here; 2 through the CLI; the rest: python -m kafkaverify.bench.prove
+duplicates (1 in flight here; 2 through the CLI; the rest: python -m benchmarks.prove
 producers), and induction with the producer strengthening proves it at 4 and 5 in flight (and
 can fail); a guided BMC query finds the 6-in-flight duplicate (slow); `kafkaverify prove` asks
 all of it with explore's option names. Across a leader fail-over (a crash and an election with
@@ -511,7 +511,7 @@ def test_induction_proves_producer_across_a_two_broker_fail_over():
     (StrongIsr's replication lemmas, the control shapes, the producer's records over every
     extended log) proves both promises, where exhaustive BMC to the diameter (33) gives up at
     300 s (48 s for both as this test at load 5, the goals built once and substituted; 213 s
-    before at load 5.6; `bench.prove producer-passes`):
+    before at load 5.6; `benchmarks.prove producer-passes`):
     pytest -m slow tests/test_prove_producers.py -k two_broker."""
     _proved_by_induction({**FAILOVER, "records": 1, "max_in_flight": 1})
 

@@ -120,12 +120,12 @@ GOLDEN = [("isr-expand-epoch-start", 14, 12, 3), ("fetch-epoch-fencing", 19, 16,
 
 @pytest.mark.parametrize("fix,length,layers,chained", GOLDEN, ids=["kafka-7128", "kip-320"])
 def test_golden_paths_layer_into_parallel_steps_that_reach_the_same_states(fix, length, layers, chained):
-    """The golden counterexample, shrunk at the three-replica bench's tight bounds, layered
+    """The golden counterexample, shrunk at its tight bounds (THREE_TIGHT), layered
     into parallel steps (each action one past the latest earlier one it interferes with):
     that many layers, and each layer fired at once (steps.fire) reaches spec's state after
     the layer's actions one by one, ending in the violation. In chained steps it fits in
     far fewer."""
-    from kafkaverify.bench.prove import THREE_TIGHT, golden_instances
+    from checkers.prove.tight_bounds import THREE_TIGHT, golden_instances
     inv = next(c for c in THREE_TIGHT if c[0] == fix)[2]
     model, enc, path, seq = golden_instances(fix)
     assert len(path) == length
@@ -164,7 +164,7 @@ def test_chained_steps_refute_in_fewer_steps_and_replay(gen, without, bounds, in
     assert violated(model.config, st, selected(model.config, (inv,)))[0] == inv
 
 
-# The four three-replica fixes at the three-replica bench's tight bounds (THREE_TIGHT), each one
+# The four three-replica fixes at their tight bounds (checkers/prove/tight_bounds.py THREE_TIGHT), each one
 # chained-step query at the chained length of its golden path, the path replayed on spec state by
 # state (over single steps, BMC had no answer at KAFKA-7128's length 14 in 1,200 s).
 # - KAFKA-7128: LeaderCandidateCompleteness, 14 actions in 3 steps (14 s in the three-steps bench
@@ -180,7 +180,7 @@ def test_chained_steps_refute_in_fewer_steps_and_replay(gen, without, bounds, in
     pytest.param("truncate-on-epoch-change", 9, 6, 1800, 1, marks=pytest.mark.slow),
 ], ids=["kafka-7128", "kip-320", "kip-279", "kafka-7164"])
 def test_chained_steps_refute_the_three_replica_fixes(fix, depth, bits, limit, at_least):
-    from kafkaverify.bench.prove import THREE_TIGHT
+    from checkers.prove.tight_bounds import THREE_TIGHT
     _, bounds, inv, _, slots, epochs = next(c for c in THREE_TIGHT if c[0] == fix)
     model = Model(make_config("current", (fix,), **bounds))
     r = bmc(model, depth, invariants=(inv,), time_limit=limit, one_query=True, bits=bits,

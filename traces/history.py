@@ -387,7 +387,7 @@ def parquet_write_options(one_history: bool) -> dict[str, Any]:
     size (46 against 26 MiB); no compression decodes 1.19x faster but is 2.8x the size;
     zstd's level, page and row-group sizes, and statistics change nothing measurable, and
     dictionary pages off or for the low-cardinality columns only cost more
-    (kafkaverify/bench/parquet_layout.py, BENCHMARKS.md). The trace_id is the header's, in
+    (benchmarks/parquet_layout.py, BENCHMARKS.md). The trace_id is the header's, in
     the metadata; readers take it from there when the column is absent.
 
     Many histories per file (`write_bulk_parquet`, mining): zstd and the trace_id column,

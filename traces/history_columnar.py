@@ -8,7 +8,7 @@ schema is checked from the file's footer alone, without pyarrow. JSON lines are 
 pyarrow's JSON reader in blocks against the explicit schema (a field the schema lacks, or of the
 wrong type, is an error, as in the object reader), and a long file is spilled to Arrow IPC as it
 is parsed (read_jsonl). pyarrow's is the fastest strict reader into columns measured
-(kafkaverify/bench/jsonl_parse.py, BENCHMARKS.md): polars' NDJSON reader and DuckDB's are
+(benchmarks/jsonl_parse.py, BENCHMARKS.md): polars' NDJSON reader and DuckDB's are
 faster but lax (they drop unknown fields; polars reads 7 in a string field as "7", DuckDB
 casts "1" and true to 1), and msgspec's strict typed decoder, 2x faster, yields Python objects
 that cost more to turn into columns than it saves. Any structural problem raises NotColumnar:
@@ -111,6 +111,9 @@ def _json_schema():
                       for t in [arrow_schema().field(n).type]])
 
 
+json_schema = _json_schema   # public: benchmarks/jsonl_parse.py parses with it
+
+
 def _blocks(fh) -> Iterator[tuple[bytes, int]]:
     """(block, lines in it): whole lines of about JSON_BLOCK bytes each (a longer line is one
     block of its own); the last block may end without a newline (a truncated last line)."""
@@ -137,7 +140,7 @@ def read_jsonl(path: str, deadline: float | None = None) -> tuple[dict, pl.DataF
     where pyarrow's own pool could only add switching), pyarrow's pool otherwise. A block
     whose row count differs from its line count had a blank line, which pyarrow skips and the
     object reader counts: event rows would no longer be line numbers, so the object reader
-    takes such a file. Measured against other parsers in kafkaverify/bench/jsonl_parse.py.
+    takes such a file. Measured against other parsers in benchmarks/jsonl_parse.py.
 
     Up to SPILL_EVENTS events the columns stay in memory (a DataFrame). A longer file is
     spilled as it is parsed, SPILL_BLOCK events at a time, to uncompressed Arrow IPC files in a

@@ -291,6 +291,9 @@ def _spec_action(enc: Encoding, inst, d: dict, s: State) -> Action:
     return a
 
 
+spec_action = _spec_action   # public: the three-replica golden paths match it
+
+
 def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=None) -> BmcResult:
     """Turn the z3 path into spec actions and run them on spec. With `viol` (exhaustive mode:
     z3's violation formula per step), the path is cut at spec's first violation, where z3's
