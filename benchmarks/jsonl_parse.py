@@ -23,8 +23,8 @@ line: the object reader takes the file) is met by `reader` alone:
   orjson    orjson.loads line by line: untyped Python objects
 With --baseline DIR (a checkout of an earlier revision), that checkout's reader runs too, as
 `base-reader`, in the same rounds: the same-run baseline. Parsers whose package is not
-installed are listed as such (duckdb is a test dependency;
-msgspec and orjson are not dependencies of kafkaverify). Prints seed= and the options first."""
+installed are listed as such (duckdb is in the `test` extra, msgspec and orjson in `bench`:
+pip install -e '.[test,bench]'). Prints seed= and the options first."""
 from __future__ import annotations
 
 import json
