@@ -44,8 +44,8 @@ import time
 
 from checkers.explore import explore
 from checkers.prove.bmc import bmc
-from checkers.prove.induction import prove
 from checkers.prove.encoding import supported
+from checkers.prove.induction import prove
 from checkers.prove.tight_bounds import THREE_TIGHT, golden_instances
 from kafkaverify.cmd_prove import prove_config
 from spec import Model, make_config

@@ -291,7 +291,7 @@ def _spec_action(enc: Encoding, inst, d: dict, s: State) -> Action:
     return a
 
 
-spec_action = _spec_action   # public: the three-replica golden paths match it
+spec_action = _spec_action   # public: tight_bounds.golden_instances matches golden paths with it
 
 
 def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=None) -> BmcResult:
