@@ -99,7 +99,7 @@ def register(group: click.Group) -> None:
         # The clock starts before anything is read: reading is most of the cost.
         t0 = time.perf_counter()
         deadline = time.monotonic() + time_limit if time_limit else None
-        from checkers.history.columnar_file import check_file
+        from checkers.history.pipeline.file_check import check_file
         from traces.history import HistoryError
         try:
             r = check_file(file, fmt, deadline=deadline,

@@ -49,13 +49,13 @@ def _one(path: str, engine: str) -> dict:
     t0 = time.perf_counter()
     c0 = time.process_time()
     if engine == "old":
-        from checkers.history.run import check_history
+        from checkers.history.oracle.check import check_history
         from traces.history import load
         h = load(path)
         v = check_history(h)
         n = len(h.ops)
     else:
-        from checkers.history.columnar_file import check_file
+        from checkers.history.pipeline.file_check import check_file
         r = check_file(path)
         v, n = r.verdict, r.ops
         if not r.engine.startswith("columnar"):

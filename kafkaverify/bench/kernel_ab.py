@@ -45,7 +45,7 @@ def main(baseline, path, ops, seed, rounds):
     import polars as pl
 
     from checkers.history import columnar as new
-    from checkers.history.columnar_file import _lean_plan
+    from checkers.history.screens.columnar import lean_plan as _lean_plan
     from traces import history_columnar as hc
     base = _load_base(baseline)
     tmp = None

@@ -7,12 +7,10 @@ import gc
 import time
 from contextlib import contextmanager
 
-from checkers.history import consumer, cycles, linearizable, log_checks
-from checkers.history.index import build
-from checkers.history.result import CheckResult, Verdict, combine, finish
+from checkers.history.oracle import consumer, cycles, linearizable, log_checks
+from checkers.history.oracle.index import build
+from checkers.history.result import CHECK_NAMES, CheckResult, Verdict, combine, finish
 from traces.history import History
-
-CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
 
 
 @contextmanager
