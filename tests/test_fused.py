@@ -1,6 +1,7 @@
-"""The fused screen (checkers/history/screens/_fused.c) against the kernel and the object checkers:
-(a) check-history's verdicts and anomalies are the same with the screen as without it (the
-kernel alone) and as the object checkers'; (b) every partition the checkers report an anomaly
+"""The fused screen (checkers/history/screens/_fused.c, fused.py) against the polars screens and
+the oracle (checkers/history/oracle): (a) check-history's verdicts and anomalies are the same
+with the screen as without it (the columnar kernel alone) and as the oracle's; (b) every
+partition the oracle reports an anomaly
 or a note in is flagged by the screen (or the screen hands the whole history over, with its
 reason); (c) on valid generated histories the screen flags nothing. On generated histories
 with each plantable anomaly, the corpus, hand-built corner cases and seeded mutations of a

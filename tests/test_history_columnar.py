@@ -1,7 +1,12 @@
-"""The columnar kernel against the object checkers (the slow, obvious oracle; STYLE §7), and
-the fixes of issue 12's list of what check-history got wrong: a final read shorter than what
-was already read, --time-limit covering reading, no check superlinear in anomalies or
-commits, the printed time being the whole time, negative offsets rejected."""
+"""The pipeline against the oracle (STYLE §7, §15): check_file (checkers/history/pipeline: the
+fused and polars screens, then the oracle on the partitions they flag) gives the oracle's
+verdict (checkers/history/oracle/check.py check_history: the slow, obvious object checkers)
+on the history corpus and on seeded histories of every plantable anomaly: the same status,
+checks, examined counts, anomalies, witnesses and explanations. These are the tests that pin
+the layers' roles (tests/test_history_roles.py pins their import direction). Also the fixes
+of what check-history once got wrong: a final read shorter than what was already read,
+--time-limit covering reading, no check superlinear in anomalies or commits, the printed time
+being the whole time, negative offsets rejected."""
 import json
 import time
 from pathlib import Path
@@ -31,6 +36,7 @@ def _fingerprint(v):
 
 
 def _same(h, path, tmp_path=None):
+    """The pipeline's verdict on the file at `path` is the oracle's on `h` (its history)."""
     oracle = check_history(h)
     r = check_file(str(path))
     assert r.engine == "columnar", r.engine
@@ -42,7 +48,7 @@ KINDS = [None] + sorted(SEEDABLE)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_kernel_agrees_with_object_checkers_on_generated(kind, tmp_path):
+def test_pipeline_verdicts_are_the_oracles_on_generated(kind, tmp_path):
     """Every seedable anomaly (and none), several seeds and shapes, both encodings."""
     for seed in range(4):
         p = Params(seed=seed, ops=1200, partitions=1 + seed % 4, consumers=1 + seed % 3)
@@ -55,7 +61,7 @@ def test_kernel_agrees_with_object_checkers_on_generated(kind, tmp_path):
 
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("history-*.jsonl")), ids=lambda p: p.stem)
-def test_kernel_agrees_with_object_checkers_on_corpus(path):
+def test_pipeline_verdicts_are_the_oracles_on_corpus(path):
     _same(load(path), path)
 
 

@@ -1,6 +1,6 @@
 """The compiled scans (checkers/history/screens/_scan.c) against obvious Python on seeded random
 columns: dense and sparse keys, repeats, nulls, several Arrow chunks, empty columns. The
-kernel that uses them is checked against the object checkers in test_history_columnar.py."""
+polars screen that uses them is checked against the oracle in test_history_columnar.py."""
 from __future__ import annotations
 
 import random
