@@ -44,7 +44,7 @@ def main(baseline, path, ops, seed, rounds):
           f"polars_threads={os.environ.get('POLARS_MAX_THREADS', 'all')}", flush=True)
     import polars as pl
 
-    from checkers.history import columnar as new
+    from checkers.history.screens import columnar as new
     from checkers.history.screens.columnar import lean_plan as _lean_plan
     from traces import history_columnar as hc
     base = _load_base(baseline)

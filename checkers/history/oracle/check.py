@@ -1,6 +1,11 @@
-"""Runs every history check in a fixed order under one time limit and combines the verdict.
-The per-partition checks come first (cheap, near-linear); the cycle search last. A check not
-reached before the deadline is unknown (limited), never silently valid."""
+"""The oracle's entry point: `check_history` runs every history check over Op objects in a fixed
+order under one time limit and combines the verdict (`check_per_partition`: the same without
+the cycle search). The per-partition checks come first (cheap, near-linear); the cycle search
+last. A check not reached before the deadline is unknown (limited), never silently valid.
+
+This is the reference the screens are tested against and the verdict the pipeline must give
+(tests/test_history_columnar.py); the pipeline itself calls the rules below on flagged
+partitions only (pipeline/judge.py), and this whole path for input the screens do not accept."""
 from __future__ import annotations
 
 import gc
