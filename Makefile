@@ -7,9 +7,9 @@ APT_PKGS := zookeeper chromium nftables iproute2
 
 .PHONY: check test bench mutate system-deps setup clean
 
-# setup.py builds the C extensions (checkers/history/_scan.c, _fused.c) in place: a change to any reinstalls.
-$(STAMP): pyproject.toml setup.py checkers/history/_scan.c checkers/history/_fused.c checkers/history/_arrow.h
-	@command -v cc >/dev/null || { echo "no C compiler (cc): kafkaverify builds checkers/history/_scan.c; run make system-deps (or apt-get install build-essential python3-dev)"; exit 1; }
+# setup.py builds the C extensions (checkers/history/screens/_scan.c, _fused.c) in place: a change to any reinstalls.
+$(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/history/screens/_fused.c checkers/history/screens/_arrow.h
+	@command -v cc >/dev/null || { echo "no C compiler (cc): kafkaverify builds checkers/history/screens/_scan.c; run make system-deps (or apt-get install build-essential python3-dev)"; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -19,7 +19,7 @@ setup: $(STAMP)
 
 # Debian packages the tests use: a real ZooKeeper (and Java), headless Chromium, and nftables +
 # iproute2 for the nemesis's real network partitions (network namespace + drop rules); and a C
-# compiler with Python's headers, which installing kafkaverify needs (checkers/history/_scan.c).
+# compiler with Python's headers, which installing kafkaverify needs (checkers/history/screens/_scan.c).
 PY_H = $(PY) -c "import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))"
 system-deps:
 	@missing=""; \
@@ -35,7 +35,7 @@ system-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@command -v java >/dev/null || { echo "java not found: ZooKeeper needs a JRE (apt-get install default-jre-headless)"; exit 1; }
-	@command -v cc >/dev/null || { echo "no C compiler (cc): installing kafkaverify builds checkers/history/_scan.c (apt-get install build-essential)"; exit 1; }
+	@command -v cc >/dev/null || { echo "no C compiler (cc): installing kafkaverify builds checkers/history/screens/_scan.c (apt-get install build-essential)"; exit 1; }
 	@$(PY_H) || { echo "Python.h not found for $(PY): installing kafkaverify builds a C extension (apt-get install python3-dev, or a Python built with its headers)"; exit 1; }
 
 check: $(STAMP)

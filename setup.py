@@ -1,6 +1,6 @@
-"""The compiled part of kafkaverify: checkers/history/_scan.c, the columnar history kernel's
-one-pass scans, and checkers/history/_fused.c, check-history's fused screen (CPython C API,
-no dependency but Python's headers). Everything else is in
+"""The compiled part of kafkaverify: checkers/history/screens/_scan.c, the polars screen's
+one-pass scans, and checkers/history/screens/_fused.c, check-history's fused screen (CPython C
+API, no dependency but Python's headers). Everything else is in
 pyproject.toml; `pip install -e .` (make setup) builds this too, and
 `python setup.py build_ext --inplace` rebuilds it in a checkout. It needs a C compiler and
 Python's headers (Debian: build-essential python3-dev; `make system-deps` checks)."""
@@ -8,7 +8,8 @@ from setuptools import Extension, setup
 
 FLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
          "-Wno-missing-field-initializers"]
-setup(ext_modules=[Extension("checkers.history._scan", sources=["checkers/history/_scan.c"],
-                             depends=["checkers/history/_arrow.h"], extra_compile_args=FLAGS),
-                   Extension("checkers.history._fused", sources=["checkers/history/_fused.c"],
-                             depends=["checkers/history/_arrow.h"], extra_compile_args=FLAGS)])
+SCREENS = "checkers/history/screens"
+setup(ext_modules=[Extension("checkers.history.screens._scan", sources=[f"{SCREENS}/_scan.c"],
+                             depends=[f"{SCREENS}/_arrow.h"], extra_compile_args=FLAGS),
+                   Extension("checkers.history.screens._fused", sources=[f"{SCREENS}/_fused.c"],
+                             depends=[f"{SCREENS}/_arrow.h"], extra_compile_args=FLAGS)])

@@ -30,7 +30,7 @@ def _rss_mib() -> float:
 
 def one_size(ops: int, seed: int, partitions: int, full: bool) -> dict:
     from checkers.history.generate import Params, generate_valid
-    from checkers.history.run import check_history, check_per_partition
+    from checkers.history.oracle.check import check_history, check_per_partition
     t0 = time.perf_counter()
     h = generate_valid(Params(seed=seed, ops=ops, partitions=partitions))
     gen_s = time.perf_counter() - t0
@@ -77,9 +77,9 @@ def one_size(ops: int, seed: int, partitions: int, full: bool) -> dict:
 def exhaustive_growth(sizes: list[int], seeds: int) -> list[dict]:
     """Mean time per history of the exhaustive and the fast checker, split by verdict: an
     invalid history makes the search exhaust every order (the exponential case)."""
-    from checkers.history import linearizable, wgl
+    from checkers.history.oracle import linearizable, wgl
     from checkers.history.generate import small_log_history
-    from checkers.history.index import build
+    from checkers.history.oracle.index import build
     rows = []
     for n in sizes:
         acc = {"valid": [0, 0.0, 0.0, 0], "invalid": [0, 0.0, 0.0, 0], "unknown": [0, 0.0, 0.0, 0]}

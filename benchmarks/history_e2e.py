@@ -7,8 +7,8 @@ disjoint topics, processes and groups, one after the other in time (the generato
 operation as an object: 10^7 of them would need some 7 GiB). Then, each in a fresh subprocess
 pinned to one core (taskset -c 0 and POLARS_MAX_THREADS=1, so that polars' and Arrow's
 thread pools get one core, as the issue asks), time reading + checking:
-  old: traces.history.load (json / pyarrow to Python objects) + checkers.history.run.check_history
-  new: checkers.history.columnar_file.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
+  old: traces.history.load (json / pyarrow to Python objects) + checkers.history.oracle.check.check_history
+  new: checkers.history.pipeline.file_check.check_file (lean polars Parquet scan / pyarrow.json, the kernel)
 and report ops/s end to end, CPU seconds, the subprocess's peak RSS, and the whole process's
 wall time from the parent (interpreter start-up and imports included: what a user waits for).
 For JSON lines, each --bare parser also parses the same file alone (no checks; see
@@ -49,13 +49,13 @@ def _one(path: str, engine: str) -> dict:
     t0 = time.perf_counter()
     c0 = time.process_time()
     if engine == "old":
-        from checkers.history.run import check_history
+        from checkers.history.oracle.check import check_history
         from traces.history import load
         h = load(path)
         v = check_history(h)
         n = len(h.ops)
     else:
-        from checkers.history.columnar_file import check_file
+        from checkers.history.pipeline.file_check import check_file
         r = check_file(path)
         v, n = r.verdict, r.ops
         if not r.engine.startswith("columnar"):

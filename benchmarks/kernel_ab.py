@@ -4,7 +4,8 @@ alternated in one process on the same lean frame (warm, no reading, no start-up)
 
 End-to-end figures (benchmarks.history_e2e) move by a tenth between runs on a loaded
 machine; alternating the two kernels on one frame in one process shows a kernel change that
-small. Only checkers/history/columnar.py is taken from DIR (loaded under another module name);
+small. Only the polars screen (checkers/history/screens/columnar.py, or
+checkers/history/columnar.py in a checkout from before the screens had a folder) is taken from DIR (loaded under another module name);
 what it imports comes from this checkout. Prints seed= and the options first, then the least
 and median CPU seconds of each kernel and the ratio of the medians (base / new)."""
 from __future__ import annotations
@@ -21,7 +22,10 @@ import click
 
 
 def _load_base(baseline: str):
-    path = Path(baseline).resolve() / "checkers" / "history" / "columnar.py"
+    root = Path(baseline).resolve() / "checkers" / "history"
+    path = root / "screens" / "columnar.py"
+    if not path.exists():                 # a checkout from before the screens had a folder
+        path = root / "columnar.py"
     spec = importlib.util.spec_from_file_location("kafkaverify_base_columnar", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod          # dataclasses look their module up by name
@@ -44,8 +48,8 @@ def main(baseline, path, ops, seed, rounds):
           f"polars_threads={os.environ.get('POLARS_MAX_THREADS', 'all')}", flush=True)
     import polars as pl
 
-    from checkers.history import columnar as new
-    from checkers.history.columnar_file import lean_plan
+    from checkers.history.screens import columnar as new
+    from checkers.history.screens.columnar import lean_plan
     from traces import history_columnar as hc
     base = _load_base(baseline)
     tmp = None

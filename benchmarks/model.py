@@ -1,6 +1,6 @@
 """Model-checker benchmark: distinct states/s per core, bytes per visited state, time to each
-fix's first counterexample — the fingerprint explorer against the previous explorer
-(checkers/explore_legacy.py) measured in the same run.
+fix's first counterexample — the fingerprint explorer against the reference explorer
+(checkers/explore_reference.py) measured in the same run.
 
     python -m benchmarks.model [--exhaustive '{"records": 1}'] [--fix-limit 300]
                                       [--baseline-limit 0] [--skip-fixes] [--skip-exhaustive]
@@ -45,7 +45,7 @@ def _cpu() -> float:
 def one(variant: str, bounds: dict) -> dict:
     """Run one exhaustive variant in this process; returns its figures."""
     from checkers.explore import explore
-    from checkers.explore_legacy import explore_legacy
+    from checkers.explore_reference import explore_reference as explore_legacy
     from spec import Model, make_config
     model = Model(make_config("current", **bounds))
     idle = _rss_kb()[0]
@@ -130,7 +130,7 @@ def fixes(fix_limit: float, baseline_limit: float) -> None:
             res = " | ".join(tail)[:300] or (out.stderr.strip().splitlines() or ["?"])[-1]
         print(f"{fix or '(none: current)':26} {out.returncode:>4} {secs:>7.1f}  {res}", flush=True)
         if baseline_limit > 0 and fix:
-            from checkers.explore_legacy import explore_legacy
+            from checkers.explore_reference import explore_reference as explore_legacy
             from checkers.model_trace import DEFAULTS_3
             from spec import Model, make_config
             b = explore_legacy(Model(make_config("current", (fix,), brokers=3, **DEFAULTS_3)),

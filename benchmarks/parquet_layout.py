@@ -187,7 +187,7 @@ def main(ops, seed, partitions, src, repeat, writers, readers, all_readers, work
           f"cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f}", flush=True)
     import polars as pl
     import pyarrow.parquet as pq
-    from checkers.history.columnar import NEEDED
+    from checkers.history.screens.columnar import NEEDED
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-pqlayout-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
     if src is None:

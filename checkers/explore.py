@@ -9,8 +9,8 @@ the model's own bounds (records, faults, elections, losses), by depth, by a stat
 wall time — and says which bound stopped it. Pure apart from the clock, the worker processes and
 the optional progress callback.
 
-The previous explorer (full states in a dict) is checkers/explore_legacy.py, the differential
-baseline.
+The reference explorer it is tested against (full canonical states in a dict, and a plain
+search with no symmetry reduction) is checkers/explore_reference.py.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from checkers.bfs import LocalShards, ProcessShards
-from checkers.explore_legacy import plain_bfs  # noqa: F401  (re-exported: the slow obvious search)
 from spec import Action, Model, State
 from spec.invariants import selected
 

@@ -158,7 +158,7 @@ def expected_anomalies(cfg: Config, violation: tuple[str, str] | None) -> tuple[
         return None, False
     kind = ANOMALY_OF.get(violation[0])
     if violation[0] in ("ProducerSendOrder", "ProducerExactlyOnce"):
-        from checkers.history.log_checks import duplicate_permitted, reorder_permitted
+        from checkers.history.oracle.log_checks import duplicate_permitted, reorder_permitted
         settings = {"idempotence": cfg.idempotence, "retries": cfg.retries,
                     "max_in_flight": cfg.max_in_flight}
         permitted = (reorder_permitted if kind == "send-reorder" else duplicate_permitted)(settings)

@@ -92,7 +92,7 @@ def write_artefacts(outcome: Outcome, folder: Path) -> None:
         outcome.artefacts += [Artefact("counterexample (HTML)", page), Artefact("trace", trace)]
     elif isinstance(ev, list) and ev and str(ev[0].name).startswith("history-"):
         from checkers.history.report_html import render
-        from checkers.history.run import check_history
+        from checkers.history.oracle.check import check_history
         from traces.history import load
         for p in ev:
             h = load(p)

@@ -72,7 +72,7 @@ def _summary(console: Console, n_ops: int, by_id: dict, verdict, seconds: float)
                       f"{verdict.notes[0].type}: {verdict.notes[0].explanation}", highlight=False, markup=False)
 
 
-# --low-memory: the fused screen's groups (checkers.history.columnar_file.grouped_screen) hold
+# --low-memory: the fused screen's groups (checkers.history.screens.fused.grouped_screen) hold
 # this many events each, the setting measured in BENCHMARKS.md (seventh round, last paragraph).
 LOW_MEMORY_GROUP_EVENTS = 1 << 22
 
@@ -93,13 +93,13 @@ def register(group: click.Group) -> None:
     def check_history_cmd(file, fmt, json_out, html_out, time_limit, low_memory):
         """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input.
 
-        The columnar kernel (checkers/history/columnar.py) reads and screens the history; the
-        partitions it flags are judged by the object checkers, which build the witnesses. The
+        The fast screens (checkers/history/screens/) read and screen the history; the partitions
+        they flag are judged by the oracle (checkers/history/oracle/), which build the witnesses. The
         time limit and the printed time both cover everything from reading the file on."""
         # The clock starts before anything is read: reading is most of the cost.
         t0 = time.perf_counter()
         deadline = time.monotonic() + time_limit if time_limit else None
-        from checkers.history.columnar_file import check_file
+        from checkers.history.pipeline.file_check import check_file
         from traces.history import HistoryError
         try:
             r = check_file(file, fmt, deadline=deadline,

@@ -278,7 +278,7 @@ def _check_recorded(item: pytest.Item, hist: Any) -> None:
         faults.heal(topics=tuple(sorted({t for t, _ in hist.touched})))
     problems = hist.final_reads(cluster.bootstrap)
     from checkers.history.report_html import render
-    from checkers.history.run import check_history
+    from checkers.history.oracle.check import check_history
     from traces.history import load
     h = load(hist.path)
     verdict = check_history(h)

@@ -311,7 +311,7 @@ def _golden_model_stage(path: Path) -> StageResult:
 
 
 def _golden_history_stage(paths: list[Path]) -> StageResult:
-    from checkers.history.run import check_history
+    from checkers.history.oracle.check import check_history
     from traces.history import load
     t0 = time.monotonic()
     bad = []

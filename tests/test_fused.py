@@ -1,6 +1,7 @@
-"""The fused screen (checkers/history/_fused.c) against the kernel and the object checkers:
-(a) check-history's verdicts and anomalies are the same with the screen as without it (the
-kernel alone) and as the object checkers'; (b) every partition the checkers report an anomaly
+"""The fused screen (checkers/history/screens/_fused.c, fused.py) against the polars screens and
+the oracle (checkers/history/oracle): (a) check-history's verdicts and anomalies are the same
+with the screen as without it (the columnar kernel alone) and as the oracle's; (b) every
+partition the oracle reports an anomaly
 or a note in is flagged by the screen (or the screen hands the whole history over, with its
 reason); (c) on valid generated histories the screen flags nothing. On generated histories
 with each plantable anomaly, the corpus, hand-built corner cases and seeded mutations of a
@@ -10,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from checkers.history import columnar_file
-from checkers.history.columnar import NEEDED
-from checkers.history.columnar_file import check_file, fused_screen
+from checkers.history.pipeline import file_check
+from checkers.history.screens import fused
+from checkers.history.screens.columnar import NEEDED
+from checkers.history.pipeline.file_check import check_file
+from checkers.history.screens.fused import fused_screen
 from checkers.history.generate import Params, generate
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from checkers.history.seeding import SEEDABLE
 from tests.history_util import B
 from tests.test_history_columnar import _fingerprint
@@ -50,9 +53,9 @@ def _agree(path, monkeypatch, followed: bool = True, kernel_too: bool = True):
     with_screen = check_file(str(path))
     assert _fingerprint(with_screen.verdict) == _fingerprint(oracle), path
     if kernel_too:
-        monkeypatch.setattr(columnar_file, "FUSED_SCREEN", False)
+        monkeypatch.setattr(fused, "FUSED_SCREEN", False)
         kernel = check_file(str(path))
-        monkeypatch.setattr(columnar_file, "FUSED_SCREEN", True)
+        monkeypatch.setattr(fused, "FUSED_SCREEN", True)
         assert _fingerprint(kernel.verdict) == _fingerprint(oracle), path
     return fr, oracle
 
@@ -96,7 +99,7 @@ def test_screen_over_slices_equals_one_pass(kind, tmp_path, monkeypatch):
     whole = _screen(path)
     sliced = fused_screen(_slices(path, 97))
     assert (sliced.why, sliced.flagged, sliced.counts) == (whole.why, whole.flagged, whole.counts)
-    monkeypatch.setattr(columnar_file, "SCREEN_SLICE_EVENTS", 97)
+    monkeypatch.setattr(file_check, "SCREEN_SLICE_EVENTS", 97)
     oracle = check_history(load(path))
     assert _fingerprint(check_file(str(path)).verdict) == _fingerprint(oracle)
     if kind is None:
@@ -112,7 +115,7 @@ def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
     object checkers' verdict."""
     path = _planted(tmp_path, kind, 0.05, seed=5, ops=1000, partitions=5, consumers=3)
     whole = _screen(path)
-    grouped = columnar_file.grouped_screen(_slices(path, 97), 3)
+    grouped = fused.grouped_screen(_slices(path, 97), 3)
 
     def norm(fr):
         k = {n: v for n, v in fr.counts.items() if n != "pool"}
@@ -120,8 +123,8 @@ def test_screen_in_groups_equals_one_pass(kind, tmp_path, monkeypatch):
         return fr.why, sorted(fr.flagged), k
     assert norm(grouped) == norm(whole)
     assert kind is None or whole.flagged
-    monkeypatch.setattr(columnar_file, "CHUNK_EVENTS", 700)
-    monkeypatch.setattr(columnar_file, "SLICE_EVENTS", 333)
+    monkeypatch.setattr(file_check, "CHUNK_EVENTS", 700)
+    monkeypatch.setattr(file_check, "SLICE_EVENTS", 333)
     oracle = check_history(load(path))
     r = check_file(str(path), screen_group_events=1000)     # what check-history --low-memory sets
     assert _fingerprint(r.verdict) == _fingerprint(oracle)
@@ -285,8 +288,8 @@ def test_kernel_runs_on_the_flagged_partitions_only(tmp_path, monkeypatch):
         b.poll(9, [(0, f"a{part}"), (1, f"b{part}"), (2, f"c{part}")], 20, 21, part=part, final=True)
     path = _write(tmp_path, b)
     seen = []
-    on_flagged = columnar_file._kernel_on_flagged
-    monkeypatch.setattr(columnar_file, "_kernel_on_flagged", lambda *a: seen.append(on_flagged(*a)) or seen[-1])
+    on_flagged = file_check._kernel_on_flagged
+    monkeypatch.setattr(file_check, "_kernel_on_flagged", lambda *a: seen.append(on_flagged(*a)) or seen[-1])
     fr, oracle = _agree(path, monkeypatch)
     assert [(t, p) for t, p, _ in fr.flagged] == [("t", 0)] and oracle.status == "invalid"
     assert len(seen) == 1 and seen[0] is not None      # the check with the screen, in _agree

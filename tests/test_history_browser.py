@@ -11,7 +11,7 @@ import pytest
 
 from checkers.history.generate import Params, generate
 from checkers.history.report_html import WITNESS, render
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 
 CHROMIUM = "/usr/bin/chromium"
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from checkers.history.generate import Params, generate
 from checkers.history.result import INVALID, UNKNOWN, VALID
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from checkers.history.seeding import SEEDABLE
 from tests.history_util import B
 from traces.history import History

@@ -1,7 +1,12 @@
-"""The columnar kernel against the object checkers (the slow, obvious oracle; STYLE §7), and
-the fixes of issue 12's list of what check-history got wrong: a final read shorter than what
-was already read, --time-limit covering reading, no check superlinear in anomalies or
-commits, the printed time being the whole time, negative offsets rejected."""
+"""The pipeline against the oracle (STYLE §7, §15): check_file (checkers/history/pipeline: the
+fused and polars screens, then the oracle on the partitions they flag) gives the oracle's
+verdict (checkers/history/oracle/check.py check_history: the slow, obvious object checkers)
+on the history corpus and on seeded histories of every plantable anomaly: the same status,
+checks, examined counts, anomalies, witnesses and explanations. These are the tests that pin
+the layers' roles (tests/test_history_roles.py pins their import direction). Also the fixes
+of what check-history once got wrong: a final read shorter than what was already read,
+--time-limit covering reading, no check superlinear in anomalies or commits, the printed time
+being the whole time, negative offsets rejected."""
 import json
 import time
 from pathlib import Path
@@ -10,10 +15,10 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from checkers.history.columnar_file import check_file
+from checkers.history.pipeline.file_check import check_file
 from checkers.history.generate import Params, generate
 from checkers.history.result import counts
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from checkers.history.seeding import SEEDABLE
 from tests.conftest import run_kafkaverify
 from tests.history_util import B
@@ -31,6 +36,7 @@ def _fingerprint(v):
 
 
 def _same(h, path, tmp_path=None):
+    """The pipeline's verdict on the file at `path` is the oracle's on `h` (its history)."""
     oracle = check_history(h)
     r = check_file(str(path))
     assert r.engine == "columnar", r.engine
@@ -42,7 +48,7 @@ KINDS = [None] + sorted(SEEDABLE)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_kernel_agrees_with_object_checkers_on_generated(kind, tmp_path):
+def test_pipeline_verdicts_are_the_oracles_on_generated(kind, tmp_path):
     """Every seedable anomaly (and none), several seeds and shapes, both encodings."""
     for seed in range(4):
         p = Params(seed=seed, ops=1200, partitions=1 + seed % 4, consumers=1 + seed % 3)
@@ -55,7 +61,7 @@ def test_kernel_agrees_with_object_checkers_on_generated(kind, tmp_path):
 
 
 @pytest.mark.parametrize("path", sorted(CORPUS.glob("history-*.jsonl")), ids=lambda p: p.stem)
-def test_kernel_agrees_with_object_checkers_on_corpus(path):
+def test_pipeline_verdicts_are_the_oracles_on_corpus(path):
     _same(load(path), path)
 
 
@@ -249,7 +255,7 @@ def test_screens_out_of_time_order_agree(kind, tmp_path):
     and verdicts stay the oracle's."""
     import polars as pl
 
-    from checkers.history import columnar
+    from checkers.history.screens import columnar
     h = _shuffled_ids(generate(Params(seed=5, ops=1500, partitions=3, consumers=2), {kind: 0.1}), 5)
     path = tmp_path / "perm.parquet"
     write(path, h.header, history_events(h.ops))
@@ -341,9 +347,10 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
     slices made tiny here, operations straddle slice boundaries (invoke in one slice, its
     completion in a later one), consumers and groups span chunks, and the verdict must stay the
     oracle's, witnesses included."""
-    from checkers.history import columnar_file as columnar
-    monkeypatch.setattr(columnar, "CHUNK_EVENTS", 700)
-    monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
+    from checkers.history.pipeline import file_check as pipeline
+    from checkers.history.screens import fused as fused_screen
+    monkeypatch.setattr(pipeline, "CHUNK_EVENTS", 700)
+    monkeypatch.setattr(pipeline, "SLICE_EVENTS", 333)
     for seed in range(2):
         p = Params(seed=seed, ops=1500, partitions=3 + seed, consumers=2)
         h = generate(p, {kind: 0.05} if kind else None)
@@ -353,7 +360,7 @@ def test_chunked_check_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
         # With the fused screen (a valid history is decided from its slices, a flagged one goes
         # to the chunked kernel) and, for a valid one, without it (the chunked kernel again).
         for fused in (True, False) if not kind else (True,):
-            monkeypatch.setattr(columnar, "FUSED_SCREEN", fused)
+            monkeypatch.setattr(fused_screen, "FUSED_SCREEN", fused)
             r = check_file(str(path))
             if fused and not kind:
                 assert r.engine.startswith("columnar (fused screen, ") and "slices" in r.engine, r.engine
@@ -372,7 +379,8 @@ def test_spilled_json_lines_agree_with_object_checkers(kind, tmp_path, monkeypat
     directory must go with the check."""
     import glob
     import tempfile
-    from checkers.history import columnar_file as columnar
+    from checkers.history.pipeline import file_check as pipeline
+    from checkers.history.screens import fused as fused_screen
     from traces import history_columnar as hc
     monkeypatch.setattr(hc, "JSON_BLOCK", 4096)
     monkeypatch.setattr(hc, "SPILL_EVENTS", 500)
@@ -388,9 +396,9 @@ def test_spilled_json_lines_agree_with_object_checkers(kind, tmp_path, monkeypat
     oracle = check_history(load(path))
     lines = load(path).by_id()
     for chunk, fused in ((10**9, True), (700, True)) + (((700, False),) if not kind else ()):
-        monkeypatch.setattr(columnar, "CHUNK_EVENTS", chunk)
-        monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
-        monkeypatch.setattr(columnar, "FUSED_SCREEN", fused)
+        monkeypatch.setattr(pipeline, "CHUNK_EVENTS", chunk)
+        monkeypatch.setattr(pipeline, "SLICE_EVENTS", 333)
+        monkeypatch.setattr(fused_screen, "FUSED_SCREEN", fused)
         r = check_file(str(path))
         sliced = ("chunks" in r.engine) if kind or not fused else ("slices" in r.engine)
         assert r.engine.startswith("columnar") and sliced == (chunk == 700), r.engine
@@ -407,11 +415,12 @@ def test_spilled_json_lines_agree_with_object_checkers(kind, tmp_path, monkeypat
 def test_chunked_check_with_sparse_ids_agrees_with_object_checkers(kind, tmp_path, monkeypatch):
     """Ids too sparse for the dense id table are routed to their chunks by a join: the same
     verdicts as the oracle, operations straddling slices."""
-    from checkers.history import columnar_file as columnar
-    monkeypatch.setattr(columnar, "CHUNK_EVENTS", 700)
-    monkeypatch.setattr(columnar, "SLICE_EVENTS", 333)
-    monkeypatch.setattr(columnar, "DENSE_IDS_PER_EVENT", 0)
-    monkeypatch.setattr(columnar, "DENSE_MARGIN", 0)
+    from checkers.history.pipeline import file_check as pipeline
+    from checkers.history.screens import fused as fused_screen
+    monkeypatch.setattr(pipeline, "CHUNK_EVENTS", 700)
+    monkeypatch.setattr(pipeline, "SLICE_EVENTS", 333)
+    monkeypatch.setattr(pipeline, "DENSE_IDS_PER_EVENT", 0)
+    monkeypatch.setattr(pipeline, "DENSE_MARGIN", 0)
     h = generate(Params(seed=3, ops=1500, partitions=4, consumers=2), {kind: 0.05} if kind else None)
     path = tmp_path / "h.parquet"
     write(path, h.header, history_events(h.ops))
@@ -428,13 +437,14 @@ def test_chunked_check_sends_broken_input_to_the_object_reader(sparse, tmp_path,
     """An id invoked twice, in two different chunks, passes each chunk's own screen: the
     chunked path must still refuse it with the object reader's message (exit 3 material),
     whether ids are routed by the dense table or by a join."""
-    from checkers.history import columnar_file as columnar
+    from checkers.history.pipeline import file_check as pipeline
+    from checkers.history.screens import fused as fused_screen
     from traces.history import HistoryError
     if sparse:
-        monkeypatch.setattr(columnar, "DENSE_IDS_PER_EVENT", 0)
-        monkeypatch.setattr(columnar, "DENSE_MARGIN", 0)
-    monkeypatch.setattr(columnar, "CHUNK_EVENTS", 500)
-    monkeypatch.setattr(columnar, "SLICE_EVENTS", 200)
+        monkeypatch.setattr(pipeline, "DENSE_IDS_PER_EVENT", 0)
+        monkeypatch.setattr(pipeline, "DENSE_MARGIN", 0)
+    monkeypatch.setattr(pipeline, "CHUNK_EVENTS", 500)
+    monkeypatch.setattr(pipeline, "SLICE_EVENTS", 200)
     h = generate(Params(seed=2, ops=1200, partitions=4))
     evs = history_events(h.ops)
     a = next(e for e in evs if e["f"] == "send" and e["partition"] == 0)
@@ -453,7 +463,8 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
     """Copies of a history on their own topics, processes and groups (as the benchmark tiles
     10^7 operations), checked in chunks read in slices: topics and groups must get the same
     codes in every slice, or partitions of two topics would be merged or one split."""
-    from checkers.history import columnar_file as columnar
+    from checkers.history.pipeline import file_check as pipeline
+    from checkers.history.screens import fused as fused_screen
     from traces.history_tile import tile
     h = generate(Params(seed=7, ops=1000, partitions=3, consumers=2), {"lost-write": 0.05})
     one = tmp_path / "one.parquet"
@@ -461,8 +472,8 @@ def test_chunked_check_of_many_topics_and_groups(tmp_path, monkeypatch):
     many = tmp_path / "many.parquet"
     tile(one, many, 3)
     oracle = check_history(load(many))
-    monkeypatch.setattr(columnar, "CHUNK_EVENTS", 1500)
-    monkeypatch.setattr(columnar, "SLICE_EVENTS", 700)
+    monkeypatch.setattr(pipeline, "CHUNK_EVENTS", 1500)
+    monkeypatch.setattr(pipeline, "SLICE_EVENTS", 700)
     r = check_file(str(many))
     assert "chunks" in r.engine, r.engine
     assert _fingerprint(r.verdict) == _fingerprint(oracle)
@@ -477,8 +488,8 @@ def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
     and without placed offsets (info sends read back), and the table path must have run."""
     import polars as pl
 
-    from checkers.history import columnar as kernel
-    from checkers.history.columnar_file import _lean
+    from checkers.history.screens import columnar as kernel
+    from checkers.history.screens.columnar import lean
     from traces import history_columnar as hc
     seen = {"table": 0, "placed": 0}
     real = kernel._consumer
@@ -502,7 +513,7 @@ def test_first_reads_by_table_agree_with_the_join(tmp_path, monkeypatch):
                 tile(path, tmp_path / "tiled.parquet", 3)
                 path = tmp_path / "tiled.parquet"
             _, src, _ = hc.read(str(path), lazy=True)
-            ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+            ev = lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
             monkeypatch.setattr(kernel, "_consumer", spy)
             a = kernel.flag_partitions(kernel.pair(ev.clone()))
             monkeypatch.setattr(kernel, "_consumer", join_only)
@@ -521,14 +532,14 @@ def test_records_found_by_row_agree_with_the_join(order, tmp_path):
     The three give the same operations and records."""
     import polars as pl
 
-    from checkers.history import columnar as kernel
-    from checkers.history.columnar_file import _lean
+    from checkers.history.screens import columnar as kernel
+    from checkers.history.screens.columnar import lean
     from traces import history_columnar as hc
     h = generate(Params(seed=3, ops=1500, partitions=3, consumers=2), {"poll-skip": 0.05})
     path = tmp_path / "h.parquet"
     write(path, h.header, history_events(h.ops))
     _, src, _ = hc.read(str(path), lazy=True)
-    ev = _lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+    ev = lean(src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
     whole = kernel.pair(ev.clone())
     part = ev.filter(pl.col("_i") % 5 != 2)           # `_i` increases, with gaps
     if order == "shuffled":                          # `_i` in no order: the join

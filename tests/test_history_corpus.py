@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from checkers.history.generate import Params, generate
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from checkers.history.seeding import SEEDABLE
 from checkers.history.shrink import shrink
 from traces.history import history_events, load, write

@@ -59,7 +59,7 @@ def test_parquet_layout_one_history_per_file(tmp_path):
 def test_parquet_of_the_earlier_layout_still_reads(tmp_path):
     """Files written before the layout change (zstd, a trace_id column on every row) read as
     before, by the object reader and the columnar one, and check alike."""
-    from checkers.history.columnar_file import check_file
+    from checkers.history.pipeline.file_check import check_file
     from traces import history_columnar as hc
     h = generate(Params(seed=5, ops=400), {"lost-write": 0.05})
     events = th.history_events(h.ops)
@@ -161,7 +161,7 @@ def test_documented_example_is_a_valid_history(tmp_path):
     """docs/history-format.md's example must stay true: it parses and checks valid."""
     from pathlib import Path
 
-    from checkers.history.run import check_history
+    from checkers.history.oracle.check import check_history
     doc = (Path(__file__).resolve().parents[1] / "docs" / "history-format.md").read_text()
     block = doc.split("## JSON lines (one run)")[1].split("```")[1].strip()
     p = tmp_path / "doc.jsonl"
@@ -173,7 +173,7 @@ def test_documented_example_is_a_valid_history(tmp_path):
 
 
 def test_bulk_parquet_holds_many_histories(tmp_path):
-    from checkers.history.run import check_history
+    from checkers.history.oracle.check import check_history
     hs = [generate(Params(seed=s, ops=300), {"lost-write": 0.05} if s == 2 else None) for s in (1, 2, 3)]
     p = tmp_path / "bulk.parquet"
     th.write_bulk_parquet(p, [(h.header, th.history_events(h.ops)) for h in hs])

@@ -5,9 +5,9 @@ changed, outcomes flipped) so that both verdicts occur."""
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from checkers.history import linearizable, wgl
+from checkers.history.oracle import linearizable, wgl
 from checkers.history.generate import small_log_history
-from checkers.history.index import build
+from checkers.history.oracle.index import build
 from tests.history_util import B
 
 

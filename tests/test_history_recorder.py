@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from traces.history import load
 from traces.history_recorder import HistoryRecorder
 

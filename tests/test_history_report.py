@@ -4,7 +4,7 @@ import re
 
 from checkers.history.generate import Params, generate
 from checkers.history.report_html import MAX_ANOMALIES, render
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 
 
 def _report(ops: int) -> str:

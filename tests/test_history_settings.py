@@ -3,7 +3,7 @@ non-idempotent, retrying producer may be appended twice — valid, with a note s
 permitted it; the same history with idempotence on stays invalid (duplicate, nonlinearizable)."""
 from __future__ import annotations
 
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from tests.history_util import B
 
 

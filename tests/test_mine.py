@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import run_kafkaverify
 
-from checkers.history.columnar_file import check_file
+from checkers.history.pipeline.file_check import check_file
 from checkers.history.gen_runs import generate_dataset
 from checkers.history.mine import mine_local
 from checkers.history.result import counts
@@ -151,10 +151,10 @@ def test_cli_exit_codes(dataset, tmp_path, capsys):
 
 
 def _screened(f: Path, recode=None) -> pl.DataFrame:
-    """One events file through the lean pass's screen (checkers/history/columnar.py
+    """One events file through the lean pass's screen (checkers/history/screens/columnar.py
     screen_runs: what the Spark job's first pass decides per run), over polars-encoded events;
     `recode` may rewrite the encoded frame first. Returns trace_id, status."""
-    from checkers.history.columnar import encode, pair, prepare, screen_runs
+    from checkers.history.screens.columnar import encode, pair, prepare, screen_runs
     c = pl.col
     ev = pl.read_parquet(f).drop("bucket", strict=False).with_columns(
         ((c("trace_id") != c("trace_id").shift(1)).fill_null(True).cast(pl.Int64).cum_sum() - 1).alias("run"))

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from checkers.history.columnar_file import check_file
+from checkers.history.pipeline.file_check import check_file
 from checkers.history.gen_runs import generate_dataset
 from checkers.history.mine import mine_local
 from checkers.history.result import counts

@@ -15,7 +15,7 @@ from checkers.explore import explore
 # move; the v0.10 offsets regression) run as `kafkaverify check` stages and in
 # `python -m benchmarks.model_clients`, not here.
 from checkers.golden import GROUP_BOUNDS, PRODUCER_CONNECTION_BOUNDS, PRODUCER_FAULT_BOUNDS
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from checkers.model_history import (differential_invariants, expected_anomalies, history_of_run,
                                     random_run)
 from kafkaverify.suite import IDEMPOTENT_5_BOUNDS, IDEMPOTENT_6_BOUNDS

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from checkers.explore import explore, plain_bfs
+from checkers.explore import explore
+from checkers.explore_reference import plain_bfs
 from checkers.simulate import simulate
 from spec import Model, make_config
 from spec.symmetry import _perms, canonical, permute

@@ -1,5 +1,5 @@
-"""The fingerprint explorer (checkers/explore.py, checkers/bfs.py) against the previous explorer
-(checkers/explore_legacy.py, full states in a dict): same verdicts, same shortest depth, same
+"""The fingerprint explorer (checkers/explore.py, checkers/bfs.py) against the reference explorer
+(checkers/explore_reference.py, full states in a dict): same verdicts, same shortest depth, same
 distinct-state counts; the parallel search gives one counterexample on every run; the search
 portfolio (checkers/portfolio.py) finds a bug past the breadth-first bound."""
 import random
@@ -7,7 +7,7 @@ import random
 import pytest
 
 from checkers.explore import explore
-from checkers.explore_legacy import explore_legacy
+from checkers.explore_reference import explore_reference
 from checkers.fingerprint import FingerprintSet, fingerprint
 from checkers.portfolio import WalkMemo, search, swarm_walks
 from spec import Model, make_config
@@ -25,9 +25,9 @@ SMALL = [
 
 @pytest.mark.parametrize("gen,without,bounds,invs", SMALL)
 @pytest.mark.parametrize("workers", [1, 2])
-def test_same_verdict_depth_and_count_as_the_previous_explorer(gen, without, bounds, invs, workers):
+def test_same_verdict_depth_and_count_as_the_reference_explorer(gen, without, bounds, invs, workers):
     model = Model(make_config(gen, without, **bounds))
-    old = explore_legacy(model, invariants=invs, time_limit=120)
+    old = explore_reference(model, invariants=invs, time_limit=120)
     new = explore(model, invariants=invs, time_limit=120, workers=workers)
     assert new.status == old.status
     if old.status == "exhausted":

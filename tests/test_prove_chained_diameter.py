@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.explore_legacy import reachable
+from checkers.explore_reference import reachable
 from checkers.prove.bmc import bmc
 from checkers.prove.differential import (chained_diameter, chained_edges, chained_rank,
                                          chained_successors)

@@ -1,6 +1,6 @@
-"""The compiled scans (checkers/history/_scan.c) against obvious Python on seeded random
+"""The compiled scans (checkers/history/screens/_scan.c) against obvious Python on seeded random
 columns: dense and sparse keys, repeats, nulls, several Arrow chunks, empty columns. The
-kernel that uses them is checked against the object checkers in test_history_columnar.py."""
+polars screen that uses them is checked against the oracle in test_history_columnar.py."""
 from __future__ import annotations
 
 import random
@@ -8,7 +8,7 @@ import random
 import polars as pl
 import pytest
 
-from checkers.history import _scan
+from checkers.history.screens import _scan
 
 SEEDS = range(12)
 
@@ -187,7 +187,7 @@ def _import_kernel(tmp_path, pythonpath):
     import subprocess
     import sys
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, pythonpath))}
-    return subprocess.run([sys.executable, "-c", "import checkers.history.columnar"], cwd=tmp_path,
+    return subprocess.run([sys.executable, "-c", "import checkers.history.screens.columnar"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=120)
 
 

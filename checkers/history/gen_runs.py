@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from checkers.history.generate import Params, generate_valid
-from checkers.history.log_checks import duplicate_permitted
+from checkers.history.oracle.log_checks import duplicate_permitted
 from checkers.history.seeding import plant
 from traces.history import events_to_table, history_events
 from traces.runs import RUN_FIELDS, bucket_path, write_events, write_runs
@@ -71,7 +71,7 @@ def spec(seed: int, i: int, corrupt_rate: float = 0.0, plant: bool = True) -> Ru
         planted = rng.choice(FAULTS[fault])
     if planted == "duplicate" and duplicate_permitted(PRODUCERS[prod]):
         # A non-idempotent, retrying producer may append a batch twice: for it a duplicate is
-        # no violation (checkers/history/log_checks.py), so the run is planted with a producer
+        # no violation (checkers/history/oracle/log_checks.py), so the run is planted with a producer
         # whose settings forbid it.
         prod = "idempotent"
     corrupt = rng.random() < corrupt_rate

@@ -1,5 +1,5 @@
-"""Mining a bucket of runs: the columnar kernel (checkers/history/columnar.py) over the events of
-many runs at once, as one call. Spark's mapInArrow calls `mine_batches` once per task (a set of
+"""Mining a bucket of runs: the pipeline (checkers/history/pipeline/judge.py: the polars screens,
+then the oracle on flagged partitions) over the events of many runs at once, as one call. Spark's mapInArrow calls `mine_batches` once per task (a set of
 whole files, traces/runs.py); the local engine calls it per file. Both return the same two
 Arrow tables, so `kafkaverify mine` and `check-history` cannot disagree by construction
 other than through this module (and a test runs both on the same runs).
@@ -20,6 +20,9 @@ from typing import Iterable, Iterator
 import polars as pl
 import pyarrow as pa
 
+from checkers.history.oracle.check import check_history
+from checkers.history.pipeline.judge import judge
+from checkers.history.screens.columnar import encode, pair, prepare, screen_runs
 from traces.history import FIELDS, FORMAT, VERSION, HistoryError
 from traces.history import pair as pair_events
 
@@ -39,8 +42,6 @@ OUT_SCHEMA = pa.schema([("kind", pa.string())] + [f for f in VERDICT_SCHEMA]
 def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.Table]:
     """Checks every run in `ev` (trace_id, the history columns, row, file); runs must be whole
     and contiguous (the layout guarantees it per file)."""
-    from checkers.history.columnar import encode, judge, pair, prepare
-    from checkers.history.run import check_history
     c = pl.col
     if ev.height == 0:
         return VERDICT_SCHEMA.empty_table(), VIOLATION_SCHEMA.empty_table()
@@ -102,7 +103,7 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
     return vt, pa.Table.from_pylist(violations, VIOLATION_SCHEMA)
 
 
-# -- The lean pass (Spark): the JVM ships the encoded columns only (checkers/history/columnar.py
+# -- The lean pass (Spark): the JVM ships the encoded columns only (checkers/history/screens/columnar.py
 # ENCODED, strings as xxhash64, the small enums packed into `tags`) and each run's screen
 # verdict comes back; the full rows of the runs a screen flags are fetched in a second,
 # filtered pass and checked by `mine_batches`, exactly as the local engine checks them.
@@ -119,7 +120,7 @@ FLAGGED = "flagged"
 
 def decode_lean(tb: pa.Table) -> pl.DataFrame:
     """The Spark lean select's columns (th, file on each file's first row, tags, ints, hashes,
-    lists) to the encoded frame of checkers/history/columnar.py, with `th` and `file` kept."""
+    lists) to the encoded frame of checkers/history/screens/columnar.py, with `th` and `file` kept."""
     from traces.history import DELIVERY_MODES, FS, TYPES
     c = pl.col
     df = pl.from_arrow(tb)
@@ -149,7 +150,6 @@ def screen_lean(ev: pl.DataFrame) -> pa.Table:
     """One row per run of `ev` (decoded lean events): its hash, file, events, operations and
     either its verdict (valid | unknown, decided in columns) or FLAGGED (broken input or a
     flagged partition: the object checkers decide, from the full rows)."""
-    from checkers.history.columnar import pair, prepare, screen_runs
     c = pl.col
     runs = ev.group_by("run").agg(c("th").first(), c("file").first(), pl.len().cast(pl.Int64).alias("events"))
     st = screen_runs(pair(prepare(ev.lazy()).collect()))

@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
+# The checks a verdict combines, in the order they run; the per-partition ones first, the
+# cross-partition cycle search last. The oracle, the screens and the pipeline all name these.
+CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
+PER_PARTITION = CHECK_NAMES[:-1]
 
 
 @dataclass(frozen=True)

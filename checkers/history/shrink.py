@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from checkers.history.result import INVALID, Anomaly
-from checkers.history.run import check_history
+from checkers.history.oracle.check import check_history
 from traces.history import History, Op
 
 CYCLE_PREFIX = ("G0", "G1c")

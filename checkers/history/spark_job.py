@@ -1,5 +1,6 @@
 """The mining job on Spark: every run of a bulk dataset (traces/runs.py) through the columnar
-kernel, as `mapInArrow` over whole files (one Python call per task, never per run or row).
+kernel (the polars screen, then the oracle on flagged partitions: mine.py), as `mapInArrow`
+over whole files (one Python call per task, never per run or row).
 Nothing comes back to the driver but aggregates and the shortest witnesses: the violations and
 per-run verdicts are written by the executors to OUT/violations.parquet and OUT/verdicts.parquet.
 
@@ -12,7 +13,7 @@ gets one row per run back; the second ships every column of the runs the screens
 
 Spark never cuts a run: each events file is one Parquet row group (traces/runs.py), and Spark
 splits Parquet only at row groups. The project's packages are shipped to executors as a zip
-(addPyFile), with the compiled scans (checkers/history/_scan.c, built for the driver's Python)
+(addPyFile), with the compiled scans (checkers/history/screens/_scan.c, built for the driver's Python)
 beside them (addFile), so a remote cluster needs only the driver's Python version on the same
 platform, with polars and pyarrow installed.
 """
@@ -30,6 +31,7 @@ import polars as pl
 
 from checkers.history.mine import OUT_SCHEMA, mine_batches
 from checkers.history.mine_report import KEYS, MAX_CORRUPT, Summary
+from checkers.history.screens.columnar import PRESENCE_ONLY, scans_file
 
 PACKAGES = ("checkers", "traces")
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,18 +41,17 @@ def _ship(spark) -> None:
     """The packages the executors import, as one zip on their Python path (once per context:
     a session reused by getOrCreate keeps its zip), and the kernel's compiled scans beside it:
     Python cannot import an extension module from a zip, so the built file goes by addFile to
-    the directory Spark puts on the executors' path, where columnar.py finds it as `_scan`
+    the directory Spark puts on the executors' path, where screens/columnar.py finds it as `_scan`
     (executors then need the driver's Python version and platform)."""
     if getattr(spark.sparkContext, "_kafkaverify_shipped", False):
         return
-    from checkers.history import _scan
     path = Path(tempfile.mkdtemp(prefix="kv-spark-")) / "kafkaverify_mine.zip"
     with zipfile.ZipFile(path, "w") as z:
         for pkg in PACKAGES:
             for f in sorted((ROOT / pkg).rglob("*.py")):
                 z.write(f, f.relative_to(ROOT))
     spark.sparkContext.addPyFile(str(path))
-    spark.sparkContext.addFile(_scan.__file__)
+    spark.sparkContext.addFile(scans_file())
     spark.sparkContext._kafkaverify_shipped = True
 
 
@@ -118,7 +119,6 @@ def lean_select(ev):
     `tags`, the integer columns, the strings as xxhash64 (null stays null) and each poll's
     values as a list of xxhash64. Every string column is left in the JVM."""
     from pyspark.sql import functions as F
-    from checkers.history.columnar import PRESENCE_ONLY
     from checkers.history.mine import TAG_SHIFT
     from traces.history import DELIVERY_MODES, FS, TYPES
     c = F.col

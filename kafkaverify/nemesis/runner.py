@@ -285,7 +285,7 @@ class _Run:
 
 def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> RunResult:
     from checkers.history.result import counts
-    from checkers.history.run import check_history
+    from checkers.history.oracle.check import check_history
     from impl.cluster import ClusterError
     from impl.netfault import in_private_netns
     from kafkaverify.groupclient import merge_histories

@@ -21,7 +21,7 @@ from collections import deque
 
 import networkx as nx
 
-from checkers.history.index import Index
+from checkers.history.oracle.index import Index
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from operator import and_, attrgetter, eq, ge
 
-from checkers.history.index import Index, Part
+from checkers.history.oracle.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
 

@@ -1,19 +1,20 @@
 /* The fused screen: one pass in C from a history's decoded columns (as the Parquet or JSON-lines
  * reader yields them, through the Arrow PyCapsule interface: polars frames, no numpy or pyarrow)
  * to one flag per partition. It pairs invokes with completions by id and updates every screen
- * of the columnar kernel (checkers/history/columnar.py) as each operation completes, in
+ * of the polars screen (checkers/history/screens/columnar.py) as each operation completes, in
  * per-partition, per-(partition, process) and per-(partition, group) state:
  *   the reader's row rules and pairing rules, inconsistent offsets and duplicates, lost /
  *   unseen / undecided writes, lost reads (a final read missing what was read before it),
  *   poll order, send order, offset-witness linearizability, commit regression, fenced
  *   commits, delivery at least once and at most once.
- * It is a screen, as the kernel's are: a flag means "the kernel must look", never an anomaly
- * by itself. Its one duty is to be conservative: every partition in which the kernel (and so
- * the object checkers) would report an anomaly is flagged, and anything it cannot follow
+ * It is a screen, as the polars screens are: a flag means "the pipeline must look", never an
+ * anomaly by itself. Its one duty is to be conservative: every partition in which the oracle
+ * (checkers/history/oracle) would report an anomaly is flagged, and anything it cannot follow
  * cheaply (events out of time order, sparse ids or offsets, a process in two groups, a reader
- * rule broken...) raises a history-wide flag with its reason. The caller (columnar_file.py)
- * decides a history with nothing flagged from the counts returned here, and hands any other to
- * the kernel. tests/test_fused.py checks both ways against the kernel.
+ * rule broken...) raises a history-wide flag with its reason. The caller
+ * (checkers/history/pipeline/file.py) decides a history with nothing flagged from the counts
+ * returned here, and hands any other to the polars screens and then the oracle.
+ * tests/test_fused.py checks both ways against the polars screens and the oracle.
  *
  * The state is fed one slice of the events (in file order) at a time: memory is the state
  * (56 bytes per offset of the log, 16 per offset a group read, 4 per operation id, 8 per send,
@@ -1572,7 +1573,7 @@ static PyMethodDef fused_methods[] = {
 };
 
 static struct PyModuleDef fused_module = {
-    PyModuleDef_HEAD_INIT, "checkers.history._fused",
+    PyModuleDef_HEAD_INIT, "checkers.history.screens._fused",
     "The fused screen: decoded history columns to per-partition flags in one C pass.", -1,
     fused_methods,
 };

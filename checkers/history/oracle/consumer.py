@@ -10,7 +10,7 @@ import bisect
 from itertools import accumulate, repeat
 from operator import attrgetter
 
-from checkers.history.index import Index, Part
+from checkers.history.oracle.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
 

@@ -1,4 +1,4 @@
-/* The columnar kernel's compiled scans (checkers/history/columnar.py): one pass in C over
+/* The polars screen's compiled scans (checkers/history/screens/columnar.py): one pass in C over
  * Arrow columns, for the steps where a polars plan pays for a sort or a hash join it does not
  * need. Columns come in through the Arrow PyCapsule interface (`__arrow_c_stream__`, which
  * polars Series have) and go out the same way (`Column.__arrow_c_array__`, which
@@ -293,7 +293,7 @@ static PyMethodDef column_methods[] = {
 
 static PyTypeObject ColumnType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "checkers.history._scan.Column",
+    .tp_name = "checkers.history.screens._scan.Column",
     .tp_basicsize = sizeof(Column),
     .tp_dealloc = (destructor)column_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -1000,7 +1000,7 @@ static PyMethodDef scan_methods[] = {
 };
 
 static struct PyModuleDef scan_module = {
-    PyModuleDef_HEAD_INIT, "checkers.history._scan",
+    PyModuleDef_HEAD_INIT, "checkers.history.screens._scan",
     "Compiled one-pass scans over Arrow columns for the columnar history kernel.", -1,
     scan_methods,
 };

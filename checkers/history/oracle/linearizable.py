@@ -21,8 +21,8 @@ from dataclasses import replace
 from itertools import accumulate, compress, count, repeat
 from operator import attrgetter, ge, gt, sub
 
-from checkers.history.index import Index, Part
-from checkers.history.log_checks import duplicate_permitted
+from checkers.history.oracle.index import Index, Part
+from checkers.history.oracle.log_checks import duplicate_permitted
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
 

@@ -1,34 +1,32 @@
-"""The columnar checker kernel: the per-partition history checks over Arrow/polars frames, for
-one history (`check-history`) or for many runs at once (`kafkaverify mine`, one bucket of runs
-per call), with no Python loop per row.
+"""The polars screen: the per-partition history rules over Arrow/polars frames, as whole-column
+predicates that flag partitions, for one history (`check-history`) or for many runs at once
+(`kafkaverify mine`), with no Python loop per row. A screen decides no anomaly: a flag means
+"the oracle must look" (checkers/history/oracle); the pipeline (checkers/history/pipeline)
+joins the two.
 
 Shape of the work (each step is whole-column polars, or a one-pass scan in C over the same
-Arrow columns where polars would sort or join: `_scan`, checkers/history/_scan.c; grouping
-keys always include `trace_id`, so a frame may hold any number of runs):
-1. `screen_input`: the rules of traces/history.py's reader, as column predicates (required
-   fields, known types, ids paired once and in order, completions that restate nothing, ok
-   sends with offsets, unique values per partition, no negative offsets). A run that fails
-   any of them is handed to the object reader, whose HistoryError names the row.
-2. `pair`: invokes joined with their completions into one row per operation.
-3. `screens`: for every rule of log_checks / linearizable / consumer, a predicate that is
-   true for every partition with an anomaly of that rule (it may also be true for a few
-   without). Partitions no screen flags are clean, and their verdict is decided here.
-4. Flagged (run, partition) pairs only are turned into Op objects and judged by the object
-   checkers (checkers/history/*.py, the slow obvious oracle), which build the witnesses and
-   explanations. So the anomalies and their witnesses are the oracle's by construction; the
-   kernel's job is to never miss a flag (tests/test_history_columnar.py checks both ways).
+Arrow columns where polars would sort or join: `_scan`, checkers/history/screens/_scan.c;
+grouping keys always include `trace_id`, so a frame may hold any number of runs):
+1. `encode` and `prepare` (together `lean_plan`): events to an encoded frame (enums, 64-bit
+   hashes of topics, groups and values; the Spark job builds the same frame in the JVM with
+   xxhash64), plus the poll-list summaries and the reader's row rules. The screens never hold
+   strings.
+2. `pair`: invokes joined with their completions into one row per operation, under the rules
+   of traces/history.py's reader as column predicates (required fields, known types, ids
+   paired once and in order, completions that restate nothing, ok sends with offsets, unique
+   values per partition, no negative offsets). A run that fails any of them is marked bad
+   (`Paired.bad`): the object reader, whose HistoryError names the row, must read it.
+3. `flag_partitions` / `screen`: for every rule of the oracle's log_checks / linearizable /
+   consumer, a predicate that is true for every partition with an anomaly of that rule (it may
+   also be true for a few without). A `Screen` holds the flagged partitions, the counts the
+   verdicts of the clean ones need, and the rows of the flagged ones; screens of disjoint
+   partition sets merge by addition.
+4. `screen_runs` / `clean_status`: the statuses of runs with nothing flagged, decided in
+   columns (mining).
 
-The kernel never holds strings: `encode` turns events into an encoded frame (enums, 64-bit
-hashes of topics, groups and values; the Spark job builds the same frame in the JVM with
-xxhash64), `prepare` adds the poll-list summaries and the reader's row rules, and the full rows of flagged
-partitions are fetched again by row. check_file checks a history of more than CHUNK_EVENTS
-events in chunks of partitions (`_check_chunked`: one read in slices, spilled per chunk), so
-memory is bounded by a chunk; screens of disjoint partition sets merge by addition (Screen).
-
-The cost is linear in events for clean partitions; a flagged partition costs the object
-checkers' (near-linear) time for that partition alone. The cross-partition cycle search needs
-the whole history as objects: it runs (bounded by cycle_max_ops, as before) only when some
-partition is not linearizable; otherwise no cycle exists by locality (see cycles.py).
+The screen's one duty is to never miss: every partition in which the oracle reports an anomaly
+or a note is flagged (tests/test_history_columnar.py checks it against the oracle). The cost
+is linear in events.
 """
 from __future__ import annotations
 
@@ -39,10 +37,8 @@ from typing import Callable
 
 import polars as pl
 
-from checkers.history.result import Anomaly, CheckResult, Verdict, combine, finish
 from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED,
-                            RESULT_FIELDS, TYPES, History, Op)
-from traces.history import pair as pair_events
+                            RESULT_FIELDS, TYPES)
 
 def _scan_missing(e: ImportError) -> str:
     """Why the compiled scans cannot be imported, and what to do: a checkout never built, or a
@@ -55,7 +51,7 @@ def _scan_missing(e: ImportError) -> str:
     shipped = [p for d in sys.path if d and os.path.isdir(d) and not d.endswith(".zip")
                for p in glob.glob(os.path.join(d, "_scan.*.so"))]
     if os.path.isfile(__file__) and not shipped:
-        return ("checkers.history._scan (checkers/history/_scan.c) is not built: run "
+        return ("checkers.history.screens._scan (checkers/history/screens/_scan.c) is not built: run "
                 "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`; "
                 "it needs a C compiler and Python's headers (make system-deps)"
                 f" [{here}: {e}]")
@@ -66,7 +62,7 @@ def _scan_missing(e: ImportError) -> str:
 
 
 try:
-    from checkers.history import _scan
+    from checkers.history.screens import _scan
 except ImportError as e:
     try:
         # On a Spark executor the packages come as a zip (spark_job._ship), from which no
@@ -75,13 +71,16 @@ except ImportError as e:
         import _scan  # type: ignore[no-redef]
     except ImportError:
         _scan = None
-    if _scan is None or getattr(_scan, "__name__", "") != "checkers.history._scan":
+    if _scan is None or getattr(_scan, "__name__", "") != "checkers.history.screens._scan":
         raise ImportError(_scan_missing(e)) from e
 
 
-CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
-CHECK_NAMES = ("offsets", "writes", "polls", "sends", "linearizable", "consumer-offsets", "cycles")
-PER_PARTITION = CHECK_NAMES[:-1]
+def scans_file() -> str:
+    """The built file of the compiled scans: what the Spark job ships to its executors, which
+    cannot import an extension module from the packages' zip (spark_job._ship)."""
+    return _scan.__file__
+
+
 T = "trace_id"
 BIG = 2**62                      # "never", for a time (an offset nobody read)
 LIMIT32 = 2**32
@@ -89,10 +88,11 @@ CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
 
 
 class TimeUp(Exception):
-    """The deadline passed inside the kernel; the caller reports the unfinished checks unknown."""
+    """The deadline passed inside a screen; the caller reports the unfinished checks unknown."""
 
 
-def _late(deadline: float | None) -> None:
+def raise_if_late(deadline: float | None) -> None:
+    """Raises TimeUp once the deadline (time.monotonic()) has passed."""
     if deadline is not None and time.monotonic() > deadline:
         raise TimeUp()
 
@@ -248,6 +248,20 @@ def poll_summaries() -> list[pl.Expr]:
     return [o.list.len().alias("n"), o.list.first().alias("o0"), o.list.last().alias("ol"),
             o.list.max().alias("omax")]
 
+
+
+def lean_plan(part: pl.LazyFrame) -> pl.LazyFrame:
+    """The encoded, prepared frame the screens read, as a plan over events (run, _i, NEEDED)."""
+    return prepare(encode(part.select("run", "_i", *NEEDED)))
+
+
+def lean(part: pl.LazyFrame) -> pl.DataFrame:
+    """The needed columns decoded and the lean ones derived in one streaming plan. On one core
+    this costs the same CPU as decoding first and deriving in memory (polars 2.1, measured
+    side by side at 10^6 operations; the in-memory engine's one fused plan was 1.7x dearer),
+    and the streaming engine can share the scan with other outputs (check_file's one-history
+    test). It keeps row order, which pairing relies on only for speed (`_i` carries the order)."""
+    return lean_plan(part).collect(engine="streaming")
 
 # What a chunk's spill keeps of the lean frame: `run` (one history: 0), `bad` (no row is, or
 # the check has left the kernel) and the poll summaries (derived again from `offsets` when read
@@ -411,7 +425,7 @@ def pair(ev: pl.DataFrame, codes: list | None = None, pmax: int | None = None) -
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. Screens: each returns the partition keys (pk) to hand to the object checkers. The union
+# 3. Screens: each returns the partition keys (pk) to hand to the oracle. The union
 # is what matters: a flagged partition gets every object check.
 
 def _partition_ops(ops: pl.DataFrame) -> pl.DataFrame:
@@ -445,7 +459,7 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
     # Rows in (inv, id) order (the usual case: a file in time order): then the order scan
     # below reads them as they are, with no sort.
     timed = _in_time_order(p)
-    _late(deadline)
+    raise_if_late(deadline)
     # Two acknowledgements of one offset.
     if acked.get_column("rk").n_unique() != acked.height:
         flags.append(acked.filter(c("rk").is_duplicated()).get_column("pk"))
@@ -468,7 +482,7 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
         flags.append(pl_.filter(pl.struct("pk", "sid").is_duplicated()).get_column("pk"))
         flags.append(pl_.filter(pl.struct("pk", "offset").is_duplicated()).get_column("pk"))
         placed = pl_.select("pk", "offset", "inv", "sid")
-    _late(deadline)
+    raise_if_late(deadline)
     # writes: acknowledged, never read (lost below the highest read offset; unseen above it
     # when a final read began after the acknowledgement; else undecided).
     read_ai = m.get_column("ai").drop_nulls().unique()
@@ -502,8 +516,8 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
         flags.append(gappy.join(frec.select("rk"), on="rk", how="anti").get_column("pk"))
     early_nf = early.filter(c("fn").is_null())          # read, but no final record at all
     flags.append(early_nf.get_column("pk"))
-    _late(deadline)
-    # Log order: partitions whose observed offsets have gaps go to the object checkers (which
+    raise_if_late(deadline)
+    # Log order: partitions whose observed offsets have gaps go to the oracle (which
     # rank offsets); elsewhere rank = offset - base, so rank steps are offset steps.
     logs = pl.concat([acked.select("pk", "offset"), placed.select("pk", "offset")])
     ls = logs.group_by("pk").agg(c("offset").min().alias("lo"), c("offset").max().alias("hi"),
@@ -561,7 +575,7 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
         *(pm.get_column(n).cast(i64) for n in ("pk", "omax", "comp")))
     flags.append(at.get_column("pk").gather(pl.Series(log_rows)))
     flags.append(pm.get_column("pk").gather(pl.Series(poll_rows)))
-    _late(deadline)
+    raise_if_late(deadline)
     # consumer offsets.
     # `m` (the records with the acknowledgement at their offset) stands for the records where
     # each offset is acknowledged once.
@@ -594,10 +608,10 @@ def _consumer(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
         "run", "pk", "id", "group", "offset", "generation", "inv", "comp")
     grouped = assigns.filter(c("group").is_not_null())
     group_of = grouped.sort("run", "inv", "id").group_by("run", "process").agg(c("group").last())
-    # (The order of `first` matters not: a group with two modes goes to the object checkers.)
+    # (The order of `first` matters not: a group with two modes goes to the oracle.)
     modes = (grouped.filter(c("delivery").is_not_null())
              .group_by("run", "group").agg(c("delivery").first(), c("delivery").n_unique().alias("nm")))
-    # A group declaring two modes (rare): every partition of that run to the object checkers.
+    # A group declaring two modes (rare): every partition of that run to the oracle.
     mixed = modes.filter(c("nm") > 1).select("run")
     out.append(ops.join(mixed, on="run", how="semi").get_column("pk").drop_nulls())
     amo = modes.filter(c("delivery") == "at-most-once").select("run", "group")
@@ -692,37 +706,7 @@ def _consumer(ops, p, polls, recs, assigns, at, m=None, n_acked=0):
 
 
 # ---------------------------------------------------------------------------------------------
-# 4. Objects for flagged partitions (through the object reader's own pairing), and verdicts.
-
-def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: int) -> dict[int, History]:
-    """The object reader's History of each run in `ev` (some of its events): the one per-row
-    path, taken only for what a screen flagged (or for the cycle search of a small history).
-    One pass over the rows for all runs: no per-run filtering of the frame."""
-    names = list(FIELDS)
-    per: dict[int, list] = {}
-    for r in ev.sort("_i").select("run", *names, "row").iter_rows(named=True):
-        per.setdefault(r["run"], []).append(
-            (f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
-    return {run: pair_events("", headers.get(run, {}), evs) for run, evs in per.items()}
-
-
-def c_row_in(rows: pl.Series) -> pl.Expr:
-    return pl.col("_i").is_in(rows.implode())
-
-
-# fetch(selection) -> the full events (run, _i, row and every schema column) that the
-# selection (an expression over `run` and `_i`) picks: the object checkers' input, asked only
-# for flagged partitions or the cycle search, so the kernel itself never holds strings.
-Fetch = Callable[[pl.Expr], pl.DataFrame]
-
-
-@dataclass
-class RunResult:
-    run: int
-    verdict: Verdict
-    ops: int
-    witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
-
+# 4. The screens' result over some partitions, and the statuses of runs with nothing flagged.
 
 SETTINGS = ("producer_config", "assign", "subscribe")
 
@@ -730,7 +714,7 @@ SETTINGS = ("producer_config", "assign", "subscribe")
 @dataclass
 class Screen:
     """What the screens decided over some partitions (all of them, or one chunk's): the
-    flagged partitions, per-run counts and statistics, and the event rows the object checkers
+    flagged partitions, per-run counts and statistics, and the event rows the oracle
     need for the flagged partitions. Screens of disjoint partition sets merge by addition."""
     done: bool
     flagged: set[int]
@@ -780,112 +764,10 @@ def screen(pd: Paired, deadline: float | None = None, assigns: pl.DataFrame | No
     return Screen(done, flagged, counts, stats, rows)
 
 
-def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
-          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
-          clean: list | None = None) -> dict[int, RunResult]:
-    """Checks every run of a paired frame; returns run -> RunResult (anomalies and witnesses
-    are the object checkers', on the flagged partitions). With `clean` (a list), only runs
-    with a flagged partition get a RunResult; the others' statuses are appended to `clean`
-    as one frame (run, status), decided in columns: no Python per clean run (mining)."""
-    sc = screen(pd, deadline)
-    if clean is not None and sc.done:
-        c = pl.col
-        p = pd.ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
-        runs_f = set(pd.ops.filter(c("pk").is_in(pl.Series(sorted(sc.flagged), dtype=pl.Int64).implode()))
-                     .get_column("run").unique().to_list())
-        clean.append(_clean_status(pd.ops, p, sc.counts, runs_f))
-    return decide(sc, fetch, headers, deadline, cycle_max_ops, where, base,
-                  only_flagged=clean is not None and sc.done)
-
-
-def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
-           cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
-           only_flagged: bool = False) -> dict[int, RunResult]:
-    """Verdicts from a screen: the object checkers on the flagged partitions' events (fetched
-    by row), the cycle search where some partition is not linearizable, counts elsewhere."""
-    c = pl.col
-    done, flagged, counts = sc.done, sc.flagged, sc.counts
-    stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
-    n_ops = {run: r["ops"] for run, r in stats.items()}
-    cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
-    found: dict[int, dict[str, tuple[list, list]]] = {}
-    histories: dict[int, History] = {}
-    if flagged:
-        from checkers.history import consumer, linearizable, log_checks
-        from checkers.history.index import build
-        for run, h in to_histories(fetch(c_row_in(sc.rows)), headers, where, base).items():
-            histories[run] = h
-            idx = build(h)
-            res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
-            found[run] = {r.name: (r.anomalies, r.notes) for r in res}
-            found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
-    # Runs that need the cross-partition cycle search (some partition not linearizable, the
-    # run small enough): all their events as objects, in one pass.
-    full: dict[int, History] = {}
-    if done:
-        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
-        if need:
-            full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
-                                headers, where, base)
-    out: dict[int, RunResult] = {}
-    to_judge = sorted(found) if only_flagged else sorted(n_ops)
-    for run in to_judge:
-        st = stats.get(run, {"sends": 0, "polls": 0})
-        k = cnt.get(run, {})
-        fnd = found.get(run, {})
-        examined = {"offsets": (k.get("records") or 0) + fnd.get("_records", 0), "writes": st["sends"], "polls": st["polls"],
-                    "sends": st["sends"], "linearizable": st["sends"] + st["polls"],
-                    "consumer-offsets": k.get("consumer_examined") or 0}
-        results: list[CheckResult] = []
-        for name in PER_PARTITION:
-            if not done:
-                results.append(finish(name, 0, [], unknown="time limit reached before this check",
-                                      limited=True))
-                continue
-            anomalies, notes = fnd.get(name, ([], []))
-            unknown = ""
-            if name == "writes" and k.get("undecided"):
-                unknown = (f"{k['undecided']} acknowledged write(s) were never read and no final "
-                           "read began after them: lost or merely lagging cannot be told apart")
-            results.append(finish(name, examined[name], anomalies, notes, unknown=unknown,
-                                  limited=bool(unknown)))
-        n = examined["linearizable"]
-        lin = next(r for r in results if r.name == "linearizable")
-        h = histories.get(run)
-        if n == 0:
-            results.append(finish("cycles", 0, []))      # nothing to examine, as the oracle says
-        elif lin.status == "valid":
-            r = finish("cycles", n, [])
-            r.reason = "no cycle by locality: every partition is linearizable"
-            results.append(r)
-        elif lin.status == "unknown" or (deadline is not None and time.monotonic() > deadline):
-            results.append(finish("cycles", 0, [], unknown="time limit reached before this check",
-                                  limited=True))
-        elif n > cycle_max_ops:
-            results.append(finish("cycles", 0, [], unknown=f"graph not built ({n} ops > "
-                                  f"{cycle_max_ops}) and some partition is not linearizable",
-                                  limited=True))
-        else:
-            # Some partition is not linearizable and the run is small: the whole run as
-            # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
-            from checkers.history import cycles
-            from checkers.history.index import build
-            h = full[run]
-            results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
-                                        deadline=deadline))
-        v = combine(results, n_ops[run])
-        wit = {}
-        if h is not None:
-            by_id = h.by_id()
-            wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
-        out[run] = RunResult(run, v, n_ops[run], wit)
-    return out
-
-
 def screen_runs(pd: Paired) -> pl.DataFrame:
     """run, status, ops for every run of a paired frame: 'flagged' for a run whose input
-    breaks a reader rule or with a partition some screen flags (the object checkers must
-    judge it), else its status decided in columns (valid | unknown, as `judge` decides it)."""
+    breaks a reader rule or with a partition some screen flags (the oracle must
+    judge it), else its status decided in columns (valid | unknown, as pipeline.judge decides it)."""
     c = pl.col
     bad = pd.bad
     sc = screen(pd.without(bad))
@@ -896,14 +778,14 @@ def screen_runs(pd: Paired) -> pl.DataFrame:
                       .get_column("run").unique().to_list())
     clean_ops = ops.filter(~c("run").is_in(pl.Series(sorted(bad), dtype=pl.Int64).implode())) if bad else ops
     p = clean_ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
-    clean = _clean_status(clean_ops, p, sc.counts, runs_f)
+    clean = clean_status(clean_ops, p, sc.counts, runs_f)
     flagged = pl.DataFrame({"run": sorted(runs_f), "status": ["flagged"] * len(runs_f)},
                            schema={"run": pl.Int64, "status": pl.String})
     return pl.concat([clean.select("run", "status", c("ops").cast(pl.Int64)),
                       flagged.with_columns(pl.lit(0, pl.Int64).alias("ops"))], how="vertical_relaxed")
 
 
-def _clean_status(ops: pl.DataFrame, p: pl.DataFrame, counts: pl.DataFrame, flagged: set) -> pl.DataFrame:
+def clean_status(ops: pl.DataFrame, p: pl.DataFrame, counts: pl.DataFrame, flagged: set) -> pl.DataFrame:
     """Statuses of runs with no flagged partition, as combine() would decide them: unknown if
     some acknowledged write is undecided (no final read after it) or no check examined
     anything; valid otherwise."""

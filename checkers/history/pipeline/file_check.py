@@ -1,18 +1,23 @@
-"""One history file, end to end: what `check-history` runs. Reads the file through
-traces/history_columnar.py, hands it to the columnar kernel (checkers/history/columnar.py) in
-one piece or, above CHUNK_EVENTS events, in chunks of partitions, and falls back to the object
-reader and checkers for input the kernel's screens do not accept (the object reader then names
-the bad line or row). Reading is under the same deadline as checking.
+"""One history file, end to end: what `check-history` runs. Entry point: `check_file`.
 
-Before the kernel, the fused screen (checkers/history/_fused.c) reads the decoded columns in
-one C pass, slice by slice as they are decoded, with no polars frame work: a history in which
-it flags nothing is decided from its counts (the same verdict the kernel gives: the kernel
-would flag nothing either, and the checks' examined counts are the ones it computes); a
-history it flags in some partitions goes to the kernel with those partitions' operations and
-the settings operations (_kernel_on_flagged), the other partitions' counts from the screen;
-a history-wide flag, or a flag in every partition, sends the whole history to the kernel as
-before. The kernel's verdict and witnesses are then the answer. tests/test_fused.py checks
-that the screen never misses a partition the checkers report an anomaly or a note in."""
+The pipeline for one file: reads it through traces/history_columnar.py under the same deadline
+as checking; then the screens, cheapest first:
+1. the fused C screen (screens/fused.py over screens/_fused.c) reads the decoded columns in one
+   pass, slice by slice as they are decoded: a history in which it flags nothing is decided
+   from its counts (`decide_unflagged`: the verdict the polars screens would give, as they would
+   flag nothing either);
+2. a history it flags in some partitions goes to the polars screens (screens/columnar.py) with
+   those partitions' operations and the settings operations (`_kernel_on_flagged`), the other
+   partitions' counts from the fused screen; a history-wide flag, or a flag in every
+   partition, sends the whole history to the polars screens;
+3. what they flag goes to the oracle (checkers/history/oracle) through pipeline/judge.py, whose
+   verdict and witnesses are then the answer.
+Above CHUNK_EVENTS events the polars screens run in chunks of partitions (`_check_chunked`: one
+read in slices, spilled per chunk), so memory is bounded by a chunk. Input the screens do not
+accept goes to the object reader (which names the bad line or row) and the oracle
+(`_object_path`). tests/test_fused.py and tests/test_history_columnar.py check that the verdicts
+are the oracle's.
+"""
 from __future__ import annotations
 
 import time
@@ -22,10 +27,13 @@ from typing import Callable
 
 import polars as pl
 
-from checkers.history.columnar import (CHECK_NAMES, LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen,
-                                       TimeUp, _late, decide, encode, judge, pair, prepare, screen,
-                                       unspill)
-from checkers.history.result import Verdict, combine, finish
+from checkers.history.oracle.check import check_history
+from checkers.history.pipeline.judge import decide, judge
+from checkers.history.result import CHECK_NAMES, Verdict, combine, finish
+from checkers.history.screens import fused
+from checkers.history.screens.columnar import (LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen, TimeUp,
+                                               lean, pair, raise_if_late, screen, unspill)
+from checkers.history.screens.fused import Fused, fused_screen, grouped_screen
 from traces.history import History, Op
 
 
@@ -46,9 +54,9 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                cycle_max_ops: int = 200_000, screen_group_events: int | None = None) -> FileCheck:
     """Reads and checks one history under one deadline (reading included). Input the
     columnar screens do not accept goes to the object reader (which raises HistoryError with
-    the line or row) and the object checkers. `screen_group_events` (check-history
+    the line or row) and the oracle. `screen_group_events` (check-history
     --low-memory): above CHUNK_EVENTS, the fused screen in groups of partitions of about that
-    many events (see SCREEN_GROUP_EVENTS)."""
+    many events (see screens/fused.py SCREEN_GROUP_EVENTS)."""
     from traces import history_columnar as hc
     try:
         header, src, where = hc.read(path, fmt, deadline, lazy=True)
@@ -72,11 +80,11 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             else:
                 slices = (src.slice(off, SLICE_EVENTS).select(*NEEDED).collect()
                           for off in range(0, n_events, SLICE_EVENTS))
-            group_events = screen_group_events or SCREEN_GROUP_EVENTS
-            k = min(SCREEN_GROUPS_MAX, -(-n_events // group_events)) if group_events else 1
+            group_events = screen_group_events or fused.SCREEN_GROUP_EVENTS
+            k = min(fused.SCREEN_GROUPS_MAX, -(-n_events // group_events)) if group_events else 1
             fr = grouped_screen(slices, k, deadline) if k > 1 else fused_screen(slices, deadline)
             if fr is not None and fr.clean:
-                return fr.decide(header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices"
+                return decide_unflagged(fr, header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices"
                                                    + (f", {k} groups)" if k > 1 else ")"))
             if fr is None and deadline is not None and time.monotonic() > deadline:
                 return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
@@ -108,7 +116,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                           engine="streaming") for off in range(0, n_events, SCREEN_SLICE_EVENTS))
             fr, screened = (fused_screen(slices, deadline) if n_events else None), True
             if fr is not None and fr.clean:
-                return fr.decide(header, deadline)
+                return decide_unflagged(fr, header, deadline)
             if fr is None and deadline is not None and time.monotonic() > deadline:
                 return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
             raw = src.select(*NEEDED, "row").collect(engine="streaming")
@@ -123,7 +131,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     if not screened:
         fr = fused_screen([raw], deadline)
     if fr is not None and fr.clean:
-        return fr.decide(header, deadline)
+        return decide_unflagged(fr, header, deadline)
     if deadline is not None and time.monotonic() > deadline:
         return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
     if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
@@ -135,7 +143,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     # Flagged history-wide (or every partition): the kernel on the whole history, from the
     # columns already decoded.
     try:
-        ev = _lean(raw.lazy().with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
+        ev = lean(raw.lazy().with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")))
     except pl.exceptions.PolarsError:
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     del raw
@@ -151,30 +159,18 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 
-@dataclass
-class Fused:
-    """What the fused screen found: `why` is the history-wide reason to hand the history to
-    the kernel (or ""), `flagged` the partitions it flags ((topic, partition, [rule, ...])),
-    `counts` what the kernel's screens would count on a history with nothing flagged."""
-    why: str
-    flagged: list
-    counts: dict
-
-    @property
-    def clean(self) -> bool:
-        return not self.why and not self.flagged
-
-    def decide(self, header: dict, deadline: float | None, engine: str = "columnar") -> FileCheck:
-        """The verdict of a history with nothing flagged, as the kernel's `decide` gives it
-        from its screen's counts (no object checker runs: nothing is flagged)."""
-        k = self.counts
-        sc = Screen(True, set(),
-                    pl.DataFrame({"run": [0], "undecided": [k["undecided"]],
-                                  "consumer_examined": [k["consumer_examined"]], "records": [k["records"]]}),
-                    pl.DataFrame({"run": [0], "sends": [k["sends"]], "polls": [k["polls"]], "ops": [k["ops"]]}),
-                    pl.Series("_i", [], pl.UInt32))
-        (r,) = decide(sc, lambda sel: None, {0: header}, deadline).values()
-        return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
+def decide_unflagged(fr: Fused, header: dict, deadline: float | None,
+                     engine: str = "columnar") -> FileCheck:
+    """The verdict of a history the fused screen flags nothing in, as pipeline.judge's `decide`
+    gives it from the polars screens' counts (the oracle does not run: nothing is flagged)."""
+    k = fr.counts
+    sc = Screen(True, set(),
+                pl.DataFrame({"run": [0], "undecided": [k["undecided"]],
+                              "consumer_examined": [k["consumer_examined"]], "records": [k["records"]]}),
+                pl.DataFrame({"run": [0], "sends": [k["sends"]], "polls": [k["polls"]], "ops": [k["ops"]]}),
+                pl.Series("_i", [], pl.UInt32))
+    (r,) = decide(sc, lambda sel: None, {0: header}, deadline).values()
+    return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
 
 
 def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: pl.LazyFrame, where: str,
@@ -196,7 +192,7 @@ def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: 
     ids = pl.concat([inv.filter(c("f").is_in(SETTINGS)).select("id"),
                      inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
     sub = raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
-    ev = _lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
+    ev = lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
     del raw, sub, inv, ids
     pd = pair(ev)
     del ev
@@ -219,198 +215,6 @@ def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: 
                   lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops, where,
                   base).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
-
-
-# Whether check_file runs the fused screen first (tests turn it off to drive the kernel alone).
-FUSED_SCREEN = True
-
-
-def fused_screen(frames, deadline: float | None = None) -> Fused | None:
-    """The fused screen over `frames` (the events' NEEDED columns, slices in file order), or
-    None when the time ran out, a frame is not of the schema's types, or FUSED_SCREEN is off."""
-    if not FUSED_SCREEN:
-        return None
-    try:
-        from checkers.history import _fused
-    except ImportError as e:        # a checkout whose extensions were built before this one
-        raise ImportError("checkers.history._fused (checkers/history/_fused.c) is not built: run "
-                          "`pip install -e .` (make setup) or `python setup.py build_ext --inplace`") from e
-    st = _fused.new()
-    frames = iter(frames)
-    try:
-        while (df := next(frames, None)) is not None:
-            # Each frame released before the next is decoded (its pages are then reused).
-            cols = [df.get_column(n) for n in _fused.COLUMNS]
-            del df
-            _fused.feed(st, cols)
-            del cols
-            if deadline is not None and time.monotonic() > deadline:
-                return None
-    except (TypeError, ValueError, pl.exceptions.PolarsError, OSError):
-        return None
-    r = _fused.finish(st)
-    return Fused(r["global"] or "", r["flagged"], r)
-
-
-# Above SCREEN_GROUP_EVENTS events (when set) the fused screen runs in groups of partitions, so
-# that its state (about 56 bytes per offset of the log: BENCHMARKS.md, seventh round) is
-# bounded by a group's share of the log instead of by the whole log. At most SCREEN_GROUPS_MAX
-# groups: each group's state still has the screen's table of 4 bytes per operation id of the
-# history, and its dense layouts need ids within 8 times the group's events (_fused.c
-# DENSE_SLACK); beyond that bound the groups grow with the history. Off (None) by default:
-# routing and spilling the decoded columns through polars (a filter per group, an IPC write
-# and read) made the whole check 3.0x dearer in CPU at 10^7 operations (4.2x at 2*10^7) for a
-# peak of 515-546 MiB instead of 970-1,578 (BENCHMARKS.md, seventh round, last paragraph);
-# 1 << 22 is the setting measured, which `check-history --low-memory` passes.
-SCREEN_GROUP_EVENTS: int | None = None
-SCREEN_GROUPS_MAX = 8
-_ALL = 255      # a settings operation's events: in every group
-
-
-def grouped_screen(frames, k: int, deadline: float | None = None) -> Fused | None:
-    """The fused screen in `k` groups of partitions: one pass over `frames` (the NEEDED
-    columns, slices in file order) writes each event to its group's spill files (Arrow IPC,
-    uncompressed, in a temporary directory): an invoke by its (topic, partition), round robin
-    in order of first appearance; a completion by its invoke's group (a table of one byte per
-    operation id); a settings operation (producers' configurations, assigns, subscribes: the
-    groups, generations and modes the consumer rules consult) to every group, as the kernel's
-    chunked path has them. Then each group is screened with a state of its own, released
-    before the next, and the results merged: every rule of the screen is per partition or
-    reads only the settings, so the flags, counts and history-wide reasons are those of one
-    pass, except for the reasons that compare events of different partitions (row fields,
-    time order, invokes at one time in id order, an id invoked twice, ids too sparse), which
-    the routing tests itself on the whole history. None as for fused_screen."""
-    if not FUSED_SCREEN:
-        return None
-    import shutil
-    import tempfile
-    from checkers.history import _fused
-    c = pl.col
-    tmp = Path(tempfile.mkdtemp(prefix="kv-screen-"))
-    try:
-        files: list[list[Path]] = [[] for _ in range(k)]
-        home = pl.Series("home", [], pl.UInt8)      # per id: 0 no invoke yet, group + 1, or _ALL
-        keys: dict[tuple, int] = {}
-        rows = n_settings = 0
-        last_t, last_inv = None, None               # (mono_ns), (mono_ns, id) of the last invoke
-        frames = iter(frames)
-        while (df := next(frames, None)) is not None:
-            if df.height == 0:
-                continue
-            rows += df.height
-            if any(df.get_column(n).null_count() for n in ("id", "type", "process", "f", "mono_ns")):
-                return Fused("a row lacks a required field", [], {})
-            ids, t = df.get_column("id"), df.get_column("mono_ns")
-            if ids.min() < 0 or ids.max() >= 8 * rows + (1 << 20):      # _fused.c's bound
-                return Fused("ids too sparse for the dense layout", [], {})
-            if (last_t is not None and t[0] < last_t) or not t.is_sorted():
-                return Fused("events not in time order", [], {})
-            last_t = t[-1]
-            is_inv = c("type") == "invoke"
-            inv = df.lazy().filter(is_inv).select("id", "f", "topic", "partition", "mono_ns").collect()
-            if inv.height:
-                it, iid = inv.get_column("mono_ns"), inv.get_column("id")
-                if ((it == it.shift(1)) & (iid < iid.shift(1))).any() or (
-                        last_inv is not None and it[0] == last_inv[0] and iid[0] < last_inv[1]):
-                    return Fused("invokes at one time not in id order", [], {})
-                last_inv = (it[-1], iid[-1])
-                setting = inv.get_column("f").is_in(SETTINGS)
-                n_settings += int(setting.sum())
-                for tp in inv.filter(~setting).select("topic", "partition").unique(maintain_order=True).iter_rows():
-                    if tp not in keys:
-                        keys[tp] = len(keys) % k
-                tab = pl.DataFrame({"topic": [tp[0] for tp in keys], "partition": [tp[1] for tp in keys],
-                                    "g": list(keys.values())},
-                                   schema={"topic": inv.schema["topic"], "partition": inv.schema["partition"],
-                                           "g": pl.UInt8})
-                g = (inv.select("topic", "partition").join(tab, on=["topic", "partition"], how="left",
-                                                          maintain_order="left")
-                     .get_column("g").fill_null(0) + 1).cast(pl.UInt8)
-                g = pl.select(pl.when(setting).then(pl.lit(_ALL, pl.UInt8)).otherwise(g)).to_series()
-                top = iid.max()
-                if top >= home.len():
-                    home = home.extend_constant(0, max(top + 1, 2 * home.len()) - home.len())
-                if iid.n_unique() != iid.len() or (home.gather(iid) != 0).any():
-                    return Fused("an id invoked twice", [], {})
-                home.scatter(iid, g)
-            del inv
-            # An event whose id has no invoke yet goes to group 0, whose screen flags it.
-            idx = ids.clip(upper_bound=max(home.len() - 1, 0))
-            g = home.gather(idx) if home.len() else pl.zeros(df.height, pl.UInt8, eager=True)
-            g = pl.select(pl.when(ids < home.len()).then(g).otherwise(pl.lit(0, pl.UInt8))).to_series()
-            for j in range(k):
-                part = df.filter(g.is_in([j + 1, _ALL] + ([0] if j == 0 else [])))
-                if part.height:
-                    f = tmp / f"g{j}-{len(files[j])}.arrow"
-                    part.write_ipc(f, compression="uncompressed")
-                    files[j].append(f)
-                del part
-            del df, g, ids, t
-            if deadline is not None and time.monotonic() > deadline:
-                return None
-        del home
-        merged, groups = None, 0
-        flags: dict[tuple, list] = {}
-        parts: dict[tuple, tuple] = {}
-        for j in range(k):
-            if not files[j]:
-                continue
-            groups += 1
-            st = _fused.new()
-            for f in files[j]:
-                df = pl.read_ipc(f)
-                cols = [df.get_column(n) for n in _fused.COLUMNS]
-                del df
-                _fused.feed(st, cols)
-                del cols
-                f.unlink()
-                if deadline is not None and time.monotonic() > deadline:
-                    return None
-            r = _fused.finish(st)
-            del st
-            if r["global"]:
-                return Fused(r["global"], [], r)
-            # A partition an assign names is known to every group (with no log in the groups
-            # that do not own it): its counts and flags are the sum and union over groups.
-            for t, p, why in r["flagged"]:
-                flags.setdefault((t, p), [])
-                flags[t, p] += [w for w in why if w not in flags[t, p]]
-            for t, p, n, u in r["parts"]:
-                a, b = parts.get((t, p), (0, 0))
-                parts[t, p] = (a + n, b + u)
-            if merged is None:
-                merged = r
-            else:
-                merged["pool"] = max(merged["pool"], r["pool"])
-                for n in ("ops", "sends", "polls", "records", "undecided", "consumer_examined"):
-                    merged[n] += r[n]
-        if merged is None:
-            return None
-        merged["flagged"] = [(t, p, why) for (t, p), why in flags.items()]
-        merged["parts"] = [(t, p, n, u) for (t, p), (n, u) in parts.items()]
-        # Settings operations were screened in every group: counted once.
-        merged["ops"] -= (groups - 1) * n_settings
-        return Fused("", merged["flagged"], merged)
-    except (TypeError, ValueError, pl.exceptions.PolarsError, OSError):
-        return None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _lean_plan(part: pl.LazyFrame) -> pl.LazyFrame:
-    return prepare(encode(part.select("run", "_i", *NEEDED)))
-
-
-lean_plan = _lean_plan   # public: benchmarks/kernel_ab.py times it
-
-
-def _lean(part: pl.LazyFrame) -> pl.DataFrame:
-    """The needed columns decoded and the lean ones derived in one streaming plan. On one core
-    this costs the same CPU as decoding first and deriving in memory (polars 2.1, measured
-    side by side at 10^6 operations; the in-memory engine's one fused plan was 1.7x dearer),
-    and the streaming engine can share the scan with other outputs (check_file's one-history
-    test). It keeps row order, which pairing relies on only for speed (`_i` carries the order)."""
-    return _lean_plan(part).collect(engine="streaming")
 
 
 # Histories of more events than this are checked in chunks of partitions, so that memory is
@@ -504,8 +308,8 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
         home = ((c("tc").fill_null(0) % 1_000_003).cast(pl.Int64) * 131
                 + c("partition").fill_null(0).cast(pl.Int64)) % k
         for n, off in enumerate(range(0, n_events, SLICE_EVENTS)):
-            _late(deadline)
-            ev = _lean(part(off, SLICE_EVENTS))
+            raise_if_late(deadline)
+            ev = lean(part(off, SLICE_EVENTS))
             if ev.get_column("bad").any():
                 raise _Fallback()
             codes |= set(ev.get_column("tc").drop_nulls().unique().to_list())
@@ -527,7 +331,7 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
         assigns = settings.ops.filter(c("f").is_in(["assign", "subscribe"]))
         screens = []
         for i in range(k):
-            _late(deadline)
+            raise_if_late(deadline)
             if not files[i]:
                 continue
             pd = pair(unspill(pl.concat([pl.read_ipc(f) for f in files[i]])), codes_l, pmax)
@@ -553,7 +357,6 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
 
 
 def _object_path(path, fmt, deadline, cycle_max_ops, why) -> FileCheck:
-    from checkers.history.run import check_history
     from traces.history import load
     h = load(path, fmt)          # raises HistoryError on bad input: exit 3 with the place
     v = check_history(h, cycle_max_ops=cycle_max_ops, deadline=deadline)

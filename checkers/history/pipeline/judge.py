@@ -1,0 +1,157 @@
+"""The pipeline over a frame of runs: the screens first (checkers/history/screens), then the
+oracle (checkers/history/oracle) on the flagged partitions only. Entry points: `judge` (a paired
+frame of one or many runs -> run -> RunResult) and `decide` (verdicts from a Screen already
+computed, e.g. by chunks or by the fused screen's counts).
+
+Flagged (run, partition) pairs only are turned into Op objects (through the object reader's
+own pairing) and judged by the oracle, which builds the witnesses and explanations: so the
+anomalies and witnesses are the oracle's by construction, and a partition no screen flags is
+clean, its verdict decided from the screens' counts. A flagged partition costs the oracle's
+(near-linear) time for that partition alone. The cross-partition cycle search needs the whole
+run as objects: it runs (bounded by cycle_max_ops) only when some partition is not
+linearizable; otherwise no cycle exists by locality (see oracle/cycles.py).
+tests/test_history_columnar.py checks that the pipeline's verdicts are the oracle's.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import polars as pl
+
+from checkers.history.oracle import consumer, cycles, linearizable, log_checks
+from checkers.history.oracle.index import build
+from checkers.history.result import PER_PARTITION, CheckResult, Verdict, combine, finish
+from checkers.history.screens.columnar import Paired, Screen, clean_status, screen
+from traces.history import FIELDS, History, Op
+from traces.history import pair as pair_events
+
+
+def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: int) -> dict[int, History]:
+    """The object reader's History of each run in `ev` (some of its events): the one per-row
+    path, taken only for what a screen flagged (or for the cycle search of a small history).
+    One pass over the rows for all runs: no per-run filtering of the frame."""
+    names = list(FIELDS)
+    per: dict[int, list] = {}
+    for r in ev.sort("_i").select("run", *names, "row").iter_rows(named=True):
+        per.setdefault(r["run"], []).append(
+            (f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
+    return {run: pair_events("", headers.get(run, {}), evs) for run, evs in per.items()}
+
+
+def c_row_in(rows: pl.Series) -> pl.Expr:
+    return pl.col("_i").is_in(rows.implode())
+
+
+# fetch(selection) -> the full events (run, _i, row and every schema column) that the
+# selection (an expression over `run` and `_i`) picks: the oracle's input, asked only for
+# flagged partitions or the cycle search, so the screens themselves never hold strings.
+Fetch = Callable[[pl.Expr], pl.DataFrame]
+
+
+@dataclass
+class RunResult:
+    run: int
+    verdict: Verdict
+    ops: int
+    witness_ops: dict[int, Op] = field(default_factory=dict)   # every op some witness names
+
+
+def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
+          cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+          clean: list | None = None) -> dict[int, RunResult]:
+    """Checks every run of a paired frame, screens first: returns run -> RunResult (anomalies
+    and witnesses are the oracle's, on the flagged partitions). With `clean` (a list), only runs
+    with a flagged partition get a RunResult; the others' statuses are appended to `clean`
+    as one frame (run, status), decided in columns: no Python per clean run (mining)."""
+    sc = screen(pd, deadline)
+    if clean is not None and sc.done:
+        c = pl.col
+        p = pd.ops.filter(c("pk").is_not_null() & (c("f") != "producer_config"))
+        runs_f = set(pd.ops.filter(c("pk").is_in(pl.Series(sorted(sc.flagged), dtype=pl.Int64).implode()))
+                     .get_column("run").unique().to_list())
+        clean.append(clean_status(pd.ops, p, sc.counts, runs_f))
+    return decide(sc, fetch, headers, deadline, cycle_max_ops, where, base,
+                  only_flagged=clean is not None and sc.done)
+
+
+def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
+           cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
+           only_flagged: bool = False) -> dict[int, RunResult]:
+    """Verdicts from a screen: the oracle on the flagged partitions' events (fetched by row),
+    the oracle's cycle search where some partition is not linearizable, the screen's counts
+    elsewhere."""
+    c = pl.col
+    done, flagged, counts = sc.done, sc.flagged, sc.counts
+    stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
+    n_ops = {run: r["ops"] for run, r in stats.items()}
+    cnt = {r["run"]: r for r in counts.iter_rows(named=True)}
+    found: dict[int, dict[str, tuple[list, list]]] = {}
+    histories: dict[int, History] = {}
+    if flagged:
+        for run, h in to_histories(fetch(c_row_in(sc.rows)), headers, where, base).items():
+            histories[run] = h
+            idx = build(h)
+            res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
+            found[run] = {r.name: (r.anomalies, r.notes) for r in res}
+            found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
+    # Runs that need the cross-partition cycle search (some partition not linearizable, the
+    # run small enough): all their events as objects, in one pass.
+    full: dict[int, History] = {}
+    if done:
+        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
+        if need:
+            full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
+                                headers, where, base)
+    out: dict[int, RunResult] = {}
+    to_judge = sorted(found) if only_flagged else sorted(n_ops)
+    for run in to_judge:
+        st = stats.get(run, {"sends": 0, "polls": 0})
+        k = cnt.get(run, {})
+        fnd = found.get(run, {})
+        examined = {"offsets": (k.get("records") or 0) + fnd.get("_records", 0), "writes": st["sends"], "polls": st["polls"],
+                    "sends": st["sends"], "linearizable": st["sends"] + st["polls"],
+                    "consumer-offsets": k.get("consumer_examined") or 0}
+        results: list[CheckResult] = []
+        for name in PER_PARTITION:
+            if not done:
+                results.append(finish(name, 0, [], unknown="time limit reached before this check",
+                                      limited=True))
+                continue
+            anomalies, notes = fnd.get(name, ([], []))
+            unknown = ""
+            if name == "writes" and k.get("undecided"):
+                unknown = (f"{k['undecided']} acknowledged write(s) were never read and no final "
+                           "read began after them: lost or merely lagging cannot be told apart")
+            results.append(finish(name, examined[name], anomalies, notes, unknown=unknown,
+                                  limited=bool(unknown)))
+        n = examined["linearizable"]
+        lin = next(r for r in results if r.name == "linearizable")
+        h = histories.get(run)
+        if n == 0:
+            results.append(finish("cycles", 0, []))      # nothing to examine, as the oracle says
+        elif lin.status == "valid":
+            r = finish("cycles", n, [])
+            r.reason = "no cycle by locality: every partition is linearizable"
+            results.append(r)
+        elif lin.status == "unknown" or (deadline is not None and time.monotonic() > deadline):
+            results.append(finish("cycles", 0, [], unknown="time limit reached before this check",
+                                  limited=True))
+        elif n > cycle_max_ops:
+            results.append(finish("cycles", 0, [], unknown=f"graph not built ({n} ops > "
+                                  f"{cycle_max_ops}) and some partition is not linearizable",
+                                  limited=True))
+        else:
+            # Some partition is not linearizable and the run is small: the whole run as
+            # objects, for the cross-partition graph (bounded by cycle_max_ops, as before).
+            h = full[run]
+            results.append(cycles.check(build(h), lin_ok=False, max_ops=cycle_max_ops,
+                                        deadline=deadline))
+        v = combine(results, n_ops[run])
+        wit = {}
+        if h is not None:
+            by_id = h.by_id()
+            wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
+        out[run] = RunResult(run, v, n_ops[run], wit)
+    return out
