@@ -94,7 +94,7 @@ def register(group: click.Group) -> None:
         """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input.
 
         The fast screens (checkers/history/screens/) read and screen the history; the partitions
-        they flag are judged by the oracle (checkers/history/oracle/), which build the witnesses. The
+        they flag are judged by the oracle (checkers/history/oracle/), which builds the witnesses. The
         time limit and the printed time both cover everything from reading the file on."""
         # The clock starts before anything is read: reading is most of the cost.
         t0 = time.perf_counter()
