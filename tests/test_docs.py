@@ -94,6 +94,21 @@ def test_relative_links_resolve(page):
             assert anchor in anchors(dest), f"{rel(page)} links {target}: no such heading"
 
 
+REPO_PATH = re.compile(
+    r"`((?:spec|impl|checkers|traces|kafkaverify|tests|benchmarks|docs|examples)/[\w./*-]*[\w*/])")
+
+
+@pytest.mark.parametrize("page", LINK_PAGES, ids=rel)
+def test_every_repository_path_a_page_names_exists(page):
+    """A file or folder of the repository named in backticks (`impl/rules.py`, `traces/corpus/`)
+    exists, and a pattern (`traces/corpus/model-*.jsonl`) matches a file: a guide naming a moved
+    or deleted module says what is no longer true."""
+    def exists(p):
+        return any(ROOT.glob(p)) if "*" in p else (ROOT / p).exists()
+    missing = sorted({p for p in REPO_PATH.findall(page.read_text()) if not exists(p)})
+    assert not missing, f"{rel(page)} names paths that do not exist: {missing}"
+
+
 # --- (b) every documented command parses ------------------------------------------------------
 
 def split_comment(line: str) -> tuple[str, str]:
