@@ -93,7 +93,7 @@ def test_leader_hw_is_the_smallest_isr_position_and_releases_acks_all(tmp_path):
 
 
 def test_fetch_from_an_unassigned_replica_is_not_counted(tmp_path):
-    p, _ = leader_with(tmp_path, 2, isr=(0, 1), )
+    p, _ = leader_with(tmp_path, 2, isr=(0, 1))
     p.replicas = [0, 1]
     assert not p.record_follower_fetch(5, 2, p.log.leo, now_ms=1, broker_epoch=1)
     assert 5 not in p.follower_leo
