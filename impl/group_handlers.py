@@ -145,7 +145,7 @@ class GroupManager:
         if OFFSETS_TOPIC not in b.topic_assignments:
             try:
                 # the registration watch may lag: count the live brokers at the source
-                await b._refresh_ids(await b.cc("get_children", b.path("/brokers/ids")))
+                await b.coordination.refresh_ids(await b.cc("get_children", b.path("/brokers/ids")))
                 rf = min(3, max(len(b.live_brokers), 1))
                 await b.create_topic(OFFSETS_TOPIC, b.cfg.offsets_topic_num_partitions, rf,
                                      {"cleanup.policy": "compact",
@@ -168,7 +168,7 @@ class GroupManager:
         p = b.partitions.get((OFFSETS_TOPIC, index))
         if p is None or p.role != "leader" or self.owned.get(index) != "loaded":
             return codec.NOT_COORDINATOR, -1
-        if len(p.isr) < p.min_insync:
+        if not p.produce_allowed(-1):
             return _append_error(codec.NOT_ENOUGH_REPLICAS), -1
         try:
             base, last, _n = p.log.append_as_leader(gr.batch(records), p.leader_epoch)
@@ -177,7 +177,7 @@ class GroupManager:
             return codec.UNKNOWN_SERVER_ERROR, -1
         b.event("appended", topic=OFFSETS_TOPIC, partition=index, base_offset=base, last_offset=last,
                 leader_epoch=p.leader_epoch, acks=-1)
-        b._update_hw(p)
+        p.update_hw()
         p.notify()
         if p.hw <= last:
             fut = asyncio.get_running_loop().create_future()

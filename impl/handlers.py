@@ -13,6 +13,7 @@ from impl.storage.batch import CorruptBatch
 from impl.storage.log import DuplicateBatch, ProducerStateError
 
 CLUSTER_ID = "kafkaverify-cluster"
+MAX_FETCH_WAIT_MS = 30_000        # bound of a Fetch's long poll, whatever max_wait_ms asks
 
 
 def _now_ms() -> float:
@@ -78,7 +79,7 @@ async def produce(b, req, version):
                 known = t.name in b.topic_assignments
                 results[key] = (codec.NOT_LEADER_OR_FOLLOWER if known else codec.UNKNOWN_TOPIC_OR_PARTITION, -1)
                 continue
-            if acks == -1 and len(p.isr) < p.min_insync:
+            if not p.produce_allowed(acks):
                 results[key] = (codec.NOT_ENOUGH_REPLICAS, -1)      # refused before appending
                 continue
             if not pd.records:
@@ -101,7 +102,7 @@ async def produce(b, req, version):
             else:
                 b.event("appended", topic=t.name, partition=pd.index, base_offset=base, last_offset=last,
                         leader_epoch=p.leader_epoch, acks=acks)
-                b._update_hw(p)          # RF=1 / ISR={self}: the HW moves at once
+                p.update_hw()            # RF=1 / ISR={self}: the HW moves at once
                 p.notify()               # wake replica fetchers long-polling on us
             results[key] = (0, base)
             if acks == -1 and p.hw <= last:
@@ -138,7 +139,7 @@ def _produce_response(errs: dict, bases: dict):
 async def fetch(b, req, version):
     replica = req.replica_id if version < 15 else -1
     is_replica = replica is not None and replica >= 0
-    deadline = time.monotonic() + min(max(req.max_wait_ms, 0), codec_max_wait()) / 1000
+    deadline = time.monotonic() + min(max(req.max_wait_ms, 0), MAX_FETCH_WAIT_MS) / 1000
     budget = max(req.max_bytes, 1)
     while True:
         out, total, waitable = _fetch_pass(b, req, replica, is_replica, budget)
@@ -160,11 +161,6 @@ async def fetch(b, req, version):
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": out}
 
 
-def codec_max_wait() -> int:
-    from impl.broker import MAX_FETCH_WAIT_MS
-    return MAX_FETCH_WAIT_MS
-
-
 def _has_error(out) -> bool:
     return any(p["error_code"] for t in out for p in t["partitions"])
 
@@ -184,7 +180,7 @@ def _fetch_pass(b, req, replica, is_replica, budget):
                 entry["error_code"] = codec.NOT_LEADER_OR_FOLLOWER if t.topic in b.topic_assignments \
                     else codec.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            fence = rules.check_fetch_epoch(fp.current_leader_epoch, p.leader_epoch, b.fixes)
+            fence = p.fetch_epoch_error(fp.current_leader_epoch)
             if is_replica and fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
                 _trace_stale(b, p, "Fetch", replica, fp.current_leader_epoch, fence)
             if fence:
@@ -211,22 +207,12 @@ def _fetch_pass(b, req, replica, is_replica, budget):
 
 
 def _record_follower_fetch(b, p, replica: int, fetch_offset: int, leader_leo: int, t_now: float) -> None:
-    """The follower's fetch offset is its LEO. It is caught up at this fetch if it reached our
-    LEO, or at its previous fetch if it has now reached what our LEO was then (Kafka's
-    Replica.updateFetchState)."""
-    if replica not in p.replicas:
+    """A replica's fetch moves its position (Partition.record_follower_fetch); it may then join
+    the ISR (IsrManager.maybe_expand) and the HW may advance."""
+    if not p.record_follower_fetch(replica, fetch_offset, leader_leo, t_now, b.broker_epochs.get(replica, -1)):
         return
-    p.follower_leo[replica] = fetch_offset
-    p.fetch_broker_epoch[replica] = b.broker_epochs.get(replica, -1)
-    if fetch_offset >= leader_leo:
-        p.last_caught_up[replica] = t_now
-    else:
-        prev = p.last_fetch.get(replica)
-        if prev and fetch_offset >= prev[1]:
-            p.last_caught_up[replica] = max(p.last_caught_up.get(replica, 0), prev[0])
-    p.last_fetch[replica] = (t_now, leader_leo)
-    b._maybe_expand_isr(p, replica)
-    b._update_hw(p)
+    b.isr.maybe_expand(p, replica)
+    p.update_hw()
 
 
 async def list_offsets(b, req, version):
@@ -243,7 +229,7 @@ async def list_offsets(b, req, version):
                 e["error_code"] = codec.NOT_LEADER_OR_FOLLOWER if t.name in b.topic_assignments \
                     else codec.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            fence = rules.check_fetch_epoch(lp.current_leader_epoch, p.leader_epoch, b.fixes)
+            fence = p.fetch_epoch_error(lp.current_leader_epoch)
             if fence:
                 e["error_code"] = fence
                 continue
@@ -298,7 +284,7 @@ async def offsets_for_leader_epoch(b, req, version):
             if p is None or p.role != "leader":
                 e["error_code"] = codec.NOT_LEADER_OR_FOLLOWER
                 continue
-            fence = rules.check_fetch_epoch(q.current_leader_epoch, p.leader_epoch, b.fixes)
+            fence = p.fetch_epoch_error(q.current_leader_epoch)
             replica = getattr(req, "replica_id", -1)
             if q.current_leader_epoch >= 0 and q.current_leader_epoch != p.leader_epoch:
                 _trace_stale(b, p, "OffsetsForLeaderEpoch", replica, q.current_leader_epoch, fence)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from impl.storage.files import atomic_write
+
 log = logging.getLogger("impl.producer_state")
 
 NO_PRODUCER_ID = -1
@@ -169,7 +171,6 @@ class ProducerStateManager:
         No-op when nothing changed since the last snapshot."""
         if self.end_offset == self.snapshot_offset or (not self.producers and not self.end_offset):
             return None
-        from impl.storage.log import atomic_write      # not at the top: impl.storage.log imports us
         path = self.dir / ("%020d%s" % (self.end_offset, SNAPSHOT_SUFFIX))
         body = {"version": 1, "end_offset": self.end_offset,
                 "producers": {str(pid): e.to_json() for pid, e in sorted(self.producers.items())}}

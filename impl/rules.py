@@ -30,17 +30,40 @@ def fixes_for(generation: str) -> frozenset[str]:
         raise ValueError(f"unknown generation {generation!r} (one of {', '.join(GENERATIONS)})") from None
 
 
-def high_watermark(old_hw: int, leader_leo: int, replica_leos: Mapping[int, int], leader_id: int,
-                   isr: Iterable[int], maximal_isr: Iterable[int], min_insync: int,
-                   fixes: frozenset[str]) -> int:
-    """Leader HW = min LEO over the ISR (never moving backwards on the leader).
+# --- ISR and high watermark ----------------------------------------------------------------------
 
-    maximal-isr (KIP-497): use the ISR plus additions and minus nothing the controller has not yet
-    confirmed, so an in-flight shrink cannot let the HW pass a replica still counted by the
-    controller. min-isr-hw (KAFKA-15583): no advance while |ISR| < min.insync.replicas."""
-    members = set(maximal_isr) if "maximal-isr" in fixes else set(isr)
-    if "min-isr-hw" in fixes and len(set(isr)) < min_insync:
+def maximal_isr(isr: Iterable[int], proposed: Iterable[int], fixes: frozenset[str]) -> set[int]:
+    """The ISR the leader acts on while a proposal `proposed` is in flight (Partition.scala
+    `partitionState.maximalIsr`). KIP-497 (`maximal-isr`): the union of the committed and the
+    proposed ISR -- an addition counts at once, a removal only once committed. Without it the
+    leader acts on the proposal itself before the write commits (the broker then also takes it
+    as its ISR)."""
+    if "maximal-isr" in fixes:
+        return set(isr) | set(proposed)
+    return set(proposed)
+
+
+def hw_members(isr: Iterable[int], maximal: Iterable[int], fixes: frozenset[str]) -> set[int]:
+    """The replicas whose LEOs bound the high watermark (Partition.maybeIncrementLeaderHW): with
+    `maximal-isr` (KIP-497) the maximal ISR, so an in-flight shrink cannot let the HW pass a
+    replica the controller still counts; before it the ISR."""
+    return set(maximal) if "maximal-isr" in fixes else set(isr)
+
+
+def hw_may_advance(isr: Iterable[int], min_insync: int, fixes: frozenset[str]) -> bool:
+    """KAFKA-15583 (`min-isr-hw`): no high-watermark advance while the committed ISR is below
+    min.insync.replicas (Partition.isUnderMinIsr)."""
+    return "min-isr-hw" not in fixes or len(set(isr)) >= min_insync
+
+
+def leader_hw(old_hw: int, leader_leo: int, replica_leos: Mapping[int, int], leader_id: int,
+              isr: Iterable[int], maximal: Iterable[int], min_insync: int,
+              fixes: frozenset[str]) -> int:
+    """The HW rule: min LEO over the HW members (hw_members), never moving backwards on the
+    leader, and not at all while hw_may_advance says no."""
+    if not hw_may_advance(isr, min_insync, fixes):
         return old_hw
+    members = hw_members(isr, maximal, fixes)
     leos = [leader_leo] + [replica_leos.get(r, 0) for r in sorted(members) if r != leader_id]
     return max(old_hw, min(leos))
 
@@ -60,7 +83,7 @@ def may_join_isr(follower_leo: int, leader_hw: int, epoch_start_offset: int, fix
     return True
 
 
-def isr_member_eligible(fetched_epoch: int, current_epoch: int, fixes: frozenset[str]) -> bool:
+def isr_addition_valid(fetched_epoch: int, current_epoch: int, fixes: frozenset[str]) -> bool:
     """KIP-903 (`isr-broker-epoch`, KAFKA-14139): an ISR expansion carries the broker epoch each
     added member fetched with; it is refused (INELIGIBLE_REPLICA) unless that is the member's
     current registration. A replica that registered anew since -- e.g. restarted with an empty
@@ -77,29 +100,50 @@ def out_of_sync(now_ms: float, last_caught_up_ms: Mapping[int, float], isr: Iter
     return {r for r in isr if r != leader_id and now_ms - last_caught_up_ms.get(r, 0) > lag_max_ms}
 
 
-def needs_truncation(old_leader: int | None, new_leader: int, old_epoch: int, new_epoch: int,
-                     fixes: frozenset[str]) -> bool:
+def produce_allowed(isr: Iterable[int], acks: int, min_insync: int) -> bool:
+    """Partition.appendRecordsToLeader: an acks=all (-1) produce is refused with
+    NOT_ENOUGH_REPLICAS, before appending, while the committed ISR is below
+    min.insync.replicas."""
+    return acks != -1 or len(set(isr)) >= min_insync
+
+
+def ack_succeeds(isr: Iterable[int], min_insync: int) -> bool:
+    """Partition.checkEnoughReplicasReachOffset: once the HW passed an acks=all write it is
+    acknowledged only if the ISR still has min.insync.replicas members (else
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND). The broker counts the committed ISR here."""
+    return len(set(isr)) >= min_insync
+
+
+# --- truncation ----------------------------------------------------------------------------------
+
+def must_truncate_on_become_follower(old_leader: int | None, new_leader: int, old_epoch: int,
+                                     new_epoch: int, fixes: frozenset[str]) -> bool:
     """On LeaderAndIsr as follower: truncate when the leader changed; with
-    truncate-on-epoch-change (KAFKA-7164) on every epoch change too."""
+    truncate-on-epoch-change (KAFKA-7164) on every epoch change too. (The broker also truncates
+    when it had no fetcher yet: the model's "was not a follower".)"""
     if old_leader != new_leader:
         return True
     return "truncate-on-epoch-change" in fixes and new_epoch != old_epoch
 
 
-def truncation_offset_by_hw(local_hw: int, local_leo: int) -> int:
-    """Pre-KIP-101 rule: a follower truncates to its local (checkpointed) HW. This is the rule
-    that loses acknowledged records (KIP-101 S1) and lets replicas diverge (S2)."""
-    return min(local_hw, local_leo)
+def truncation_offset(local_leo: int, local_hw: int, requested_epoch: int, leader_epoch: int,
+                      leader_end_offset: int, local_end_for_leader_epoch: tuple[int, int],
+                      fixes: frozenset[str]) -> tuple[int, bool]:
+    """Where a follower truncates before fetching from a (new) leader
+    (AbstractFetcherThread.getOffsetTruncationState), one OffsetsForLeaderEpoch round at a time:
+    returns (truncate-to offset, done).
 
-
-def truncation_step_by_epoch(local_leo: int, requested_epoch: int, leader_epoch: int,
-                             leader_end_offset: int, local_end_for_leader_epoch: tuple[int, int],
-                             local_hw: int, fixes: frozenset[str]) -> tuple[int, bool]:
-    """One round of OffsetsForLeaderEpoch truncation (KIP-101; KIP-279 with epoch-end-offset).
-    Returns (truncate-to offset, done). Not done = truncated to the end of a smaller local epoch,
-    ask again with the new latest epoch (KIP-279)."""
+    Without `epoch-truncation` (pre-0.11) the leader is not asked: to the follower's own HW --
+    the rule that loses acknowledged records (KIP-101 S1) and lets replicas diverge (S2). With it
+    (KIP-101): to the leader's end offset for the follower's latest epoch, or to the HW when the
+    leader knows no such epoch. With `epoch-end-offset` (KIP-279) the leader may answer a smaller
+    epoch: the follower truncates to the smaller of that and its own end of that epoch, and if it
+    does not have that epoch it truncates to the end of its largest smaller epoch and asks again
+    (not done)."""
+    if "epoch-truncation" not in fixes:
+        return min(local_hw, local_leo), True
     if leader_epoch < 0 or leader_end_offset < 0:
-        return truncation_offset_by_hw(local_hw, local_leo), True   # leader knows no such epoch
+        return min(local_hw, local_leo), True   # leader knows no such epoch
     if "epoch-end-offset" not in fixes or leader_epoch == requested_epoch:
         return min(leader_end_offset, local_leo), True
     local_epoch, local_end = local_end_for_leader_epoch
@@ -108,13 +152,28 @@ def truncation_step_by_epoch(local_leo: int, requested_epoch: int, leader_epoch:
     return min(local_end if local_end >= 0 else 0, local_leo), False
 
 
-def leader_epoch_answer(entries: list, leo: int, epoch: int, fixes: frozenset[str]) -> tuple[int, int]:
-    """The leader's OffsetsForLeaderEpoch answer (LeaderEpochFileCache.endOffsetFor), from its
-    epoch cache `entries` ((epoch, start) ascending): the latest epoch ends at the LEO; an older
-    one at the start of the next higher epoch; (-1, -1) (UNDEFINED) when no epoch is higher.
-    With epoch-end-offset (KIP-279) the answer names the largest epoch <= the requested one (or
-    the requested one when it is below every cached epoch); before it (KIP-101, 0.11) the
-    requested epoch, and UNDEFINED below the first cached epoch."""
+# --- leader epoch answers ------------------------------------------------------------------------
+
+def end_offset_for(entries: list, leo: int, epoch: int) -> tuple[int, int]:
+    """KIP-101's OffsetsForLeaderEpoch answer (Kafka 0.11 LeaderEpochFileCache.endOffsetFor),
+    from the epoch cache `entries` ((epoch, start) ascending): the requested epoch with its end --
+    the LEO for the latest epoch, else the start of the next higher epoch; (-1, -1) (UNDEFINED)
+    for an epoch above every cached one or below the first."""
+    if not entries or epoch < 0:
+        return -1, -1
+    if epoch == entries[-1][0]:
+        return epoch, leo
+    higher = next((x for x in entries if x[0] > epoch), None)
+    if higher is None or epoch < entries[0][0]:
+        return -1, -1
+    return epoch, higher[1]
+
+
+def epoch_end_offset(entries: list, leo: int, epoch: int) -> tuple[int, int]:
+    """KIP-279's answer (`epoch-end-offset`, LeaderEpochFileCache.endOffsetFor since 2.0): the
+    latest epoch ends at the LEO; otherwise the end is the start of the first higher epoch,
+    paired with the largest epoch <= the requested one (or the requested one when it is below
+    every cached epoch); (-1, -1) (UNDEFINED) when no epoch is higher."""
     if not entries or epoch < 0:
         return -1, -1
     if epoch == entries[-1][0]:
@@ -123,29 +182,52 @@ def leader_epoch_answer(entries: list, leo: int, epoch: int, fixes: frozenset[st
     if higher is None:
         return -1, -1
     floor = [e for e, _ in entries if e <= epoch]
-    if "epoch-end-offset" not in fixes:
-        return (epoch, higher[1]) if floor else (-1, -1)
     return (floor[-1] if floor else epoch), higher[1]
 
 
-def check_fetch_epoch(request_epoch: int, leader_epoch: int, fixes: frozenset[str]) -> int:
-    """KIP-320 fencing of Fetch / OffsetsForLeaderEpoch: 0 ok, 74 FENCED_LEADER_EPOCH (stale),
-    75 UNKNOWN_LEADER_EPOCH (newer than ours). -1 in the request means "no epoch": not checked."""
-    if "fetch-epoch-fencing" not in fixes or request_epoch < 0:
+def leader_epoch_answer(entries: list, leo: int, epoch: int, fixes: frozenset[str]) -> tuple[int, int]:
+    """The leader's OffsetsForLeaderEpoch answer in this generation: epoch_end_offset with
+    `epoch-end-offset` (KIP-279), end_offset_for before it (KIP-101)."""
+    if "epoch-end-offset" in fixes:
+        return epoch_end_offset(entries, leo, epoch)
+    return end_offset_for(entries, leo, epoch)
+
+
+# --- fencing -------------------------------------------------------------------------------------
+
+def fetch_epoch_accepted(request_epoch: int, leader_epoch: int, fixes: frozenset[str]) -> bool:
+    """KIP-320 (`fetch-epoch-fencing`): Fetch and OffsetsForLeaderEpoch carry the follower's
+    current leader epoch; the leader serves them only if it equals its own. -1 in the request
+    means "no epoch" (clients, pre-KIP-320 followers): not checked."""
+    return "fetch-epoch-fencing" not in fixes or request_epoch < 0 or request_epoch == leader_epoch
+
+
+def fetch_epoch_error(request_epoch: int, leader_epoch: int, fixes: frozenset[str]) -> int:
+    """The error code of fetch_epoch_accepted's answer: 0 served, 74 FENCED_LEADER_EPOCH (the
+    request's epoch is stale), 75 UNKNOWN_LEADER_EPOCH (newer than ours)."""
+    if fetch_epoch_accepted(request_epoch, leader_epoch, fixes):
         return 0
-    if request_epoch < leader_epoch:
-        return 74
-    if request_epoch > leader_epoch:
-        return 75
-    return 0
+    return 74 if request_epoch < leader_epoch else 75
 
 
-def check_controller_epoch(request_epoch: int, newest_seen: int, fixes: frozenset[str]) -> bool:
-    """Brokers reject control requests below the newest controller epoch seen
-    (STALE_CONTROLLER_EPOCH; Kafka's KafkaController / KAFKA-1120 era zombie-controller fencing)."""
+def controller_epoch_accepted(request_epoch: int, newest_seen: int, fixes: frozenset[str]) -> bool:
+    """The controller-epoch half of control_request_accepted, checked once per request (a whole
+    request refused with STALE_CONTROLLER_EPOCH): with `controller-epoch-fencing` brokers reject
+    control requests below the newest controller epoch seen (KafkaController's zombie-controller
+    fencing, KAFKA-1120 era)."""
     if "controller-epoch-fencing" not in fixes:
         return True
     return request_epoch >= newest_seen
+
+
+def control_request_accepted(request_controller_epoch: int, newest_seen: int, current_leader_epoch: int,
+                             new_leader_epoch: int, fixes: frozenset[str]) -> bool:
+    """LeaderAndIsr acceptance for one partition: the controller epoch is not stale
+    (controller_epoch_accepted) and the leader epoch is newer than the current one (else
+    FENCED_LEADER_EPOCH for that partition)."""
+    if not controller_epoch_accepted(request_controller_epoch, newest_seen, fixes):
+        return False
+    return new_leader_epoch > current_leader_epoch
 
 
 def check_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
@@ -158,8 +240,3 @@ def check_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
     if request_epoch < 0:
         return True
     return own_epoch is not None and request_epoch >= own_epoch
-
-
-def accept_partition_state(current_epoch: int, new_epoch: int) -> bool:
-    """A LeaderAndIsr entry applies only with a leader epoch above the current one."""
-    return new_epoch > current_epoch

@@ -22,28 +22,28 @@ def test_generations_are_cumulative_and_named():
         rules.fixes_for("v9")
 
 
-def test_isr_member_eligible_by_broker_epoch():
+def test_isr_addition_valid_by_broker_epoch():
     """KIP-903: an added member must have fetched with its current registration's broker epoch;
     no registration (-1) is never eligible; before the fix anything goes."""
     assert G["current"] - G["kip-320"] == {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
-    assert rules.isr_member_eligible(5, 5, G["current"])
-    assert not rules.isr_member_eligible(4, 5, G["current"])
-    assert not rules.isr_member_eligible(-1, -1, G["current"])
-    assert not rules.isr_member_eligible(-1, 5, G["current"])
-    assert rules.isr_member_eligible(4, 5, G["kip-320"])
-    assert rules.isr_member_eligible(4, -1, G["current"] - {"isr-broker-epoch"})
+    assert rules.isr_addition_valid(5, 5, G["current"])
+    assert not rules.isr_addition_valid(4, 5, G["current"])
+    assert not rules.isr_addition_valid(-1, -1, G["current"])
+    assert not rules.isr_addition_valid(-1, 5, G["current"])
+    assert rules.isr_addition_valid(4, 5, G["kip-320"])
+    assert rules.isr_addition_valid(4, -1, G["current"] - {"isr-broker-epoch"})
 
 
-def test_high_watermark_maximal_isr_and_min_isr():
+def test_leader_hw_maximal_isr_and_min_isr():
     leos = {1: 5, 2: 3}
     # ISR {0,1}; replica 2 is being added (maximal ISR {0,1,2}): KIP-497 counts it
-    assert rules.high_watermark(0, 8, leos, 0, {0, 1}, {0, 1, 2}, 1, G["kip-320"]) == 5
-    assert rules.high_watermark(0, 8, leos, 0, {0, 1}, {0, 1, 2}, 1, G["current"]) == 3
+    assert rules.leader_hw(0, 8, leos, 0, {0, 1}, {0, 1, 2}, 1, G["kip-320"]) == 5
+    assert rules.leader_hw(0, 8, leos, 0, {0, 1}, {0, 1, 2}, 1, G["current"]) == 3
     # never backwards on the leader
-    assert rules.high_watermark(4, 8, leos, 0, {0, 2}, {0, 2}, 1, G["current"]) == 4
+    assert rules.leader_hw(4, 8, leos, 0, {0, 2}, {0, 2}, 1, G["current"]) == 4
     # KAFKA-15583: |ISR| < min.insync -> no advance
-    assert rules.high_watermark(1, 8, leos, 0, {0}, {0}, 2, G["current"]) == 1
-    assert rules.high_watermark(1, 8, leos, 0, {0}, {0}, 2, G["kip-320"]) == 8
+    assert rules.leader_hw(1, 8, leos, 0, {0}, {0}, 2, G["current"]) == 1
+    assert rules.leader_hw(1, 8, leos, 0, {0}, {0}, 2, G["kip-320"]) == 8
 
 
 def test_isr_expansion_waits_for_epoch_start():
@@ -60,23 +60,24 @@ def test_out_of_sync_followers():
 
 def test_truncation_trigger_on_epoch_change():
     # KAFKA-7164: same leader, new epoch
-    assert not rules.needs_truncation(1, 1, 3, 4, G["kip-279"])
-    assert rules.needs_truncation(1, 1, 3, 4, G["kip-320"])
-    assert rules.needs_truncation(1, 2, 3, 4, G["v0.10"])
+    assert not rules.must_truncate_on_become_follower(1, 1, 3, 4, G["kip-279"])
+    assert rules.must_truncate_on_become_follower(1, 1, 3, 4, G["kip-320"])
+    assert rules.must_truncate_on_become_follower(1, 2, 3, 4, G["v0.10"])
 
 
 def test_truncation_by_hw_and_by_epoch():
-    assert rules.truncation_offset_by_hw(1, 2) == 1                  # KIP-101 S1's bug
+    # before KIP-101: to the local HW, whatever the leader would answer (KIP-101 S1's bug)
+    assert rules.truncation_offset(2, 1, 3, 3, 4, (3, 5), G["v0.10"]) == (1, True)
     # KIP-101: leader answers its end offset for our epoch
-    assert rules.truncation_step_by_epoch(5, 3, 3, 4, (3, 5), 0, G["kip-101"]) == (4, True)
+    assert rules.truncation_offset(5, 0, 3, 3, 4, (3, 5), G["kip-101"]) == (4, True)
     # unknown epoch on the leader: fall back to HW
-    assert rules.truncation_step_by_epoch(5, 3, -1, -1, (-1, -1), 2, G["kip-101"]) == (2, True)
+    assert rules.truncation_offset(5, 2, 3, -1, -1, (-1, -1), G["kip-101"]) == (2, True)
     # KIP-279: leader answers a smaller epoch (2, end 4) that we know, ending at 3 locally
-    assert rules.truncation_step_by_epoch(6, 3, 2, 4, (2, 3), 0, G["kip-279"]) == (3, True)
+    assert rules.truncation_offset(6, 0, 3, 2, 4, (2, 3), G["kip-279"]) == (3, True)
     # KIP-279: we do not know epoch 2: cut to the end of our largest smaller epoch and ask again
-    assert rules.truncation_step_by_epoch(6, 3, 2, 4, (1, 2), 0, G["kip-279"]) == (2, False)
+    assert rules.truncation_offset(6, 0, 3, 2, 4, (1, 2), G["kip-279"]) == (2, False)
     # without KIP-279 the same answer truncates straight to the leader's offset
-    assert rules.truncation_step_by_epoch(6, 3, 2, 4, (1, 2), 0, G["kip-101"]) == (4, True)
+    assert rules.truncation_offset(6, 0, 3, 2, 4, (1, 2), G["kip-101"]) == (4, True)
 
 
 def test_leader_epoch_answer_is_kafkas():
@@ -94,14 +95,19 @@ def test_leader_epoch_answer_is_kafkas():
 
 
 def test_fetch_epoch_fencing_and_controller_epoch():
-    assert rules.check_fetch_epoch(3, 5, G["current"]) == 74
-    assert rules.check_fetch_epoch(6, 5, G["current"]) == 75
-    assert rules.check_fetch_epoch(5, 5, G["current"]) == 0
-    assert rules.check_fetch_epoch(-1, 5, G["current"]) == 0
-    assert rules.check_fetch_epoch(3, 5, G["kip-279"]) == 0
-    assert not rules.check_controller_epoch(2, 3, G["v0.10"])
-    assert rules.check_controller_epoch(2, 3, frozenset())
-    assert rules.accept_partition_state(3, 4) and not rules.accept_partition_state(4, 4)
+    assert rules.fetch_epoch_error(3, 5, G["current"]) == 74
+    assert rules.fetch_epoch_error(6, 5, G["current"]) == 75
+    assert rules.fetch_epoch_error(5, 5, G["current"]) == 0
+    assert rules.fetch_epoch_error(-1, 5, G["current"]) == 0
+    assert rules.fetch_epoch_error(3, 5, G["kip-279"]) == 0
+    assert rules.fetch_epoch_accepted(5, 5, G["current"]) and rules.fetch_epoch_accepted(-1, 5, G["current"])
+    assert not rules.fetch_epoch_accepted(3, 5, G["current"]) and rules.fetch_epoch_accepted(3, 5, G["kip-279"])
+    assert not rules.controller_epoch_accepted(2, 3, G["v0.10"])
+    assert rules.controller_epoch_accepted(2, 3, frozenset())
+    assert rules.control_request_accepted(3, 3, 3, 4, G["v0.10"])
+    assert not rules.control_request_accepted(3, 3, 4, 4, G["v0.10"])
+    assert not rules.control_request_accepted(2, 3, 3, 4, G["v0.10"])
+    assert rules.control_request_accepted(2, 3, 3, 4, frozenset())
 
 
 @pytest.mark.parametrize("generation,stale,future", [("kip-279", 0, 0), ("current", 74, 75)])

@@ -131,7 +131,7 @@ def test_commit_refused_below_min_insync_and_waits_for_the_hw(tmp_path):
         await asyncio.sleep(0.2)
         assert not task.done() and p.log.leo == 1 and p.hw == 0
         p.follower_leo = {1: 1}
-        b._update_hw(p)
+        p.update_hw()
         oc = await asyncio.wait_for(task, 5)
         assert oc["topics"][0]["partitions"][0]["error_code"] == 0
         assert m.groups["solo"].offsets[("t", 0)].offset == 1

@@ -37,6 +37,7 @@ from typing import Callable
 from dataclasses import replace
 
 from impl.producer_state import ProducerStateManager, last_seq_of
+from impl.storage.files import atomic_write
 from impl.storage.batch import (HEADER_SIZE, BatchInfo, CorruptBatch, crc_ok, iter_batches,
                                 parse_header, rewrite)
 
@@ -72,16 +73,6 @@ class DuplicateBatch(Exception):
     def __init__(self, first_offset: int, last_offset: int):
         super().__init__(f"duplicate of offsets {first_offset}..{last_offset}")
         self.first_offset, self.last_offset = first_offset, last_offset
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    # unique per thread: a checkpoint may be written from the executor and the loop at once
-    tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class EpochCache:
