@@ -88,6 +88,8 @@ TARGETS: dict[str, str] = {
     "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
     "impl/rules.py": "impl", "impl/storage/log.py": "impl",
     "impl/broker.py": "impl", "impl/controller.py": "impl", "impl/handlers.py": "impl",
+    "impl/partition.py": "impl", "impl/isr.py": "impl", "impl/fetcher.py": "impl",
+    "impl/broker_coordination.py": "impl",
 }
 # Files mutated only inside these functions (`Class.method` or a top-level name); --functions
 # overrides. The replication paths of the broker: becoming leader/follower, HW advance, ISR
@@ -95,11 +97,20 @@ TARGETS: dict[str, str] = {
 # OffsetsForLeaderEpoch handling; the log's epoch cache, appends, reads and truncation; the
 # controller's elections and ISR changes on broker death and bounce.
 FUNCTIONS: dict[str, tuple[str, ...]] = {
-    "impl/broker.py": ("Broker.handle_leader_and_isr", "Broker._apply_state", "Broker._become_leader",
-                       "Broker._become_follower", "Broker._update_hw", "Broker._complete_delayed",
-                       "Broker._maybe_shrink_isr", "Broker._maybe_expand_isr", "Broker._propose_isr",
-                       "Broker._write_isr", "Broker._fetcher", "Broker._truncate_as_follower",
-                       "Broker._truncate", "Broker._fetch_once", "Broker._handle_out_of_range"),
+    "impl/broker.py": ("Broker.handle_leader_and_isr", "Broker._become_leader",
+                       "Broker._become_follower"),
+    "impl/partition.py": ("Partition.apply_state", "Partition.become_leader",
+                          "Partition.become_follower", "Partition.update_hw",
+                          "Partition.complete_delayed", "Partition.record_follower_fetch",
+                          "Partition.truncate", "Partition.truncation_round",
+                          "Partition.truncate_by_hw", "Partition.append_fetched",
+                          "Partition.take_leader_hw", "Partition.out_of_range",
+                          "Partition.restart_at_log_start"),
+    "impl/isr.py": ("IsrManager.maybe_shrink", "IsrManager.maybe_expand", "IsrManager.propose",
+                    "IsrManager.ineligible", "IsrManager.write_done"),
+    "impl/fetcher.py": ("ReplicaFetcher.run", "ReplicaFetcher.truncate", "ReplicaFetcher.fetch_once",
+                        "ReplicaFetcher.handle_out_of_range"),
+    "impl/broker_coordination.py": ("BrokerCoordination.write_isr",),
     "impl/storage/log.py": ("EpochCache.__init__", "EpochCache._persist", "EpochCache.latest_epoch",
                             "EpochCache.assign", "EpochCache.end_offset_for", "EpochCache.start_offset_of",
                             "EpochCache.truncate_from_end", "EpochCache.clear",
