@@ -19,7 +19,7 @@ from checkers.prove.strengthen import STRENGTHENING
 from kafkaverify.cmd_prove import prove_config
 from spec import Model, make_config
 from spec.invariants import violated
-from spec.model import _normalize_versions as canon_versions
+from spec.model import normalize_versions as canon_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}

@@ -69,7 +69,7 @@ def test_replay_names_messages_by_slot_where_versions_are_renumbered():
     from checkers.prove.bmc import _spec_action
     from checkers.shrink_trace import shrink_path
     from spec import Action
-    from spec.model import _normalize_versions as canon_versions
+    from spec.model import normalize_versions as canon_versions
     from kafkaverify.bench.prove import THREE_TIGHT
 
     fix, bounds, inv, depth, slots, epochs = next(c for c in THREE_TIGHT if c[0] == "epoch-end-offset")

@@ -340,7 +340,7 @@ def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
     `one_query` (a one-query search, or exhaustive: z3 asked of the last step, or of any), in
     any step. The result's `steps` counts the
     actions replayed per step (the last step's set may have more than reached the violation)."""
-    from spec.model import _normalize_versions as canon
+    from spec.model import normalize_versions as canon
     only = tuple(n for n in names if n != "MonotonicEpochs")
     invs = selected(model.config, only)
     fired = [[i for i, f in enumerate(fs) if z3.is_true(m.eval(f, model_completion=True))]

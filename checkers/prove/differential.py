@@ -20,7 +20,7 @@ from checkers.explore_legacy import reachable
 from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported
 from checkers.prove.sym import value
 from spec import Action, Model, State
-from spec.model import _normalize_versions as canon_versions
+from spec.model import normalize_versions as canon_versions
 
 
 def _encoded(a: Action) -> bool:
