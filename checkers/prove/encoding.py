@@ -207,6 +207,28 @@ class Encoding:
             return []
         return [pick([s[x] for x in fields]) for fields in zip(*[self.shadow(k) for k in keys])]
 
+    def extended_log(self, s, i) -> list:
+        """Broker i's extended log, its log followed by the records of its fetch response in
+        flight (unless out of range), as a list over slots k of (present, record, epoch)."""
+        L = self.L
+        b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
+        leo = b("leo")
+        win = AND(b("hasf"), NOT(b("f_oor")))
+        fr = [b("fr", q) for q in range(L)]
+        fe = [b("fe", q) for q in range(L)]
+        out = []
+        for k in range(L):
+            inlog = k < leo
+            inwin = AND(win, k >= leo, k < leo + b("f_n"))
+            out.append((OR(inlog, inwin), ite(inlog, b("lr", k), sel(fr, k - leo)),
+                        ite(inlog, b("lep", k), sel(fe, k - leo))))
+        return out
+
+    def extended_log_length(self, s, i):
+        """The length of broker i's extended log."""
+        b = lambda f: s[("b", i, f)]   # noqa: E731
+        return b("leo") + ite(AND(b("hasf"), NOT(b("f_oor"))), b("f_n"), 0)
+
     # --- concrete conversion ---------------------------------------------------------------
 
     def from_state(self, s: State) -> dict:
