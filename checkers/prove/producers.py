@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import z3
 
-from checkers.prove.encoding import Branching
+from checkers.prove.instances import Branching
 from checkers.prove.sym import AND, EQ, MAX, MIN, NE, NOT, OR, SUM, ite, sel
 from spec import rules
 from spec.state import LEADER, Prod
