@@ -1,7 +1,8 @@
 """Transitions: `enabled(cfg, state) -> [Action]` and `step(cfg, state, action) -> State`.
 
 Pure: no clocks, sockets or randomness. Every protocol decision is delegated to spec/rules.py;
-this file only moves data. Actions are one line each so a counterexample reads like a story.
+this file only moves data. The actions and their one-line descriptions are spec/actions.py's;
+the state updates the client transitions share are spec/updates.py's.
 """
 from __future__ import annotations
 

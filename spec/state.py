@@ -2,7 +2,10 @@
 millions of them. Sets of brokers and of records are bitmasks; -1 means "none".
 
 One partition, replicated on every broker. Records are numbered 0.. in the order clients send
-them; a log entry is (record, leader_epoch).
+them; a log entry is (record, leader_epoch). Every part of the state is declared here (the
+clients' too: Prod, Cons, Grp), with its one-line description for traces (`summary`; the
+clients' lines are spec/clients_view.py's); the transitions are spec/model.py's,
+spec/producer.py's and spec/group.py's.
 """
 from __future__ import annotations
 
@@ -103,8 +106,6 @@ class Grp(NamedTuple):
     fenced: int     # ghost: 1 once a commit of a fenced generation was acknowledged
 
 
-
-
 class State(NamedTuple):
     brokers: tuple      # (Broker, ...)
     zk: Zk
@@ -177,6 +178,7 @@ def initial(cfg) -> State:
 
 
 def initial_group(cfg) -> Grp:
+    """Consumers not yet members of the group, nothing processed or committed."""
     return Grp(gen=0, owner=-1,
                cons=tuple(Cons(True, -1, -1, -1, 0, ()) for _ in range(cfg.consumers)),
                processed=(0,) * cfg.records, hi=0, fenced=0)

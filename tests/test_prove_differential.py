@@ -19,7 +19,7 @@ from collections import Counter
 from checkers.prove import encoding as encmod
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, draw_states,
                                          z3_agrees)
-from checkers.prove.encoding import Encoding, Unsupported, supported
+from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported, supported
 from checkers.prove.sym import AND, NE, OR
 from spec import Model, make_config
 
@@ -274,3 +274,19 @@ def test_unclean_recovery_choice_agrees(monkeypatch):
     for s in found:
         compare_state(Encoding(cfg), model, s, wrong)
     assert wrong.problems
+
+
+def test_every_encoded_kind_has_a_guard_and_an_effect_named_after_it():
+    """The encoding's areas name each action's guard guard_<action> and its successor
+    apply_<action> (the producers' part alike), and the instances use exactly those."""
+    import re
+
+    cfg = make_config("current", producers=1, records=1, pauses=1, unflushed_loss=True)
+    enc = Encoding(cfg)
+    seen = set()
+    for inst in enc.insts:
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", inst.kind).lower()
+        assert inst.guard.__name__ == f"guard_{name}", (inst.kind, inst.guard.__name__)
+        assert inst.step.__name__ == f"apply_{name}", (inst.kind, inst.step.__name__)
+        seen.add(inst.kind)
+    assert seen <= set(ENCODED_KINDS)

@@ -126,7 +126,7 @@ class Encoding(StateLayout, CrashesAndPauses, LogsAndEpochCaches, HighWatermark,
                 out.append(Inst("Deliver", d, (d, k), self.guard_deliver, self.apply_deliver))
                 out.append(Inst("Lose", d, (d, k), self.guard_lose, self.apply_lose))
         if self.prods:
-            out += self.prods.instances(Inst)
+            out += self.prods.instances()
         return out
 
     def guard(self, inst: Inst, s: dict):
