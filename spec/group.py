@@ -8,6 +8,8 @@ replication is what the producer explorations study). Rules live in spec/rules.p
 Simplification, said once: the group's generation and assignment are kept as the group's own
 state (Kafka also writes them to __consumer_offsets; a coordinator fail-over that loses them
 forces a rebalance, which only adds generations); committed offsets live only in the log.
+The group's state (Cons, Grp) is declared with the rest of the state in spec/state.py, its
+action descriptions in spec/actions.py.
 """
 from __future__ import annotations
 

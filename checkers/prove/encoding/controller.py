@@ -91,7 +91,8 @@ class ControllerAndLeaderAndIsr:
                                 for m in range(n) if m != k]) for k in range(n)]
 
     def send_leader_and_isr(self, s, targets, ce, le, leader, isr, ver):
-        """_send_all: to each target, unless an identical request is already in flight."""
+        """spec/model.py _send_all: LeaderAndIsr to each target, unless an identical request is
+        already in flight."""
         K = self.K
         for d in range(self.n):
             dup = False

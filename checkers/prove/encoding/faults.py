@@ -15,7 +15,7 @@ class CrashesAndPauses:
     """Restart, Crash, Pause, Resume, SessionExpire, Reregister (a mixin of Encoding)."""
 
     def up(self, s, i):
-        """spec's _up: running, and not paused. Without pauses in the config no broker is ever
+        """spec/updates.py is_up: running, and not paused. Without pauses in the config no broker is ever
         paused: the flag is left out, so such formulas (and induction's free pre-states) are
         exactly what they were before pauses were encoded."""
         if not self.cfg.pauses:
