@@ -1,4 +1,4 @@
-"""The z3 encoding (checkers/prove/encoding.py) against spec's `step`, on >= 10,000 reachable
+"""The z3 encoding (checkers/prove/encoding/) against spec's `step`, on >= 10,000 reachable
 states drawn by breadth-first search and seeded random walks over several generations and
 fault settings: the same enabled encoded actions and the same successors. A sample also goes
 through z3 itself (model evaluation of the symbolic guard and successor formulas).

@@ -1,5 +1,5 @@
 """The producers of spec/producer.py in the symbolic encoding, composed with the replication
-transitions of checkers/prove/encoding.py (which owns this part: `Encoding(cfg)` builds one when
+transitions of checkers/prove/encoding/ (which owns this part: `Encoding(cfg)` builds one when
 `cfg.producers` is set).
 
 The same actions with the same guards as spec: InitProducerId, Send (to each broker the
