@@ -45,13 +45,13 @@ def _cpu() -> float:
 def one(variant: str, bounds: dict) -> dict:
     """Run one exhaustive variant in this process; returns its figures."""
     from checkers.explore import explore
-    from checkers.explore_reference import explore_reference as explore_legacy
+    from checkers.explore_reference import explore_reference
     from spec import Model, make_config
     model = Model(make_config("current", **bounds))
     idle = _rss_kb()[0]
     c0, t0 = _cpu(), time.monotonic()
     if variant == "legacy":
-        r = explore_legacy(model, time_limit=3600, max_states=50_000_000)
+        r = explore_reference(model, time_limit=3600, max_states=50_000_000)
         table = 0
     else:
         r = explore(model, time_limit=3600, max_states=50_000_000, workers=int(variant))
@@ -130,10 +130,10 @@ def fixes(fix_limit: float, baseline_limit: float) -> None:
             res = " | ".join(tail)[:300] or (out.stderr.strip().splitlines() or ["?"])[-1]
         print(f"{fix or '(none: current)':26} {out.returncode:>4} {secs:>7.1f}  {res}", flush=True)
         if baseline_limit > 0 and fix:
-            from checkers.explore_reference import explore_reference as explore_legacy
+            from checkers.explore_reference import explore_reference
             from checkers.model_trace import DEFAULTS_3
             from spec import Model, make_config
-            b = explore_legacy(Model(make_config("current", (fix,), brokers=3, **DEFAULTS_3)),
+            b = explore_reference(Model(make_config("current", (fix,), brokers=3, **DEFAULTS_3)),
                                time_limit=baseline_limit)
             print(f"{'':26} baseline BFS: " + (f"{b.invariant}, {len(b.path)} steps, {b.seconds:.1f}s"
                   if b.status == "violation" else f"{b.status} at depth {b.depth}, {b.seconds:.0f}s"))

@@ -86,6 +86,7 @@ IMPL_TESTS = ("tests/test_broker_rules.py", "tests/test_broker_storage.py", f"{_
 # file -> killer family. impl/'s replication paths: the rules, the log and its epoch cache.
 TARGETS: dict[str, str] = {
     "spec/rules.py": "spec", "spec/model.py": "spec", "spec/invariants.py": "spec",
+    "spec/updates.py": "spec", "spec/actions.py": "spec",
     "impl/rules.py": "impl", "impl/storage/log.py": "impl",
     "impl/broker.py": "impl", "impl/controller.py": "impl", "impl/handlers.py": "impl",
     "impl/partition.py": "impl", "impl/isr.py": "impl", "impl/fetcher.py": "impl",

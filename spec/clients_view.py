@@ -1,7 +1,9 @@
-"""One-line views of the clients' state for traces and stories (spec/state.summary)."""
+"""One-line views of the clients' state (producers, the consumer group) for traces and stories
+(spec/state.summary). Formatting only: it reads the state's fields and imports nothing of the
+model but the answer codes' names, so the state module can use it."""
 from __future__ import annotations
 
-from spec.rules import CODE_NAMES
+from spec.codes import CODE_NAMES
 
 
 def _out(o: int) -> str:
@@ -34,6 +36,25 @@ def producer_line(i: int, p) -> str:
 def client_lines(s) -> list[str]:
     out = [producer_line(i, p) for i, p in enumerate(s.prods)]
     if s.grp:
-        from spec.group import group_lines
         out += group_lines(s)
     return out
+
+
+def group_lines(s) -> list[str]:
+    g = s.grp
+    lines = [f"group generation={g.gen} owner=" + (f"c{g.owner}" if g.owner >= 0 else "none")
+             + f" committed-acknowledged={g.hi} processed={list(g.processed)}"]
+    for ci, c in enumerate(g.cons):
+        if not c.alive:
+            lines.append(f"c{ci} down")
+            continue
+        t = f"c{ci} " + (f"gen={c.gen}" if c.gen >= 0 else "not a member")
+        if c.pos >= 0:
+            t += f" pos={c.pos}"
+        if c.held >= 0:
+            t += f" holds d{c.held}" + {1: "", 2: " (processed)", 3: " (committed)"}.get(c.stage, "")
+        if c.commit:
+            gen, off, b, _, w, _, _ = c.commit
+            t += f" commit(offset {off}, gen {gen}) -> b{b}" + (" appended, awaiting HW" if w >= 0 else "")
+        lines.append(t)
+    return lines

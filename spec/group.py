@@ -8,54 +8,15 @@ replication is what the producer explorations study). Rules live in spec/rules.p
 Simplification, said once: the group's generation and assignment are kept as the group's own
 state (Kafka also writes them to __consumer_offsets; a coordinator fail-over that loses them
 forces a rebalance, which only adds generations); committed offsets live only in the log.
+The group's state (Cons, Grp) is declared with the rest of the state in spec/state.py, its
+action descriptions in spec/actions.py.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from spec import rules
-from spec.model import Action, _advance_hw, _durable, _set, _up
-from spec.state import LEADER, State
-
-
-class Cons(NamedTuple):
-    alive: bool
-    gen: int        # generation it believes it is in (-1: not a member)
-    pos: int        # next offset to read (-1: must fetch the committed offset first)
-    held: int       # offset of the record polled and not yet finished (-1 none)
-    stage: int      # 0 ready to poll; 1 polled; 2 processed (awaits commit, commit=after);
-                    # 3 committed (awaits processing, commit=before)
-    commit: tuple   # the commit in flight: (generation, offset, broker, le, wid, log offset,
-                    # stale) with wid -1 before the coordinator handled it; stale: the
-                    # group's generation had moved on when it was sent (ghost); () none
-
-
-class Grp(NamedTuple):
-    gen: int        # the group's generation (bumped by every rebalance)
-    owner: int      # the member the current generation assigns the data partition to (-1 none)
-    cons: tuple     # (Cons, ...)
-    processed: tuple  # ghost: times each data record was processed (capped at 2)
-    hi: int         # ghost: highest committed offset acknowledged to the group
-    fenced: int     # ghost: 1 once a commit of a fenced generation was acknowledged
-
-
-TEMPLATES = {
-    "Join": "consumer c{b} joins the group: a rebalance assigns it the partition in a new generation",
-    "FetchOffset": "consumer c{b} fetches the group's committed offset from coordinator b{a}",
-    "Poll": "consumer c{b} polls the next record",
-    "Process": "consumer c{b} processes the record it polled",
-    "Commit": "consumer c{b} commits its position to coordinator b{a}",
-    "HandleCommit": "the coordinator handles consumer c{b}'s commit",
-    "CompleteCommit": "the coordinator answers consumer c{b}'s commit",
-    "ConsumerCrash": "consumer c{b} crashes",
-    "ConsumerRestart": "consumer c{b} restarts",
-}
-
-
-def initial_group(cfg) -> Grp:
-    return Grp(gen=0, owner=-1,
-               cons=tuple(Cons(True, -1, -1, -1, 0, ()) for _ in range(cfg.consumers)),
-               processed=(0,) * cfg.records, hi=0, fenced=0)
+from spec.actions import Action
+from spec.state import LEADER, Cons, Grp, State
+from spec.updates import advance_hw, durable, is_up, replace_at
 
 
 def permute_brokers(g: tuple, p: tuple) -> tuple:
@@ -88,7 +49,7 @@ def enabled(cfg, s: State) -> list[Action]:
             out.append(Action("ConsumerCrash", ci))
         if c.commit:
             if c.commit[4] < 0:
-                if _up(s.brokers[c.commit[2]]):
+                if is_up(s.brokers[c.commit[2]]):
                     out.append(Action("HandleCommit", ci))
             elif _commit_answer(s, c.commit) is not None:
                 out.append(Action("CompleteCommit", ci))
@@ -126,7 +87,7 @@ def _commit_answer(s: State, cm: tuple) -> str | None:
 
 
 def _setc(s: State, ci: int, c: Cons, **grp) -> State:
-    g = s.grp._replace(cons=_set(s.grp.cons, ci, c), **grp)
+    g = s.grp._replace(cons=replace_at(s.grp.cons, ci, c), **grp)
     return s._replace(grp=g)
 
 
@@ -153,7 +114,7 @@ def poll(cfg, s, ci, _):
 def process(cfg, s, ci, _):
     g = s.grp
     c = g.cons[ci]
-    processed = _set(g.processed, c.held, min(2, g.processed[c.held] + 1))
+    processed = replace_at(g.processed, c.held, min(2, g.processed[c.held] + 1))
     if cfg.commit == "before":          # committed already: done with the record
         c = c._replace(stage=0, held=-1)
     else:
@@ -180,12 +141,12 @@ def handle_commit(cfg, s, ci, _):
         return _fail_commit(s, ci)
     wid, loff = s.produced, b.leo
     log = b.log + ((wid, b.le),)
-    nb = _durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
-                                  pos=_set(b.pos, bi, len(log))))
-    s = s._replace(brokers=_set(s.brokers, bi, nb), produced=wid + 1,
+    nb = durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
+                                  pos=replace_at(b.pos, bi, len(log))))
+    s = s._replace(brokers=replace_at(s.brokers, bi, nb), produced=wid + 1,
                    writes=s.writes + ((-1, off, gen, ci),))
     s = _setc(s, ci, c._replace(commit=(gen, off, bi, b.le, wid, loff, c.commit[6])))
-    return _advance_hw(cfg, s, bi)
+    return advance_hw(cfg, s, bi)
 
 
 def _fail_commit(s: State, ci: int) -> State:
@@ -220,23 +181,3 @@ def consumer_restart(cfg, s, ci, _):
 STEPS = {"Join": join, "FetchOffset": fetch_offset, "Poll": poll, "Process": process,
          "Commit": commit, "HandleCommit": handle_commit, "CompleteCommit": complete_commit,
          "ConsumerCrash": consumer_crash, "ConsumerRestart": consumer_restart}
-
-
-def group_lines(s: State) -> list[str]:
-    g = s.grp
-    lines = [f"group generation={g.gen} owner=" + (f"c{g.owner}" if g.owner >= 0 else "none")
-             + f" committed-acknowledged={g.hi} processed={list(g.processed)}"]
-    for ci, c in enumerate(g.cons):
-        if not c.alive:
-            lines.append(f"c{ci} down")
-            continue
-        t = f"c{ci} " + (f"gen={c.gen}" if c.gen >= 0 else "not a member")
-        if c.pos >= 0:
-            t += f" pos={c.pos}"
-        if c.held >= 0:
-            t += f" holds d{c.held}" + {1: "", 2: " (processed)", 3: " (committed)"}.get(c.stage, "")
-        if c.commit:
-            gen, off, b, _, w, _, _ = c.commit
-            t += f" commit(offset {off}, gen {gen}) -> b{b}" + (" appended, awaiting HW" if w >= 0 else "")
-        lines.append(t)
-    return lines

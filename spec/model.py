@@ -1,152 +1,32 @@
 """Transitions: `enabled(cfg, state) -> [Action]` and `step(cfg, state, action) -> State`.
 
 Pure: no clocks, sockets or randomness. Every protocol decision is delegated to spec/rules.py;
-this file only moves data. Actions are one line each so a counterexample reads like a story.
+this file only moves data. The actions and their one-line descriptions are spec/actions.py's;
+the state updates the client transitions share are spec/updates.py's.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from spec import group as _group
+from spec import producer as _producer
 from spec import rules
+from spec.actions import Action
 from spec.config import Config
-from spec.state import FOLLOWER, LEADER, NONE, Broker, State, bits, mask_str
-
-
-class Action(NamedTuple):
-    kind: str
-    b: int          # the acting broker
-    arg: object = -1  # kind-specific: a broker id, a flag, or a control message (ce, le, leader, isr, ver)
-
-    def describe(self) -> str:
-        k, b, a = self.kind, self.b, self.arg
-        if k in ("Deliver", "Lose"):
-            ce, le, leader, isr, ver = a
-            verb = "delivered to" if k == "Deliver" else "LOST on its way to"
-            return (f"LeaderAndIsr(controller epoch {ce}, leader {leader}, epoch {le}, "
-                    f"isr {mask_str(isr)}) {verb} b{b}")
-        if k == "ControllerReact":
-            return (f"controller b{b} handles broker changes; partition leader now "
-                    + (f"b{a}" if a >= 0 else "none (offline)"))
-        if k in _CLIENT_TEMPLATES:
-            return _CLIENT_TEMPLATES[k].format(b=b, a=a)
-        lossy = {1: " losing its unflushed writes", 2: " and loses its disk"}.get(a, "")
-        return _TEMPLATES[k].format(b=b, a=a, lossy=lossy)
-
-    def to_json(self) -> dict:
-        if self.kind in _CLIENT_TEMPLATES:
-            # Client actions name the client; `broker` only where a broker is chosen.
-            d = {"type": self.kind, "client": self.b}
-            if self.arg != -1:
-                d["broker"] = self.arg
-            return d
-        d = {"type": self.kind, "broker": self.b}
-        if self.kind in ("Deliver", "Lose"):
-            d["message"] = dict(zip(("ce", "le", "leader", "isr", "ver"), self.arg))
-        elif self.kind in _ARG_NAMES:
-            d[_ARG_NAMES[self.kind]] = self.arg
-        return d
-
-    @staticmethod
-    def from_json(d: dict) -> "Action":
-        kind = d.get("type")
-        if kind in _CLIENT_TEMPLATES:
-            c, t = d.get("client"), d.get("broker", -1)
-            if not isinstance(c, int) or not isinstance(t, int):
-                raise ValueError(f"{kind} needs an integer 'client' (and 'broker' if any)")
-            return Action(kind, c, t)
-        if kind not in _TEMPLATES and kind not in ("Deliver", "Lose", "ControllerReact"):
-            raise ValueError(f"unknown action type {kind!r}")
-        b = d.get("broker")
-        if not isinstance(b, int):
-            raise ValueError("action needs an integer 'broker'")
-        if kind in ("Deliver", "Lose"):
-            m = d.get("message")
-            if not isinstance(m, dict):
-                raise ValueError(f"{kind} needs a 'message' object")
-            try:
-                return Action(kind, b, tuple(int(m[k]) for k in ("ce", "le", "leader", "isr", "ver")))
-            except (KeyError, TypeError, ValueError):
-                raise ValueError(f"{kind} message needs integer ce, le, leader, isr, ver") from None
-        if kind in _ARG_NAMES:
-            a = d.get(_ARG_NAMES[kind])
-            if not isinstance(a, int):
-                raise ValueError(f"{kind} needs an integer {_ARG_NAMES[kind]!r}")
-            return Action(kind, b, a)
-        return Action(kind, b)
-
-
-_TEMPLATES = {
-    "Produce": "client writes the next record to leader b{b}",
-    "FetchRequest": "follower b{b} fetches from its leader",
-    "FetchResponse": "follower b{b} receives its fetch response",
-    "Truncate": "follower b{b} truncates its log before fetching",
-    "Flush": "b{b} flushes its log to disk",
-    "Crash": "b{b} crashes{lossy}",
-    "Restart": "b{b} restarts",
-    "Pause": "b{b} pauses (its session will expire)",
-    "Resume": "b{b} resumes",
-    "SessionExpire": "b{b}'s coordination session expires",
-    "Reregister": "b{b} notices its expired session and registers again",
-    "ControllerElect": "b{b} becomes controller",
-    "ControllerAlterIsr": "controller b{b} handles leader b{a}'s ISR proposal",
-    "AlterIsrResponse": "leader b{b} receives the controller's answer to its ISR proposal",
-    "ProposeShrink": "leader b{b} proposes removing lagging follower b{a} from the ISR",
-    "ZombieElect": "deposed controller b{b} elects b{a} from its stale cache and sends it",
-}
-_CLIENT_TEMPLATES: dict[str, str] = {}     # filled by spec/producer.py and spec/group.py
-_ARG_NAMES = {"Crash": "lose_unflushed", "ControllerReact": "new_leader",
-              "ControllerAlterIsr": "leader", "ProposeShrink": "follower", "ZombieElect": "new_leader"}
+from spec.state import FOLLOWER, LEADER, NONE, Broker, State, bits
+from spec.updates import advance_hw, durable, is_up, replace_at
 
 
 # --- helpers -------------------------------------------------------------------------------------
 
-def _set(t: tuple, i: int, v) -> tuple:
-    return t[:i] + (v,) + t[i + 1:]
-
-
-def _up(b: Broker) -> bool:
-    return b.alive and not b.paused
-
-
 def _is_current_controller(s: State, i: int) -> bool:
     b = s.brokers[i]
-    return _up(b) and s.zk.controller == i and b.ctl == s.zk.ce
-
-
-def _durable(cfg: Config, b: Broker) -> Broker:
-    """Without unflushed-loss faults every write is as good as flushed (keeps the space small)."""
-    return b if cfg.unflushed_loss else b._replace(flushed=len(b.log))
+    return is_up(b) and s.zk.controller == i and b.ctl == s.zk.ce
 
 
 def _mark_leader(s: State, i: int, le: int) -> State:
     el = s.epoch_leaders
     if le >= len(el):
         el = el + (0,) * (le + 1 - len(el))
-    return s._replace(epoch_leaders=_set(el, le, el[le] | (1 << i)))
-
-
-def _advance_hw(cfg: Config, s: State, i: int) -> State:
-    """Apply the HW rule on leader i; complete acks=all writes it passed; expose reads."""
-    b = s.brokers[i]
-    hw = rules.leader_hw(b, i, cfg.min_isr, cfg.fixes)
-    if hw == b.hw:
-        return s
-    acked, pend = s.acked, b.pend_acks
-    if pend:
-        ok = rules.ack_succeeds(b, cfg.min_isr, cfg.fixes)
-        for off in range(b.hw, hw):
-            rbit = 1 << b.log[off][0]
-            if pend & rbit:
-                pend &= ~rbit
-                if ok:
-                    acked |= rbit
-    exposed = s.exposed
-    if hw > len(exposed):
-        prefix = tuple(r for r, _ in b.log[:hw])
-        if prefix[: len(exposed)] == exposed:
-            exposed = prefix
-    brokers = _set(s.brokers, i, b._replace(hw=hw, pend_acks=pend))
-    return s._replace(brokers=brokers, acked=acked, exposed=exposed)
+    return s._replace(epoch_leaders=replace_at(el, le, el[le] | (1 << i)))
 
 
 def _send_all(s: State, targets: int, ce: int, le: int, leader: int, isr: int, ver: int) -> tuple:
@@ -203,7 +83,7 @@ def enabled(cfg: Config, s: State, prune_noop_fetches: bool = True) -> list[Acti
                         out.append(Action("ProposeShrink", i, f))
         elif b.role == FOLLOWER and b.leader >= 0:
             ld = s.brokers[b.leader]
-            leader_serving = _up(ld) and ld.role == LEADER
+            leader_serving = is_up(ld) and ld.role == LEADER
             if b.trunc:
                 if "epoch-truncation" not in cfg.fixes:
                     out.append(Action("Truncate", i))
@@ -234,7 +114,7 @@ def enabled(cfg: Config, s: State, prune_noop_fetches: bool = True) -> list[Acti
             continue
         seen.add(m)
         dst = m[0]
-        if _up(s.brokers[dst]):
+        if is_up(s.brokers[dst]):
             out.append(Action("Deliver", dst, m[1:]))
         if s.losses < cfg.losses:
             out.append(Action("Lose", dst, m[1:]))
@@ -326,11 +206,11 @@ def _produce(cfg, s, i, _):
     b = s.brokers[i]
     r = s.produced
     log = b.log + ((r, b.le),)
-    nb = _durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
-                                  pos=_set(b.pos, i, len(log)),
+    nb = durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
+                                  pos=replace_at(b.pos, i, len(log)),
                                   pend_acks=b.pend_acks | (1 << r) if cfg.acks == "all" else b.pend_acks))
-    s = s._replace(brokers=_set(s.brokers, i, nb), produced=r + 1)
-    return _advance_hw(cfg, s, i)
+    s = s._replace(brokers=replace_at(s.brokers, i, nb), produced=r + 1)
+    return advance_hw(cfg, s, i)
 
 
 def _fetch_request(cfg, s, i, _):
@@ -340,14 +220,14 @@ def _fetch_request(cfg, s, i, _):
     off = f.leo
     if off > ld.leo:
         resp = (li, ld.le, ld.leo, (), ld.hw, True)
-        return s._replace(brokers=_set(s.brokers, i, f._replace(fetch=resp)))
-    pos = _set(ld.pos, i, off)
+        return s._replace(brokers=replace_at(s.brokers, i, f._replace(fetch=resp)))
+    pos = replace_at(ld.pos, i, off)
     ld = ld._replace(pos=pos)
     if not (ld.isr >> i) & 1 and ld.pending < 0 and rules.may_join_isr(ld, off, cfg.fixes):
         # KIP-903: the fetch carries the follower's broker epoch; the proposal quotes it.
         ld = ld._replace(pending=ld.isr | (1 << i), pend_gen=f.gen)
     resp = (li, ld.le, off, ld.log[off:], ld.hw, False)
-    brokers = _set(_set(s.brokers, li, ld), i, f._replace(fetch=resp))
+    brokers = replace_at(replace_at(s.brokers, li, ld), i, f._replace(fetch=resp))
     return _proposed(cfg, s._replace(brokers=brokers), li)
 
 
@@ -357,7 +237,7 @@ def _fetch_response(cfg, s, i, _):
     f = f._replace(fetch=())
     if f.role == FOLLOWER and not f.trunc and f.leader == src:
         if oor and rules.follower_halts_on_out_of_range(cfg.fixes, cfg.unclean):
-            return _halt(cfg, s._replace(brokers=_set(s.brokers, i, f)), i)
+            return _halt(cfg, s._replace(brokers=replace_at(s.brokers, i, f)), i)
         if oor:
             new_len = min(off, f.leo)
             f = f._replace(log=f.log[:new_len], cache=rules.cache_truncate(f.cache, new_len),
@@ -367,8 +247,8 @@ def _fetch_response(cfg, s, i, _):
             for k, (_, e) in enumerate(recs):
                 cache = rules.cache_assign(cache, e, off + k)
             log = f.log + recs
-            f = _durable(cfg, f._replace(log=log, cache=cache, hw=min(hw, len(log))))
-    return s._replace(brokers=_set(s.brokers, i, f))
+            f = durable(cfg, f._replace(log=log, cache=cache, hw=min(hw, len(log))))
+    return s._replace(brokers=replace_at(s.brokers, i, f))
 
 
 def _truncate(cfg, s, i, _):
@@ -377,12 +257,12 @@ def _truncate(cfg, s, i, _):
     to = min(to, f.leo)
     f = f._replace(log=f.log[:to], cache=rules.cache_truncate(f.cache, to), hw=min(f.hw, to),
                    flushed=min(f.flushed, to), trunc=False)
-    return s._replace(brokers=_set(s.brokers, i, f))
+    return s._replace(brokers=replace_at(s.brokers, i, f))
 
 
 def _flush(cfg, s, i, _):
     b = s.brokers[i]
-    return s._replace(brokers=_set(s.brokers, i, b._replace(flushed=b.leo)))
+    return s._replace(brokers=replace_at(s.brokers, i, b._replace(flushed=b.leo)))
 
 
 def _crash(cfg, s, i, loss):
@@ -406,13 +286,13 @@ def _halt(cfg, s, i):
 def _down(s: State, i: int, b: Broker) -> State:
     nb = b._replace(alive=False, paused=False, role=NONE, leader=-1, isr=0, pending=-1, pos=(),
                     trunc=False, fetch=(), ctl=0, ctl_cache=(), pend_acks=0, pend_gen=0, resp=-1)
-    zk = s.zk._replace(sessions=_set(s.zk.sessions, i, 0))
+    zk = s.zk._replace(sessions=replace_at(s.zk.sessions, i, 0))
     if zk.controller == i:
         zk = zk._replace(controller=-1)
     # Requests addressed to the old incarnation die with it (and KIP-380's broker epoch would
     # make the new one refuse them).
     msgs = tuple(m for m in s.msgs if m[0] != i)
-    return s._replace(brokers=_set(s.brokers, i, nb), zk=zk, msgs=msgs)
+    return s._replace(brokers=replace_at(s.brokers, i, nb), zk=zk, msgs=msgs)
 
 
 def _record_data_loss(s: State, i: int, lost: tuple) -> State:
@@ -437,7 +317,7 @@ def _set_isr(s: State, zk) -> State:
     return s._replace(zk=zk, damaged=s.damaged & zk.isr)
 
 
-def _normalize_versions(s: State) -> State:
+def normalize_versions(s: State) -> State:
     """Partition-state versions matter only as equal / older: renumber them densely, keeping
     order, so ISR shrink-expand cycles do not mint ever-new but equivalent states. Sound because
     every new version is the store's current version + 1, the largest anywhere."""
@@ -490,25 +370,25 @@ def _restart(cfg, s, i, _):
     gen = b.gen + 1
     # A fresh process reads /controller_epoch and knows no partition state yet (epoch -1).
     nb = b._replace(alive=True, gen=gen, le=-1, role=NONE, ce=s.zk.ce)
-    zk = s.zk._replace(sessions=_set(s.zk.sessions, i, gen))
+    zk = s.zk._replace(sessions=replace_at(s.zk.sessions, i, gen))
     if "eligible-leader-replicas" in cfg.fixes:     # every restart follows an unclean shutdown
         zk = zk._replace(unclean=zk.unclean | (1 << i))
-    return _normalize_sessions(s._replace(brokers=_set(s.brokers, i, nb), zk=zk))
+    return _normalize_sessions(s._replace(brokers=replace_at(s.brokers, i, nb), zk=zk))
 
 
 def _pause(cfg, s, i, _):
     b = s.brokers[i]
-    return s._replace(brokers=_set(s.brokers, i, b._replace(paused=True)), pauses=s.pauses + 1)
+    return s._replace(brokers=replace_at(s.brokers, i, b._replace(paused=True)), pauses=s.pauses + 1)
 
 
 def _resume(cfg, s, i, _):
     # Queued /controller watch notifications are processed on resume.
     b = s.brokers[i]
-    return s._replace(brokers=_set(s.brokers, i, b._replace(paused=False, ce=max(b.ce, s.zk.ce))))
+    return s._replace(brokers=replace_at(s.brokers, i, b._replace(paused=False, ce=max(b.ce, s.zk.ce))))
 
 
 def _session_expire(cfg, s, i, _):
-    zk = s.zk._replace(sessions=_set(s.zk.sessions, i, 0))
+    zk = s.zk._replace(sessions=replace_at(s.zk.sessions, i, 0))
     if zk.controller == i:
         zk = zk._replace(controller=-1)
     return s._replace(zk=zk)
@@ -518,8 +398,8 @@ def _reregister(cfg, s, i, _):
     b = s.brokers[i]
     gen = b.gen + 1
     nb = b._replace(gen=gen, ctl=0, ctl_cache=(), ce=max(b.ce, s.zk.ce))
-    return _normalize_sessions(s._replace(brokers=_set(s.brokers, i, nb),
-                                          zk=s.zk._replace(sessions=_set(s.zk.sessions, i, gen))))
+    return _normalize_sessions(s._replace(brokers=replace_at(s.brokers, i, nb),
+                                          zk=s.zk._replace(sessions=replace_at(s.zk.sessions, i, gen))))
 
 
 def _controller_elect(cfg, s, i, _):
@@ -527,10 +407,10 @@ def _controller_elect(cfg, s, i, _):
     ce = zk.ce + 1
     zk = zk._replace(controller=i, ce=ce)
     # The /controller watch tells every running broker about the new controller epoch.
-    brokers = tuple(b._replace(ce=max(b.ce, ce)) if _up(b) else b for b in s.brokers)
+    brokers = tuple(b._replace(ce=max(b.ce, ce)) if is_up(b) else b for b in s.brokers)
     me = brokers[i]._replace(ctl=ce, ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver,
                                                 (0,) * cfg.brokers))
-    return s._replace(brokers=_set(brokers, i, me), zk=zk)
+    return s._replace(brokers=replace_at(brokers, i, me), zk=zk)
 
 
 def _controller_react(cfg, s, c, new_leader):
@@ -560,7 +440,7 @@ def _controller_react(cfg, s, c, new_leader):
     msgs = _send_all(s, targets, zk.ce, zk.le, zk.leader, zk.isr, zk.ver)
     me = s.brokers[c]._replace(ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver, zk.sessions))
     s = _set_isr(s, zk)
-    return _normalize_versions(s._replace(msgs=msgs, brokers=_set(s.brokers, c, me),
+    return normalize_versions(s._replace(msgs=msgs, brokers=replace_at(s.brokers, c, me),
                                           elections=elections))
 
 
@@ -570,9 +450,9 @@ def _controller_alter_isr(cfg, s, c, li):
     arrives."""
     s = _commit_isr_proposal(cfg, s, li)
     cb, zk = s.brokers[c], s.zk
-    s = s._replace(brokers=_set(s.brokers, c, cb._replace(
+    s = s._replace(brokers=replace_at(s.brokers, c, cb._replace(
         ctl_cache=(zk.leader, zk.le, zk.isr, zk.ver, cb.ctl_cache[4]))))
-    return _normalize_versions(s)
+    return normalize_versions(s)
 
 
 def _alter_isr_response(cfg, s, li, _):
@@ -581,8 +461,8 @@ def _alter_isr_response(cfg, s, li, _):
     ld = s.brokers[li]
     if ld.resp >= 0:
         ld = ld._replace(isr=ld.pending, ver=ld.resp)
-    s = s._replace(brokers=_set(s.brokers, li, ld._replace(pending=-1, pend_gen=0, resp=-1)))
-    return _normalize_versions(_advance_hw(cfg, s, li))
+    s = s._replace(brokers=replace_at(s.brokers, li, ld._replace(pending=-1, pend_gen=0, resp=-1)))
+    return normalize_versions(advance_hw(cfg, s, li))
 
 
 def _commit_isr_proposal(cfg, s, li):
@@ -597,8 +477,8 @@ def _commit_isr_proposal(cfg, s, li):
         elr = rules.elr_after_isr_change(cfg.fixes, cfg.min_isr, zk.isr, ld.pending, zk.elr, 0)
         zk = zk._replace(isr=ld.pending, ver=zk.ver + 1, elr=elr)
         s = _set_isr(s, zk)
-        return s._replace(brokers=_set(s.brokers, li, ld._replace(resp=zk.ver)))
-    return s._replace(brokers=_set(s.brokers, li, ld._replace(resp=-2)))
+        return s._replace(brokers=replace_at(s.brokers, li, ld._replace(resp=zk.ver)))
+    return s._replace(brokers=replace_at(s.brokers, li, ld._replace(resp=-2)))
 
 
 def _apply_isr_proposal(cfg, s, li):
@@ -613,12 +493,12 @@ def _proposed(cfg, s, li):
     generations write the coordination store themselves, at once."""
     if not cfg.alter_isr and s.brokers[li].pending >= 0:
         s = _apply_isr_proposal(cfg, s, li)
-    return _advance_hw(cfg, s, li)
+    return advance_hw(cfg, s, li)
 
 
 def _propose_shrink(cfg, s, i, f):
     b = s.brokers[i]
-    s = s._replace(brokers=_set(s.brokers, i, b._replace(pending=b.isr & ~(1 << f), pend_gen=0)))
+    s = s._replace(brokers=replace_at(s.brokers, i, b._replace(pending=b.isr & ~(1 << f), pend_gen=0)))
     return _proposed(cfg, s, i)
 
 
@@ -630,7 +510,7 @@ def _zombie_elect(cfg, s, z, new_leader):
     le = cle + 1
     msgs = _send_all(s, (1 << cfg.brokers) - 1, b.ctl, le, new_leader, cisr, cver)
     nb = b._replace(ctl_cache=(new_leader, le, cisr, cver, handled))
-    return s._replace(msgs=msgs, brokers=_set(s.brokers, z, nb), elections=s.elections + 1)
+    return s._replace(msgs=msgs, brokers=replace_at(s.brokers, z, nb), elections=s.elections + 1)
 
 
 def _remove_msg(msgs: tuple, m: tuple) -> tuple:
@@ -660,7 +540,7 @@ def _deliver(cfg, s, i, m):
         nb = b._replace(le=le, ce=ce_known, ver=ver, role=FOLLOWER, leader=leader, isr=0,
                         pending=-1, pend_gen=0, resp=-1, pos=(), trunc=trunc,
                         fetch=() if trunc else b.fetch, pend_acks=0)
-    return s._replace(brokers=_set(s.brokers, i, nb))
+    return s._replace(brokers=replace_at(s.brokers, i, nb))
 
 
 _STEPS = {
@@ -674,12 +554,7 @@ _STEPS = {
     "Lose": _lose,
 }
 
-# Clients compose with the replication model; their transitions live in their own modules
-# (imported last: they use the helpers above).
-from spec import group as _group, producer as _producer  # noqa: E402
-
-_CLIENT_TEMPLATES.update(_producer.TEMPLATES)
-_CLIENT_TEMPLATES.update(_group.TEMPLATES)
+# Clients compose with the replication model; their transitions live in their own modules.
 _STEPS.update(_producer.STEPS)
 _STEPS.update(_group.STEPS)
 ACTION_KINDS = tuple(sorted(_STEPS))

@@ -15,22 +15,13 @@ are lost, and every batch in flight fails with a network error — also those al
 from __future__ import annotations
 
 from spec import rules
-from spec.model import Action, _advance_hw, _durable, _set, _up
+from spec.actions import Action
 from spec.state import LEADER, Prod, State
+from spec.updates import advance_hw, durable, is_up, replace_at
 
 CLIENT_KINDS = ("InitProducerId", "Send", "HandleProduce", "CompleteProduce", "Receive",
                 "Disconnect", "BumpEpoch")
 
-TEMPLATES = {
-    "InitProducerId": "producer p{b} gets its producer id and epoch 0 (InitProducerId)",
-    "Send": "producer p{b} sends its next batch to b{a}",
-    "HandleProduce": "the broker handles producer p{b}'s next request",
-    "CompleteProduce": "the leader answers producer p{b}'s request awaiting the high watermark",
-    "Receive": "producer p{b} reads the answer to its oldest request",
-    "Disconnect": "producer p{b}'s connection drops: requests and answers on it are lost",
-    "BumpEpoch": "producer p{b} resolves its sequences: unless a later acknowledgement covered "
-                 "the unresolved batch, it bumps its epoch and renumbers its unfinished batches from 0",
-}
 
 
 def _in_flight(p: Prod) -> int:
@@ -61,7 +52,7 @@ def enabled(cfg, s: State) -> list[Action]:
         if p.reqs:
             r = p.reqs[0]
             if r[5] < 0:
-                if _up(s.brokers[r[3]]):
+                if is_up(s.brokers[r[3]]):
                     out.append(Action("HandleProduce", pi))
             elif _answer(cfg, s, r) is not None:
                 out.append(Action("CompleteProduce", pi))
@@ -90,7 +81,7 @@ def _answer(cfg, s: State, r: tuple) -> int | None:
 
 
 def _setp(s: State, pi: int, p: Prod) -> State:
-    return s._replace(prods=_set(s.prods, pi, p))
+    return s._replace(prods=replace_at(s.prods, pi, p))
 
 
 def init_producer_id(cfg, s, pi, _):
@@ -102,7 +93,7 @@ def send(cfg, s, pi, target):
     idx = next((n for n, b in enumerate(p.batches) if not b[3]), -1)
     if idx >= 0:                                   # a retried batch goes first (reenqueue)
         k, seq, tries, _ = p.batches[idx]
-        batches = _set(p.batches, idx, (k, seq, tries, True))
+        batches = replace_at(p.batches, idx, (k, seq, tries, True))
         p = p._replace(batches=batches)
     else:
         k = p.nxt
@@ -113,7 +104,7 @@ def send(cfg, s, pi, target):
     if cfg.acks == "0":
         # Fire and forget: the batch is done at once, its outcome unknown to the producer.
         p = p._replace(batches=tuple(b for b in p.batches if b[0] != k),
-                       out=_set(p.out, k, -3))
+                       out=replace_at(p.out, k, -3))
     return _setp(s, pi, p._replace(reqs=p.reqs + (req,)))
 
 
@@ -145,9 +136,9 @@ def handle_produce(cfg, s, pi, _):
     wid = s.produced
     off = b.leo
     log = b.log + ((wid, b.le),)
-    nb = _durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
-                                  pos=_set(b.pos, bi, len(log))))
-    s = s._replace(brokers=_set(s.brokers, bi, nb), produced=wid + 1,
+    nb = durable(cfg, b._replace(log=log, cache=rules.cache_assign(b.cache, b.le, b.leo),
+                                  pos=replace_at(b.pos, bi, len(log))))
+    s = s._replace(brokers=replace_at(s.brokers, bi, nb), produced=wid + 1,
                    writes=s.writes + ((pi, k, pe, seq),))
     if cfg.acks == "all":
         p = p._replace(reqs=((k, seq, pe, bi, b.le, wid, off),) + rest)
@@ -155,7 +146,7 @@ def handle_produce(cfg, s, pi, _):
         p = p._replace(reqs=rest, resps=p.resps + ((k, rules.OK, off),))
     else:
         p = p._replace(reqs=rest)
-    return _advance_hw(cfg, _setp(s, pi, p), bi)
+    return advance_hw(cfg, _setp(s, pi, p), bi)
 
 
 def complete_produce(cfg, s, pi, _):
@@ -174,12 +165,12 @@ def _fail_batch(cfg, p: Prod, k: int, code: int) -> Prod:
     _, seq, tries, _ = p.batches[idx]
     what = rules.producer_reaction(code, seq, p.lack, tries, cfg.retries, cfg.fixes)
     if what == "fail":
-        p = p._replace(batches=p.batches[:idx] + p.batches[idx + 1:], out=_set(p.out, k, -2))
+        p = p._replace(batches=p.batches[:idx] + p.batches[idx + 1:], out=replace_at(p.out, k, -2))
         if cfg.idempotence and p.bump != -2:
             # its sequence is unresolved: it may or may not be in the log (markSequenceUnresolved)
             p = p._replace(bump=seq if p.bump == -1 else min(p.bump, seq))
         return p
-    p = p._replace(batches=_set(p.batches, idx, (k, seq, tries + 1, False)))
+    p = p._replace(batches=replace_at(p.batches, idx, (k, seq, tries + 1, False)))
     return p._replace(bump=-2) if what == "bump" else p
 
 
@@ -190,7 +181,7 @@ def receive(cfg, s, pi, _):
     if code == rules.OK:
         idx = next(n for n, b in enumerate(p.batches) if b[0] == k)
         seq = p.batches[idx][1]
-        p = p._replace(batches=p.batches[:idx] + p.batches[idx + 1:], out=_set(p.out, k, off),
+        p = p._replace(batches=p.batches[:idx] + p.batches[idx + 1:], out=replace_at(p.out, k, off),
                        lack=max(p.lack, seq))
     else:
         p = _fail_batch(cfg, p, k, code)

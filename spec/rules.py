@@ -5,6 +5,8 @@ protocol generation is exactly the set of fixes these functions consult.
 """
 from __future__ import annotations
 
+from spec.codes import (CODE_NAMES, NETWORK, NOT_ENOUGH_REPLICAS, NOT_LEADER, OK,  # noqa: F401
+                        OUT_OF_ORDER_SEQUENCE)
 from spec.state import FOLLOWER, Broker
 
 
@@ -270,10 +272,8 @@ def leader_candidates(fixes: frozenset, isr: int, elr: int, lkelr: int, electabl
 # last 5 batches; this is why KafkaProducer refuses idempotence with max.in.flight above 5.
 BATCHES_RETAINED = 5
 
-# Produce answers, as the client sees them.
-OK, NOT_LEADER, NOT_ENOUGH_REPLICAS, OUT_OF_ORDER_SEQUENCE, NETWORK = range(5)
-CODE_NAMES = ("OK", "NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "OUT_OF_ORDER_SEQUENCE_NUMBER",
-              "NETWORK_EXCEPTION")
+# Produce answers, as the client sees them, are spec/codes.py's (re-exported here for the rules
+# that choose them).
 
 
 def producer_state(log: tuple, writes: tuple, producer: int) -> tuple[int, int, tuple]:

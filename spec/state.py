@@ -2,11 +2,16 @@
 millions of them. Sets of brokers and of records are bitmasks; -1 means "none".
 
 One partition, replicated on every broker. Records are numbered 0.. in the order clients send
-them; a log entry is (record, leader_epoch).
+them; a log entry is (record, leader_epoch). Every part of the state is declared here (the
+clients' too: Prod, Cons, Grp), with its one-line description for traces (`summary`; the
+clients' lines are spec/clients_view.py's); the transitions are spec/model.py's,
+spec/producer.py's and spec/group.py's.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from spec.clients_view import client_lines
 
 NONE, FOLLOWER, LEADER = 0, 1, 2
 ROLE_NAMES = ("-", "follower", "leader")
@@ -78,6 +83,29 @@ class Prod(NamedTuple):
     out: tuple          # per record sent: -1 open, -2 failed, -3 unknown (acks=0), else its offset
 
 
+class Cons(NamedTuple):
+    """One consumer of the group (spec/group.py owns the transitions)."""
+    alive: bool
+    gen: int        # generation it believes it is in (-1: not a member)
+    pos: int        # next offset to read (-1: must fetch the committed offset first)
+    held: int       # offset of the record polled and not yet finished (-1 none)
+    stage: int      # 0 ready to poll; 1 polled; 2 processed (awaits commit, commit=after);
+                    # 3 committed (awaits processing, commit=before)
+    commit: tuple   # the commit in flight: (generation, offset, broker, le, wid, log offset,
+                    # stale) with wid -1 before the coordinator handled it; stale: the
+                    # group's generation had moved on when it was sent (ghost); () none
+
+
+class Grp(NamedTuple):
+    """The consumer group and its ghosts (spec/group.py owns the transitions)."""
+    gen: int        # the group's generation (bumped by every rebalance)
+    owner: int      # the member the current generation assigns the data partition to (-1 none)
+    cons: tuple     # (Cons, ...)
+    processed: tuple  # ghost: times each data record was processed (capped at 2)
+    hi: int         # ghost: highest committed offset acknowledged to the group
+    fenced: int     # ghost: 1 once a commit of a fenced generation was acknowledged
+
+
 class State(NamedTuple):
     brokers: tuple      # (Broker, ...)
     zk: Zk
@@ -145,9 +173,15 @@ def initial(cfg) -> State:
               epoch_leaders=(1,), crashes=0, pauses=0, elections=0, losses=0, lossy=0,
               doomed=0, damaged=0, prods=prods)
     if getattr(cfg, "consumers", 0):
-        from spec.group import initial_group
         s = s._replace(grp=initial_group(cfg))
     return s
+
+
+def initial_group(cfg) -> Grp:
+    """Consumers not yet members of the group, nothing processed or committed."""
+    return Grp(gen=0, owner=-1,
+               cons=tuple(Cons(True, -1, -1, -1, 0, ()) for _ in range(cfg.consumers)),
+               processed=(0,) * cfg.records, hi=0, fenced=0)
 
 
 def write_name(r: int, writes: tuple = ()) -> str:
@@ -203,7 +237,6 @@ def summary(s: State) -> dict:
         "in_flight": len(s.msgs),
     }
     if s.prods or s.grp:
-        from spec.clients_view import client_lines
         out["clients"] = client_lines(s)
     return out
 

@@ -1,4 +1,4 @@
-"""The z3 encoding (checkers/prove/encoding.py) against spec's `step`, on >= 10,000 reachable
+"""The z3 encoding (checkers/prove/encoding/) against spec's `step`, on >= 10,000 reachable
 states drawn by breadth-first search and seeded random walks over several generations and
 fault settings: the same enabled encoded actions and the same successors. A sample also goes
 through z3 itself (model evaluation of the symbolic guard and successor formulas).
@@ -19,7 +19,8 @@ from collections import Counter
 from checkers.prove import encoding as encmod
 from checkers.prove.differential import (DiffReport, bfs_states, compare_state, draw_states,
                                          z3_agrees)
-from checkers.prove.encoding import Encoding, Unsupported, supported
+from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported, supported
+from checkers.prove.sym import AND, NE, OR
 from spec import Model, make_config
 
 # (generation, without, bounds, seed): 21 configurations x 950 states
@@ -127,12 +128,12 @@ def test_z3_formulas_agree_with_concrete_evaluation():
 def test_a_wrong_rule_is_caught(monkeypatch):
     """The comparison can fail: an encoding whose Produce forgets the leader's own position
     disagrees with spec."""
-    real = encmod.Encoding._s_produce
+    real = encmod.Encoding.apply_produce
 
     def wrong(self, s, a):
         real(self, s, a)
         s[("b", a.b, "pos", a.b)] = s[("b", a.b, "pos", a.b)] - 1
-    monkeypatch.setattr(encmod.Encoding, "_s_produce", wrong)
+    monkeypatch.setattr(encmod.Encoding, "apply_produce", wrong)
     rep = _run("current", (), {}, 1, per=300)
     assert any(a is not None and a.kind == "Produce" for _, a, _ in rep.problems)
 
@@ -140,16 +141,16 @@ def test_a_wrong_rule_is_caught(monkeypatch):
 def _zombie_ignores_election_bound(real):
     def wrong(self, s, a):
         i, x = a.b, a.arg
-        return encmod.OR(real(self, s, a), encmod.AND(
-            self.up(s, i), encmod.NE(s[("b", i, "ctl")], 0), s[("b", i, "ctl")] < s[("z", "ce")],
-            s[("b", i, "hascc")], s[("b", i, "ccisr", x)], encmod.NE(s[("b", i, "cc_l")], x)))
+        return OR(real(self, s, a), AND(
+            self.up(s, i), NE(s[("b", i, "ctl")], 0), s[("b", i, "ctl")] < s[("z", "ce")],
+            s[("b", i, "hascc")], s[("b", i, "ccisr", x)], NE(s[("b", i, "cc_l")], x)))
     return wrong
 
 
 def _paused_broker_takes_requests(real):
     def wrong(self, s, a):
         d, k = a.arg
-        return encmod.AND(s[("m", d, k, "v")], s[("b", d, "alive")])
+        return AND(s[("m", d, k, "v")], s[("b", d, "alive")])
     return wrong
 
 
@@ -160,9 +161,9 @@ def _resume_misses_controller_epoch(real):
 
 
 @pytest.mark.parametrize("method,wrong", [
-    ("_g_zombie", _zombie_ignores_election_bound),
-    ("_g_deliver", _paused_broker_takes_requests),
-    ("_s_resume", _resume_misses_controller_epoch),
+    ("guard_zombie_elect", _zombie_ignores_election_bound),
+    ("guard_deliver", _paused_broker_takes_requests),
+    ("apply_resume", _resume_misses_controller_epoch),
 ], ids=["zombie-election-bound", "deliver-to-paused", "resume-controller-epoch"])
 def test_a_wrong_pause_rule_is_caught(monkeypatch, method, wrong):
     """The pause configurations can fail: a wrong guard or effect of the pause actions
@@ -213,14 +214,14 @@ def _elr_keeps_unclean_replicas(real):
 def _no_election_from_last_known_elr(real):
     def wrong(self, s, c):
         new, isr, need, cands, live, elr, lkelr = real(self, s, c)
-        cands = [encmod.AND(cands[k], encmod.OR(isr[k], elr[k])) for k in range(self.n)]
+        cands = [AND(cands[k], OR(isr[k], elr[k])) for k in range(self.n)]
         return new, isr, need, cands, live, elr, lkelr
     return wrong
 
 
 @pytest.mark.parametrize("method,wrong", [
-    ("_s_crash", _disk_loss_keeps_epoch_cache),
-    ("_s_restart", _restart_not_unclean),
+    ("apply_crash", _disk_loss_keeps_epoch_cache),
+    ("apply_restart", _restart_not_unclean),
     ("elr_after_isr_change", _elr_keeps_unclean_replicas),
     ("react_plan", _no_election_from_last_known_elr),
 ], ids=["disk-loss-keeps-cache", "restart-not-unclean", "elr-keeps-unclean",
@@ -273,3 +274,19 @@ def test_unclean_recovery_choice_agrees(monkeypatch):
     for s in found:
         compare_state(Encoding(cfg), model, s, wrong)
     assert wrong.problems
+
+
+def test_every_encoded_kind_has_a_guard_and_an_effect_named_after_it():
+    """The encoding's areas name each action's guard guard_<action> and its successor
+    apply_<action> (the producers' part alike), and the instances use exactly those."""
+    import re
+
+    cfg = make_config("current", producers=1, records=1, pauses=1, unflushed_loss=True)
+    enc = Encoding(cfg)
+    seen = set()
+    for inst in enc.insts:
+        name = re.sub(r"(?<!^)(?=[A-Z])", "_", inst.kind).lower()
+        assert inst.guard.__name__ == f"guard_{name}", (inst.kind, inst.guard.__name__)
+        assert inst.step.__name__ == f"apply_{name}", (inst.kind, inst.step.__name__)
+        seen.add(inst.kind)
+    assert seen <= set(ENCODED_KINDS)

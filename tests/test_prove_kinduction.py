@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from checkers.prove import kinduction as kind_mod
-from checkers.prove.bmc import _spec_action
+from checkers.prove.bmc import spec_action_at
 from checkers.prove.induction import prove
 from checkers.prove.kinduction import kinduction, step_case
 from checkers.prove.props import STATE_PROPS
@@ -19,7 +19,7 @@ from checkers.prove.strengthen import STRENGTHENING
 from kafkaverify.cmd_prove import prove_config
 from spec import Model, make_config
 from spec.invariants import violated
-from spec.model import _normalize_versions as canon_versions
+from spec.model import normalize_versions as canon_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}
@@ -63,7 +63,7 @@ def check_cti_path() -> None:
     s = enc.to_state(ds[0])
     assert violated(model.config, s, inv) is None
     for k, (inst, d, nxt) in enumerate(zip(insts, ds, ds[1:]), 1):
-        a = _spec_action(enc, inst, d, s)
+        a = spec_action_at(enc, inst, d, s)
         assert a in model.enabled(s), f"step {k}: {a.describe()} not enabled in spec"
         s = model.step(s, a)
         assert canon_versions(s) == canon_versions(enc.to_state(nxt)), f"step {k}"

@@ -66,11 +66,11 @@ def test_replay_names_messages_by_slot_where_versions_are_renumbered():
     import json
     from pathlib import Path
 
-    from checkers.prove.bmc import spec_action
+    from checkers.prove.bmc import spec_action_at
     from checkers.prove.tight_bounds import THREE_TIGHT
     from checkers.shrink_trace import shrink_path
     from spec import Action
-    from spec.model import _normalize_versions as canon_versions
+    from spec.model import normalize_versions as canon_versions
 
     fix, bounds, inv, depth, slots, epochs = next(c for c in THREE_TIGHT if c[0] == "epoch-end-offset")
     corpus = Path(__file__).resolve().parent.parent / "traces" / "corpus" / "model-kip279-divergence.jsonl"
@@ -81,7 +81,7 @@ def test_replay_names_messages_by_slot_where_versions_are_renumbered():
     enc = Encoding(model.config, slots=slots, epochs=epochs)
     s, d, renamed = model.initial(), enc.from_state(model.initial()), 0
     for a in path:
-        insts = [i for i in enc.insts if i.guard(d, i) and spec_action(enc, i, d, s) == a]
+        insts = [i for i in enc.insts if i.guard(d, i) and spec_action_at(enc, i, d, s) == a]
         assert insts, a.describe()
         renamed += enc.spec_action(insts[0], d) != a
         d, s = enc.succ(insts[0], d), model.step(s, a)

@@ -24,7 +24,7 @@ from checkers.prove.steps import (chain_order, chain_passes, fire, interferes,
 from checkers.prove.symstate import variables
 from spec import Model, make_config
 from spec.invariants import selected, violated
-from spec.model import _normalize_versions as canon
+from spec.model import normalize_versions as canon
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"records": 1, "crashes": 1, "elections": 1, "losses": 0}

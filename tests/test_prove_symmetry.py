@@ -97,11 +97,11 @@ def test_an_asymmetric_step_is_refused(monkeypatch):
     symmetry of the steps: the check names the instance."""
     from checkers.prove.producers import Producers
     from checkers.prove.sym import AND, OR
-    original = Producers._g_send
+    original = Producers.guard_send
 
     def biased(self, st, a):
         return OR(original(self, st, a), AND(a.arg == 0, st[("z", "leader")] < 0))
-    monkeypatch.setattr(Producers, "_g_send", biased)
+    monkeypatch.setattr(Producers, "guard_send", biased)
     enc, conj, s, hyp = _proof_setup(1)
     why = steps_symmetric(enc, 120)
     assert why is not None and why.startswith("Send"), why

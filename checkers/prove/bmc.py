@@ -18,7 +18,7 @@ from checkers.prove.encoding import Encoding
 from checkers.prove.props import STATE_PROPS, names_for, step_holds
 from checkers.prove.steps import (chain_order, chained_transition, interfering_pairs,
                                   parallel_transition, read_write_sets)
-from checkers.prove.sym import AND, IF, NOT, OR, bitvectors, int_var, value
+from checkers.prove.sym import AND, IF, NOT, OR, as_bool, bitvectors, int_var, value
 from checkers.prove.symstate import concretize, variables
 from spec import Action, Model, State
 from spec.invariants import selected, violated
@@ -80,7 +80,7 @@ def independent_pairs(enc: Encoding) -> list[tuple[int, int]]:
     return [(a, b) for a in range(len(rw)) for b in range(a + 1, len(rw)) if (a, b) not in bad]
 
 
-def _choice_var(name: str, count: int, bits: int):
+def choice_var(name: str, count: int, bits: int):
     """The step's instance number (-1: stutter). Over bit-vectors, wide enough for `count`
     instances whatever the fields' width (a narrower one would wrap instance numbers)."""
     if not bits:
@@ -88,16 +88,12 @@ def _choice_var(name: str, count: int, bits: int):
     return z3.BitVec(name, max(bits, count.bit_length() + 1))
 
 
-def _zb(x):
-    return x if z3.is_expr(x) else z3.BoolVal(bool(x))
-
-
 def _bit_solver():
     """For bit-vector unrollings: bit-blast to SAT."""
     return z3.Then("simplify", "propagate-values", "solve-eqs", "bit-blast", "sat").solver()
 
 
-def _solver():
+def smt_solver():
     return z3.Then("simplify", "propagate-values", "solve-eqs", "smt").solver()
 
 
@@ -221,7 +217,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             elif choices:                                           # empty steps only at the end
                 cons.append(z3.Implies(z3.Not(z3.Or(choices[-1])), z3.Not(some)))
         else:
-            ch = _choice_var(f"a{k}", len(enc.insts), bits)
+            ch = choice_var(f"a{k}", len(enc.insts), bits)
             cons += transition(enc, states[-1], nxt, ch, stutter=exhaustive or one_query,
                                keep_oob=exhaustive)
         if not multi and (exhaustive or one_query) and choices:
@@ -231,7 +227,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             for b, earlier in before.items():
                 cons.append(z3.Implies(prev == b, AND(*(ch != a for a in earlier))))
         if guide:
-            cons += [_zb(f(enc, nxt)) for f, to_end in guide if to_end or k <= depth - guide_tail]
+            cons += [as_bool(f(enc, nxt)) for f, to_end in guide if to_end or k <= depth - guide_tail]
         states.append(nxt)
         choices.append(ch)
         b = bad(enc, names, states[-2], nxt)
@@ -242,7 +238,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             continue
         # One query per depth through a simplifying tactic pipeline: measured faster than an
         # incremental solver (reference/spark.md).
-        sol = _bit_solver() if bits else _solver()
+        sol = _bit_solver() if bits else smt_solver()
         sol.add(cons)
         b = OR(*viol, *oob) if exhaustive else b
         sol.add(b if z3.is_expr(b) else z3.BoolVal(bool(b)))
@@ -251,7 +247,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
         if progress:
             progress(k, time.monotonic() - t0)
         if r == z3.sat and exhaustive and any(
-                z3.is_true(sol.model().eval(_zb(o), model_completion=True)) for o in oob):
+                z3.is_true(sol.model().eval(as_bool(o), model_completion=True)) for o in oob):
             return BmcResult("unknown", depth, time.monotonic() - t0,
                              message="a path leaves the encoding's bounds (more writes or "
                                      "requests than its slots): no verdict")
@@ -259,7 +255,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
             return _replay_steps(model, enc, sol.model(), states, choices, names, t0,
                                  one_query or exhaustive, order)
         if r == z3.sat:
-            return _replay(model, enc, sol.model(), states, choices, names, t0,
+            return replay(model, enc, sol.model(), states, choices, names, t0,
                            viol if exhaustive or one_query else None)
         if r == z3.unknown:
             return BmcResult("unknown", k - 1, time.monotonic() - t0)
@@ -270,7 +266,7 @@ def _bmc(model, depth, invariants, time_limit, progress, exhaustive, writes, bit
     return BmcResult("clean", depth, time.monotonic() - t0)
 
 
-def _spec_action(enc: Encoding, inst, d: dict, s: State) -> Action:
+def spec_action_at(enc: Encoding, inst, d: dict, s: State) -> Action:
     """The spec action of an instance at z3's state d, spec being at s. A Deliver or Lose names
     its message by slot: the slot-th request to that broker in spec's message order (the
     encoding keeps versions as growing integers where spec renumbers them densely, so the
@@ -291,10 +287,7 @@ def _spec_action(enc: Encoding, inst, d: dict, s: State) -> Action:
     return a
 
 
-spec_action = _spec_action   # public: tight_bounds.golden_instances matches golden paths with it
-
-
-def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=None) -> BmcResult:
+def replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=None) -> BmcResult:
     """Turn the z3 path into spec actions and run them on spec. With `viol` (exhaustive mode:
     z3's violation formula per step), the path is cut at spec's first violation, where z3's
     formula must hold too."""
@@ -308,7 +301,7 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
     for depth, k in enumerate(real, 1):
         d = concretize(m, states[k])
         inst = enc.insts[picked[k]]
-        a = _spec_action(enc, inst, d, s)
+        a = spec_action_at(enc, inst, d, s)
         if a not in model.enabled(s):
             return BmcResult("violation", depth, time.monotonic() - t0, actions=actions, states=out,
                              problem=f"step {depth}: z3 takes '{a.describe()}', which spec does not enable")
@@ -318,7 +311,7 @@ def _replay(model: Model, enc: Encoding, m, states, choices, names, t0, viol=Non
         v = (model.step_violation(s, t) if "MonotonicEpochs" in names else None) or violated(model.config, t, invs)
         s = t
         if v and viol is not None:
-            agree = z3.is_true(m.eval(_zb(viol[k]), model_completion=True))
+            agree = z3.is_true(m.eval(as_bool(viol[k]), model_completion=True))
             return BmcResult("violation", depth, time.monotonic() - t0, v[0], v[1], actions, out,
                              None if agree else f"spec finds {v[0]} at step {depth}, where z3 "
                                                 f"sees no violation")
@@ -343,7 +336,7 @@ def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
     `one_query` (a one-query search, or exhaustive: z3 asked of the last step, or of any), in
     any step. The result's `steps` counts the
     actions replayed per step (the last step's set may have more than reached the violation)."""
-    from spec.model import _normalize_versions as canon
+    from spec.model import normalize_versions as canon
     only = tuple(n for n in names if n != "MonotonicEpochs")
     invs = selected(model.config, only)
     fired = [[i for i, f in enumerate(fs) if z3.is_true(m.eval(f, model_completion=True))]
@@ -357,7 +350,7 @@ def _replay_steps(model: Model, enc: Encoding, m, states, fires, names, t0,
     for k, step in enumerate(fired):
         d = concretize(m, states[k])
         for n, i in enumerate(sorted(step, key=lambda i: rank.get(i, i)), 1):
-            a = _spec_action(enc, enc.insts[i], d, s)
+            a = spec_action_at(enc, enc.insts[i], d, s)
             if order:           # the encoding's state where the next instance of the step fires
                 d = enc.succ(enc.insts[i], d)
             done += 1

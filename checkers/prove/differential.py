@@ -16,11 +16,11 @@ from itertools import islice
 
 import z3
 
-from checkers.explore_legacy import reachable
+from checkers.explore_reference import reachable
 from checkers.prove.encoding import ENCODED_KINDS, Encoding, Unsupported
 from checkers.prove.sym import value
 from spec import Action, Model, State
-from spec.model import _normalize_versions as canon_versions
+from spec.model import normalize_versions as canon_versions
 
 
 def _encoded(a: Action) -> bool:
@@ -189,13 +189,13 @@ def chained_edges(model: Model, enc: Encoding, s: State,
     (steps.chain_order): the encoding names the instance (its guard at s's encoding), spec
     takes the step. ValueError if the encoded instances enabled at s are not exactly spec's
     enabled actions (a kind the encoding lacks would make the chained search miss states)."""
-    from checkers.prove.bmc import _spec_action
+    from checkers.prove.bmc import spec_action_at
     rank = rank if rank is not None else chained_rank(enc)
     d = enc.from_state(s)
     out, acts = [], set()
     for idx, inst in enumerate(enc.insts):
         if inst.guard(d, inst):
-            a = _spec_action(enc, inst, d, s)
+            a = spec_action_at(enc, inst, d, s)
             acts.add(a)
             out.append((rank[idx], model.step(s, a)))
     if acts != set(model.enabled(s)):

@@ -26,6 +26,7 @@ from checkers.prove.encoding import Encoding
 from checkers.prove.producers import KINDS as PRODUCER_KINDS
 from checkers.prove.props import CLIENT_PROPS, STATE_PROPS, step_holds
 from checkers.prove.strengthen import NEEDS, PARTS, STRENGTHENING, producer_needs
+from checkers.prove.sym import as_bool
 from checkers.prove.symmetry import hypothesis_symmetric, step_commutes
 from checkers.prove.symstate import concretize, variables
 from spec import Model
@@ -42,10 +43,6 @@ class ProofResult:
     method: str = "induction"
     cti: str | None = None       # the counterexample to induction, as a story
     failing: str | None = None   # which conjunct the CTI breaks
-
-
-def _z(x):
-    return x if z3.is_expr(x) else z3.BoolVal(bool(x))
 
 
 def conjuncts(name: str, strengthening) -> dict:
@@ -221,7 +218,7 @@ BY_GOAL_AFTER = 5.0
 BY_PART_AFTER = 2.0
 
 
-def _solver(arith: int | None = 2):
+def smt_solver(arith: int | None = 2):
     """An induction step's solver: bmc's preprocessing, then z3's SMT core, by default with its
     older simplex-based arithmetic (arith.solver=2), 1.5-2x faster on these queries than z3's
     default (BENCHMARKS.md, issue 11)."""
@@ -235,7 +232,7 @@ def _setup(cfg, names, strengthening, writes, logs=None):
     conj = {n: STATE_PROPS[n] for n in names if n != "MonotonicEpochs"}
     conj.update({k: STRENGTHENING[k] for k in strengthening})
     s = variables(enc, "pre")
-    return enc, conj, s, [_z(f(enc, s)) for f in conj.values()]
+    return enc, conj, s, [as_bool(f(enc, s)) for f in conj.values()]
 
 
 def _term(v, x):
@@ -251,7 +248,7 @@ def _post_goals(enc, conj) -> tuple[dict, dict]:
     """The conjuncts over fresh post-state variables, built once (building z3 terms in Python
     is most of a proof's time when every instance builds them again)."""
     post = variables(enc, "post")
-    return post, {k: _z(f(enc, post)) for k, f in conj.items()}
+    return post, {k: as_bool(f(enc, post)) for k, f in conj.items()}
 
 
 def _init_worker(job):
@@ -291,18 +288,18 @@ def _instance(idx):
                             if not v.eq(_term(v, t[k]))])
         goals = {k: sub(g) for k, g in built.items()}
     else:
-        goals = {k: _z(f(enc, t)) for k, f in conj.items()}
+        goals = {k: as_bool(f(enc, t)) for k, f in conj.items()}
     if _WORKER["job"]["by_goal"] is not False:
         # a conjunct the step leaves as it was (the same term as in the hypothesis) holds: not
         # asked (each asked alone costs a query preprocessing the whole hypothesis)
         goals = {k: g for (k, g), h in zip(goals.items(), hyp) if not g.eq(h)}
     if "MonotonicEpochs" in names:
-        goals["MonotonicEpochs"] = _z(step_holds(enc, s, t))
-    common = [*hyp, _z(g)]
+        goals["MonotonicEpochs"] = as_bool(step_holds(enc, s, t))
+    common = [*hyp, as_bool(g)]
     if producer_goal:
-        goals["(within the encoding's slots)"] = z3.Not(_z(t[("g", "oob")]))
+        goals["(within the encoding's slots)"] = z3.Not(as_bool(t[("g", "oob")]))
     else:
-        common.append(z3.Not(_z(t[("g", "oob")])))
+        common.append(z3.Not(as_bool(t[("g", "oob")])))
     common += [c == d for group in groups for c, d in group]
     parts = (inst, t, common, goals, outcomes(groups))
     _WORKER["inst"] = (idx, parts)
@@ -358,7 +355,7 @@ def _query(task):
                 asks.insert(0, (list(goals.values()), BY_GOAL_AFTER, True))
         while asks:
             ask, budget, whole = asks.pop(0)
-            sol = _solver(job["arith"])
+            sol = smt_solver(job["arith"])
             left = deadline - time.monotonic()
             sol.set("timeout", max(1, int(min(left, budget or left) * 1000)))
             sol.add(common + fixed + [z3.Not(z3.And(ask))])

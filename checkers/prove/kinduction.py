@@ -37,12 +37,12 @@ from dataclasses import dataclass
 
 import z3
 
-from checkers.prove.bmc import _choice_var, _solver, bmc, transition
+from checkers.prove.bmc import bmc, choice_var, smt_solver, transition
 from checkers.prove.encoding import Encoding
-from checkers.prove.induction import _z, broken_clauses, conjuncts, named_brokers, path_story, prove
+from checkers.prove.induction import broken_clauses, conjuncts, named_brokers, path_story, prove
 from checkers.prove.props import CLIENT_PROPS, step_holds
+from checkers.prove.sym import as_bool, value
 from checkers.prove.symstate import concretize, variables
-from checkers.prove.sym import value
 from spec import Model
 
 LAST: list = []     # the last CTI path as (encoding, [state dicts], [instances]), for inspection
@@ -83,31 +83,31 @@ def step_case(model: Model, name: str, k: int, *, strengthening: tuple[str, ...]
     cons: list = []
     for i in range(1, k + 1):
         nxt = variables(enc, f"k{i}")
-        ch = _choice_var(f"c{i}", len(enc.insts), 0)
+        ch = choice_var(f"c{i}", len(enc.insts), 0)
         cons += transition(enc, states[-1], nxt, ch)
         states.append(nxt)
         choices.append(ch)
     if ending:
         for st, want in zip(states[k + 1 - len(ending):], ending):
-            cons += [_z(st[f] == v) for f, v in want.items()]
+            cons += [as_bool(st[f] == v) for f, v in want.items()]
     for want in avoid or ():
-        cons.append(z3.Or([_z(states[0][f] != v) for f, v in want.items()]))
+        cons.append(z3.Or([as_bool(states[0][f] != v) for f, v in want.items()]))
     if symmetric and not model.config.producers and not ending:
         cons.append(z3.Or([choices[0] == i for i in _first_representatives(enc)]))
     for i in range(k):
-        cons += [_z(f(enc, states[i])) for f in conj.values()]
+        cons += [as_bool(f(enc, states[i])) for f in conj.values()]
         if name == "MonotonicEpochs" and i >= 1:
-            cons.append(_z(step_holds(enc, states[i - 1], states[i])))
+            cons.append(as_bool(step_holds(enc, states[i - 1], states[i])))
     # simple path: every two states differ in some field (a field no step could change is the
     # same term in both and drops out)
     for i in range(k + 1):
         for j in range(i + 1, k + 1):
-            cons.append(z3.Or([_z(states[i][f] != states[j][f]) for f in states[i]
+            cons.append(z3.Or([as_bool(states[i][f] != states[j][f]) for f in states[i]
                                if states[i][f] is not states[j][f]] or [z3.BoolVal(False)]))
-    goals = {n: _z(f(enc, states[k])) for n, f in conj.items()}
+    goals = {n: as_bool(f(enc, states[k])) for n, f in conj.items()}
     if name == "MonotonicEpochs":
-        goals[name] = _z(step_holds(enc, states[k - 1], states[k]))
-    sol = _solver()
+        goals[name] = as_bool(step_holds(enc, states[k - 1], states[k]))
+    sol = smt_solver()
     sol.set("timeout", max(1, int(time_limit * 1000)))
     sol.add(cons)
     sol.add(z3.Not(z3.And(list(goals.values()))))

@@ -1,5 +1,5 @@
 """The producers of spec/producer.py in the symbolic encoding, composed with the replication
-transitions of checkers/prove/encoding.py (which owns this part: `Encoding(cfg)` builds one when
+transitions of checkers/prove/encoding/ (which owns this part: `Encoding(cfg)` builds one when
 `cfg.producers` is set).
 
 The same actions with the same guards as spec: InitProducerId, Send (to each broker the
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import z3
 
-from checkers.prove.encoding import Branching
+from checkers.prove.instances import Branching, Inst
 from checkers.prove.sym import AND, EQ, MAX, MIN, NE, NOT, OR, SUM, ite, sel
 from spec import rules
 from spec.state import LEADER, Prod
@@ -120,20 +120,23 @@ class Producers:
 
     # --- instances ---------------------------------------------------------------------------
 
-    def instances(self, Inst) -> list:
+    def instances(self) -> list[Inst]:
         out = []
         for p in range(self.P):
             if self.idem:
-                out.append(Inst("InitProducerId", p, -1, self._g_init, self._s_init))
+                out.append(Inst("InitProducerId", p, -1, self.guard_init_producer_id,
+                                self.apply_init_producer_id))
             for t in range(self.enc.n):
-                out.append(Inst("Send", p, t, self._g_send, self._s_send))
+                out.append(Inst("Send", p, t, self.guard_send, self.apply_send))
             for bi in range(self.enc.n):
                 # the broker the head request went to is pinned by the guard (as `via`)
-                out.append(Inst("HandleProduce", p, -1, self._g_handle, self._s_handle, via=bi))
-                out.append(Inst("CompleteProduce", p, -1, self._g_complete, self._s_complete, via=bi))
-            out.append(Inst("Receive", p, -1, self._g_receive, self._s_receive))
-            out.append(Inst("Disconnect", p, -1, self._g_disconnect, self._s_disconnect))
-            out.append(Inst("BumpEpoch", p, -1, self._g_bump, self._s_bump))
+                out.append(Inst("HandleProduce", p, -1, self.guard_handle_produce,
+                                self.apply_handle_produce, via=bi))
+                out.append(Inst("CompleteProduce", p, -1, self.guard_complete_produce,
+                                self.apply_complete_produce, via=bi))
+            out.append(Inst("Receive", p, -1, self.guard_receive, self.apply_receive))
+            out.append(Inst("Disconnect", p, -1, self.guard_disconnect, self.apply_disconnect))
+            out.append(Inst("BumpEpoch", p, -1, self.guard_bump_epoch, self.apply_bump_epoch))
         return out
 
     # --- helpers -------------------------------------------------------------------------------
@@ -306,13 +309,13 @@ class Producers:
 
     # --- actions -------------------------------------------------------------------------------
 
-    def _g_init(self, s, a):
+    def guard_init_producer_id(self, s, a):
         return s[("p", a.b, "pe")] < 0
 
-    def _s_init(self, s, a):
+    def apply_init_producer_id(self, s, a):
         s[("p", a.b, "pe")] = 0
 
-    def _g_send(self, s, a):
+    def guard_send(self, s, a):
         p, t = a.b, a.arg
         nb = s[("p", p, "nb")]
         queued = OR(*[AND(j < nb, NOT(s[("p", p, "bf", j)])) for j in range(self.B)])
@@ -322,7 +325,7 @@ class Producers:
                    self._in_flight(s, p) < self.cfg.max_in_flight,
                    OR(queued, s[("p", p, "nxt")] < self.RP), target)
 
-    def _s_send(self, s, a):
+    def apply_send(self, s, a):
         p, t, B = a.b, a.arg, self.B
         nb, nxt, seqn = s[("p", p, "nb")], s[("p", p, "nxt")], s[("p", p, "seqn")]
         idx = -1
@@ -353,12 +356,12 @@ class Producers:
         s[("g", "oob")] = OR(s[("g", "oob")], nq >= self.Q)
         s[("p", p, "nq")] = nq + 1
 
-    def _g_handle(self, s, a):
+    def guard_handle_produce(self, s, a):
         p, bi = a.b, a.via
         return AND(self._ready(s, p), s[("p", p, "nq")] > 0, s[("p", p, "qw", 0)] < 0,
                    EQ(s[("p", p, "qb", 0)], bi), self.enc.up(s, bi))
 
-    def _s_handle(self, s, a):
+    def apply_handle_produce(self, s, a):
         """spec.producer.handle_produce at broker bi for the head request."""
         p, bi, e, L = a.b, a.via, self.enc, self.enc.L
         k, seq, pe = (s[("p", p, f, 0)] for f in ("qk", "qs", "qpe"))
@@ -414,13 +417,13 @@ class Producers:
         code = ite(NOT(lead), rules.NOT_LEADER, ite(ok, rules.OK, rules.NOT_ENOUGH_REPLICAS))
         return OR(NOT(lead), passed), code
 
-    def _g_complete(self, s, a):
+    def guard_complete_produce(self, s, a):
         p, bi = a.b, a.via
         defined, _ = self._answer(s, p, bi)
         return AND(self._ready(s, p), s[("p", p, "nq")] > 0, s[("p", p, "qw", 0)] >= 0,
                    EQ(s[("p", p, "qb", 0)], bi), defined)
 
-    def _s_complete(self, s, a):
+    def apply_complete_produce(self, s, a):
         p, bi = a.b, a.via
         _, code = self._answer(s, p, bi)
         ok = EQ(code, rules.OK)
@@ -438,10 +441,10 @@ class Producers:
         slots = [EQ(s[("p", p, "nr")], j) for j in range(self.Q)]
         self._merge(s, [(ok, t_ok), (True, t_err)], by={0: slots, 1: slots})
 
-    def _g_receive(self, s, a):
+    def guard_receive(self, s, a):
         return AND(self._ready(s, a.b), s[("p", a.b, "nr")] > 0)
 
-    def _s_receive(self, s, a):
+    def apply_receive(self, s, a):
         p, B = a.b, self.B
         k, code, off = (s[("p", p, f, 0)] for f in RESP)
         for j in range(self.Q - 1):
@@ -459,12 +462,12 @@ class Producers:
         self.fail_batch(t_fail, p, idx, code)
         self._merge(s, [(ok, t_ok), (True, t_fail)])
 
-    def _g_disconnect(self, s, a):
+    def guard_disconnect(self, s, a):
         p = a.b
         return AND(self._ready(s, p), OR(s[("p", p, "nq")] > 0, s[("p", p, "nr")] > 0),
                    s[("g", "losses")] < self.cfg.losses)
 
-    def _s_disconnect(self, s, a):
+    def apply_disconnect(self, s, a):
         """Every batch in flight fails with a network error (none of them can ask for an epoch
         bump, so their order does not matter: the unresolved sequence is their minimum)."""
         p, B = a.b, self.B
@@ -486,7 +489,7 @@ class Producers:
         self._compact(s, p, fails)
         s[("g", "losses")] = s[("g", "losses")] + 1
 
-    def _g_bump(self, s, a):
+    def guard_bump_epoch(self, s, a):
         p = a.b
         nb, b = s[("p", p, "nb")], s[("p", p, "bump")]
         sent = OR(*[AND(j < nb, OR(s[("p", p, "bt", j)] != 0, s[("p", p, "bf", j)]))
@@ -494,7 +497,7 @@ class Producers:
         return AND(self._ready(s, p), OR(AND(EQ(b, -2), EQ(self._in_flight(s, p), 0)),
                                          AND(b >= 0, NOT(sent))))
 
-    def _s_bump(self, s, a):
+    def apply_bump_epoch(self, s, a):
         p = a.b
         b, lack = s[("p", p, "bump")], s[("p", p, "lack")]
         resolved = AND(b >= 0, lack >= b)                 # rules.sequence_resolved

@@ -13,7 +13,7 @@ and the query Err. The `oob` exclusion is the encoding's bounds, as BMC and indu
 
 sat: a path to Err. The rule names along Spacer's trace (one rule per action instance) are the
 action sequence; stepping the encoding along them gives the states; the path is replayed on
-spec (bmc's `_replay`) before it counts: replayed or it is not a refutation.
+spec (bmc's `replay`) before it counts: replayed or it is not a refutation.
 
 unsat: Spacer's inductive invariant for Reach is a candidate proof, checked independently by
 three kinds of plain z3 queries before the verdict is "proved": it holds in the initial
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import z3
 
-from checkers.prove.bmc import BmcResult, _replay, _solver, bad
+from checkers.prove.bmc import BmcResult, bad, replay, smt_solver
 from checkers.prove.encoding import Encoding
 from checkers.prove.props import names_for
 from checkers.prove.symstate import variables
@@ -219,13 +219,13 @@ def check_invariant(h: Horn, inv, *, time_limit: float = 300.0) -> str | None:
     init = enc.from_state(h.model.initial())
     sub = [(s[k], _val(init[k])) for k in h.keys]
     if not z3.is_true(z3.simplify(z3.substitute(inv, *sub))):
-        sol = _solver()
+        sol = smt_solver()
         sol.add(z3.Not(z3.substitute(inv, *sub)))
         if sol.check() != z3.unsat:
             return "it does not hold in the initial state"
 
     def unsat(*fs) -> bool | None:
-        sol = _solver()
+        sol = smt_solver()
         sol.set("timeout", max(1, int((time_limit - (time.monotonic() - t0)) * 1000)))
         sol.add(*fs)
         r = sol.check()
@@ -300,7 +300,7 @@ def _counterexample(h: Horn, fp, t0: float, stats: dict) -> SpacerResult:
         d = enc.succ(inst, d)
         states.append(d)
         choices.append(z3.IntVal(idx))      # choices[k] leads from states[k]
-    r = _replay(h.model, enc, _Concrete(), states, choices, h.names, t0)
+    r = replay(h.model, enc, _Concrete(), states, choices, h.names, t0)
     if r.problem and h.claims and len(r.states) == depth:
         # spec knows no claim: the claim broken is read off spec's last state, re-encoded
         last = enc.from_state(r.states[-1])

@@ -30,14 +30,10 @@ from __future__ import annotations
 import z3
 
 from checkers.prove.encoding import Encoding
-from checkers.prove.sym import AND, IF, NOT, OR
+from checkers.prove.sym import AND, IF, NOT, OR, as_bool
 from checkers.prove.symstate import variables
 
 OOB = ("g", "oob")
-
-
-def _zb(x):
-    return x if z3.is_expr(x) else z3.BoolVal(bool(x))
 
 
 def fields_of(exprs, key_of: dict) -> set:
@@ -67,7 +63,7 @@ def read_write_sets(enc: Encoding) -> list[tuple[frozenset, frozenset]]:
         g = inst.guard(s, inst)
         t = enc.succ(inst, s)
         w = {k for k, v in t.items() if v is not s[k]} - {OOB}
-        r = fields_of([_zb(g)] + [_zb(t[k]) for k in w], key_of) - {OOB}
+        r = fields_of([as_bool(g)] + [as_bool(t[k]) for k in w], key_of) - {OOB}
         out.append((frozenset(r), frozenset(w)))
     return out
 
@@ -110,7 +106,7 @@ def parallel_transition(enc: Encoding, s: dict, t: dict, fire: list, conflicts) 
             continue
         live.append(idx)
         if g is not True:
-            cons.append(z3.Implies(fire[idx], _zb(g)))
+            cons.append(z3.Implies(fire[idx], as_bool(g)))
         succ = enc.succ(inst, s)
         for k, v in succ.items():
             if v is s[k]:
@@ -133,7 +129,7 @@ def parallel_transition(enc: Encoding, s: dict, t: dict, fire: list, conflicts) 
         cons.append(tv == v)
     cons.append(NOT(OR(*oob)))
     t[OOB] = False
-    return [_zb(c) for c in cons]
+    return [as_bool(c) for c in cons]
 
 
 # Chained steps (the relaxed ∃-step semantics of Wehrle and Rintanen 2007): one step runs through
@@ -180,7 +176,7 @@ def chained_transition(enc: Encoding, s: dict, t: dict, fire: list, order: list[
             cons.append(NOT(fire[idx]))
             continue
         if g is not True:
-            cons.append(z3.Implies(fire[idx], _zb(g)))
+            cons.append(z3.Implies(fire[idx], as_bool(g)))
         succ = enc.succ(inst, cur)
         nxt = dict(cur)
         for k, v in succ.items():
@@ -203,7 +199,7 @@ def chained_transition(enc: Encoding, s: dict, t: dict, fire: list, order: list[
     else:
         cons.append(NOT(OR(*oob)))
         t[OOB] = False
-    return [_zb(c) for c in cons]
+    return [as_bool(c) for c in cons]
 
 
 def chain_passes(seq: list[int], rw: list, order: list[int]) -> int:

@@ -277,28 +277,6 @@ def leader_in_isr(e: Encoding, s):
 # what a follower will hold once the response lands.
 
 
-def _ext(e: Encoding, s, i):
-    """Broker i's extended log as a list over slots k of (present, record, epoch)."""
-    L = e.L
-    b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
-    leo = b("leo")
-    win = AND(b("hasf"), NOT(b("f_oor")))
-    fr = [b("fr", q) for q in range(L)]
-    fe = [b("fe", q) for q in range(L)]
-    out = []
-    for k in range(L):
-        inlog = k < leo
-        inwin = AND(win, k >= leo, k < leo + b("f_n"))
-        out.append((OR(inlog, inwin), ite(inlog, b("lr", k), sel(fr, k - leo)),
-                    ite(inlog, b("lep", k), sel(fe, k - leo))))
-    return out
-
-
-def _ext_len(e: Encoding, s, i):
-    b = lambda f: s[("b", i, f)]   # noqa: E731
-    return b("leo") + ite(AND(b("hasf"), NOT(b("f_oor"))), b("f_n"), 0)
-
-
 def _clean(e: Encoding, s, i):
     """A running leader, or a running follower that has truncated for its epoch."""
     b = lambda f: s[("b", i, f)]   # noqa: E731
@@ -341,7 +319,7 @@ def cache_matches_log(e: Encoding, s):
 
 
 def entry_unique(e: Encoding, s):
-    xs = [_ext(e, s, i) for i in range(e.n)]
+    xs = [e.extended_log(s, i) for i in range(e.n)]
     slots = [(i, k) for i in range(e.n) for k in range(e.L)]
     out = []
     for (i, k) in slots:
@@ -359,7 +337,7 @@ def entry_unique(e: Encoding, s):
 
 
 def log_prefix(e: Encoding, s):
-    xs = [_ext(e, s, i) for i in range(e.n)]
+    xs = [e.extended_log(s, i) for i in range(e.n)]
     out = []
     for i in range(e.n):
         for j in range(i + 1, e.n):
@@ -371,7 +349,7 @@ def log_prefix(e: Encoding, s):
 
 
 def epoch_prefix(e: Encoding, s):
-    xs = [_ext(e, s, i) for i in range(e.n)]
+    xs = [e.extended_log(s, i) for i in range(e.n)]
     out = []
     for i in range(e.n):
         for j in range(e.n):
@@ -385,7 +363,7 @@ def epoch_prefix(e: Encoding, s):
 
 
 def leader_owns_epoch(e: Encoding, s):
-    xs = [_ext(e, s, i) for i in range(e.n)]
+    xs = [e.extended_log(s, i) for i in range(e.n)]
     out = []
     for j in range(e.n):
         lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
@@ -406,7 +384,7 @@ def _led(e: Encoding, s, epoch, j):
 
 
 def same_epoch_agree(e: Encoding, s):
-    xs = [_ext(e, s, i) for i in range(e.n)]
+    xs = [e.extended_log(s, i) for i in range(e.n)]
     out = []
     n = e.n
     for i in range(n):
@@ -426,7 +404,7 @@ def same_epoch_agree(e: Encoding, s):
             if j == i:
                 continue
             lj = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), EQ(s[("b", j, "le")], b("le")))
-            out.append(IMPLIES(AND(fol, EQ(b("leader"), j), lj), _ext_len(e, s, i) <= s[("b", j, "leo")]))
+            out.append(IMPLIES(AND(fol, EQ(b("leader"), j), lj), e.extended_log_length(s, i) <= s[("b", j, "leo")]))
     for d in range(n):
         for k in range(e.K):
             m = lambda f: s[("m", d, k, f)]   # noqa: E731
@@ -459,7 +437,7 @@ def cache_epochs(e: Encoding, s):
             m = lambda f: s[("m", i, k, f)]   # noqa: E731
             out.append(IMPLIES(AND(_req(e, s, i, k), m("le") > b("le"), b("clen") > 0), top_e <= m("le")))
     # an epoch starts where its leader's cache says: no copy of its records sits lower
-    xs = [_ext(e, s, j) for j in range(e.n)]
+    xs = [e.extended_log(s, j) for j in range(e.n)]
     for j in range(e.n):
         out += [IMPLIES(xs[j][k + 1][0], xs[j][k][2] <= xs[j][k + 1][2]) for k in range(e.L - 1)]
         b = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
@@ -519,7 +497,7 @@ def hw_exposed(e: Encoding, s):
         out += [NOT(s[("g", "doomed", r)]) for r in range(e.R)]
     for i in range(e.n):
         b = lambda f, *k: s[("b", i, f) + k]   # noqa: E731
-        x = _ext(e, s, i)
+        x = e.extended_log(s, i)
         out.append(b("hw") <= elen)
         out += [IMPLIES(k < b("hw"), EQ(b("lr", k), exp[k])) for k in range(e.L)]
         out.append(IMPLIES(b("hasf"), b("f_hw") <= elen))
@@ -551,17 +529,17 @@ def positions(e: Encoding, s):
         acting = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER), EQ(s[("b", j, "le")], s[("z", "le")]))
         out.append(IMPLIES(AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER)),
                            EQ(s[("b", j, "pos", j)], s[("b", j, "leo")])))
-        xj = _ext(e, s, j)
+        xj = e.extended_log(s, j)
         for r in range(e.n):
             if r == j:
                 continue
             p = s[("b", j, "pos", r)]
-            xr = _ext(e, s, r)
+            xr = e.extended_log(s, r)
             lead = AND(s[("b", j, "alive")], EQ(s[("b", j, "role")], LEADER))
             if e.cfg.pauses:
                 lead = AND(lead, NOT(_deposed(e, s, j)))
             out.append(IMPLIES(AND(lead, p >= 0),
-                               AND(p <= s[("b", r, "leo")], _ext_len(e, s, r) <= s[("b", j, "leo")],
+                               AND(p <= s[("b", r, "leo")], e.extended_log_length(s, r) <= s[("b", j, "leo")],
                                    *[IMPLIES(xr[k][0], _same(xr[k], xj[k])) for k in range(e.L)])))
     return AND(*out)
 
@@ -672,7 +650,7 @@ def zombie_parts(e: Encoding, s) -> list[tuple[str, object]]:
         bj = lambda f, *k: s[("b", j, f) + k]   # noqa: E731
         lead_j = AND(bj("alive"), EQ(bj("role"), LEADER))
         others = [x for x in range(e.n) if x != j]
-        xj = _ext(e, s, j)
+        xj = e.extended_log(s, j)
         for r in others:
             p = bj("pos", r)
             # a broker j has a position for, or proposes, fetched from j in j's epoch: if it
@@ -696,10 +674,10 @@ def zombie_parts(e: Encoding, s) -> list[tuple[str, object]]:
         may = {x: _may_fetch(e, s, j, x) for x in others}
         for r, mf in may.items():
             p = bj("pos", r)
-            xr = _ext(e, s, r)
+            xr = e.extended_log(s, r)
             add(f"follower-prefix b{j} b{r}",
                 IMPLIES(AND(dep, mf, p >= 0),
-                        AND(p <= s[("b", r, "leo")], _ext_len(e, s, r) <= bj("leo"),
+                        AND(p <= s[("b", r, "leo")], e.extended_log_length(s, r) <= bj("leo"),
                             *[IMPLIES(xr[k][0], _same(xr[k], xj[k])) for k in range(e.L)])))
             add(f"pos-within-log b{j} b{r}", IMPLIES(dep, p <= bj("leo")))
         _deposed_clauses(e, s, add, j, f"b{j}", dep, lead_j, bj("le"), mx, lambda x: bj("pos", x), may)

@@ -555,11 +555,6 @@ def log_slots(cfg) -> int:
     return cfg.producers * cfg.records
 
 
-def _ext(e, s, i):
-    from checkers.prove.strengthen import _ext as ext
-    return ext(e, s, i)
-
-
 def _wsel(s, e, f, r):
     return sel([_w(s, f, w) for w in range(e.prods.W)], r)
 
@@ -571,9 +566,9 @@ def _meta(s, e, key, f):
 
 
 def _ext_meta(e, s, i, f):
-    """Field f of the write in each slot of broker i's extended log (_ext's slots)."""
+    """Field f of the write in each slot of broker i's extended log (Encoding.extended_log's slots)."""
     if not e.shadows:
-        return [_wsel(s, e, f, r) for _, r, _ in _ext(e, s, i)]
+        return [_wsel(s, e, f, r) for _, r, _ in e.extended_log(s, i)]
     leo = s[("b", i, "leo")]
     fr = [s[("b", i, "fr", q, f)] for q in range(e.L)]
     return [ite(k < leo, s[("b", i, "lr", k, f)], sel(fr, k - leo)) for k in range(e.L)]
@@ -593,7 +588,7 @@ def _logs_order(e, s):
     n = s[("g", "produced")]
     out = []
     for i in range(e.n):
-        x = _ext(e, s, i)
+        x = e.extended_log(s, i)
         rec = [(v, r, wk, pe, sq) for (v, r, _), wk, pe, sq in
                zip(x, *[_ext_meta(e, s, i, f) for f in ("wk", "wpe", "wseq")])]
         for k, (v, r, wk, pe, sq) in enumerate(rec):
@@ -634,7 +629,7 @@ def _logs_older_epochs(e, s):
     pe, nb = _p(s, "pe"), _p(s, "nb")
     out = []
     for i in range(e.n):
-        for (v, _, _), wpe, wk in zip(_ext(e, s, i), _ext_meta(e, s, i, "wpe"),
+        for (v, _, _), wpe, wk in zip(e.extended_log(s, i), _ext_meta(e, s, i, "wpe"),
                                       _ext_meta(e, s, i, "wk")):
             old = AND(v, wpe < pe)
             # below the first unfinished batch's record, hence below all (ProducerBatchesN)

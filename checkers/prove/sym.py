@@ -91,6 +91,12 @@ def NOT(x):
     return z3.Not(x) if sym(x) else not x
 
 
+def as_bool(x):
+    """x as a z3 Boolean term: a formula as it is, a Python truth value as BoolVal (for solver
+    calls, which take terms only)."""
+    return x if z3.is_expr(x) else z3.BoolVal(bool(x))
+
+
 def IMPLIES(a, b):
     return OR(NOT(a), b)
 

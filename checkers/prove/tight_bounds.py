@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from checkers.golden import CORPUS
-from checkers.prove.bmc import spec_action
+from checkers.prove.bmc import spec_action_at
 from checkers.prove.encoding import Encoding
 from checkers.shrink_trace import shrink_path
 from spec import Action, Model, make_config
@@ -48,7 +48,7 @@ def golden_instances(fix: str):
     s, d, seq = model.initial(), enc.from_state(model.initial()), []
     for a in path:
         i = next(k for k, x in enumerate(enc.insts)
-                 if x.guard(d, x) and spec_action(enc, x, d, s) == a)
+                 if x.guard(d, x) and spec_action_at(enc, x, d, s) == a)
         seq.append(i)
         d, s = enc.succ(enc.insts[i], d), model.step(s, a)
     return model, enc, path, seq
