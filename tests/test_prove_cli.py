@@ -1,4 +1,4 @@
-"""`kafkaverify prove` (kafkaverify/cmd_prove.py) and the BMC / induction engines behind it:
+"""`kafkaverify prove` (kafkaverify/commands/prove.py, kafkaverify/runs/prove.py) and the BMC / induction engines behind it:
 exit codes, refutation traces that `kafkaverify replay` reproduces on the explicit model, a
 proof, an unknown with its counterexample to induction, and the invariant encodings agreeing
 with spec's on drawn states."""
@@ -99,7 +99,7 @@ def test_invariant_encodings_agree_with_spec():
 
 
 def test_check_stage_passes():
-    from kafkaverify.cmd_prove import prove_stage
+    from kafkaverify.runs.prove import prove_stage
     verdict, secs, detail = prove_stage()
     assert verdict == "pass", detail
     assert "replayed" in detail and "MonotonicEpochs proved" in detail

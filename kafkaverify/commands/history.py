@@ -13,15 +13,19 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from checkers.history.generate import Params, generate
+from checkers.history.report_html import render
+from checkers.history.result import counts
+from checkers.history.seeding import SEEDABLE
 from kafkaverify import exitcodes
 from kafkaverify.exitcodes import InputError
+from traces.history import HistoryError, history_events, load, write
 
 EXIT = {"valid": exitcodes.VALID, "invalid": exitcodes.VIOLATION, "unknown": exitcodes.UNKNOWN}
 FIRST_WITNESSES = 5
 
 
 def _load(path: str, fmt: str | None):
-    from traces.history import HistoryError, load
     try:
         return load(path, fmt)
     except HistoryError as e:
@@ -36,7 +40,6 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _write_history(path: str, header: dict, ops) -> None:
-    from traces.history import history_events, write
     try:
         write(path, header, history_events(ops))
     except OSError as e:
@@ -44,7 +47,6 @@ def _write_history(path: str, header: dict, ops) -> None:
 
 
 def _summary(console: Console, n_ops: int, by_id: dict, verdict, seconds: float) -> None:
-    from checkers.history.result import counts
     t = Table(title=f"{n_ops} operations read and checked in {seconds:.2f} s (end to end): "
                     f"{verdict.status.upper()}")
     for col in ("check", "status", "examined", "anomalies", "note"):
@@ -99,8 +101,8 @@ def register(group: click.Group) -> None:
         # The clock starts before anything is read: reading is most of the cost.
         t0 = time.perf_counter()
         deadline = time.monotonic() + time_limit if time_limit else None
+        # lazy: the columnar kernel imports polars (CLI start-up)
         from checkers.history.columnar_file import check_file
-        from traces.history import HistoryError
         try:
             r = check_file(file, fmt, deadline=deadline,
                            screen_group_events=LOW_MEMORY_GROUP_EVENTS if low_memory else None)
@@ -114,7 +116,6 @@ def register(group: click.Group) -> None:
             out["file"], out["seconds"], out["engine"] = file, round(secs, 3), r.engine
             _write_text(json_out, json.dumps(out, indent=1))
         if html_out:
-            from checkers.history.report_html import render
             h = r.history if r.history is not None else _load(file, fmt)   # the timeline needs every op
             _write_text(html_out, render(h, verdict, title=Path(file).name))
         return EXIT[verdict.status]
@@ -128,6 +129,7 @@ def register(group: click.Group) -> None:
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=60.0)
     def shrink_cmd(file, out, fmt, anomaly, time_limit):
         """Reduce an invalid history to a small sub-history showing the same anomaly."""
+        # lazy: the shrinker's checkers import networkx (CLI start-up)
         from checkers.history.shrink import NothingToShrink, shrink
         h = _load(file, fmt)
         try:
@@ -151,8 +153,6 @@ def register(group: click.Group) -> None:
     @click.option("--out", required=True, type=click.Path(dir_okay=False))
     def gen_history_cmd(seed, ops, partitions, anomalies, out):
         """Generate a history (valid, unless anomalies are seeded); JSON lines or .parquet."""
-        from checkers.history.generate import Params, generate
-        from checkers.history.seeding import SEEDABLE
         plan = {}
         valid = ", ".join(sorted(SEEDABLE))
         for spec in anomalies:
