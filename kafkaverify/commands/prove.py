@@ -14,8 +14,8 @@ def register(group: click.Group) -> None:
                   help="records in all (the log bound); with --producers, records per producer")
     @click.option("--depth", type=int, default=None,
                   help="BMC depth before the inductive proofs (0: induction only); not given: "
-                       "induction, then BMC over chained steps to depth 4 for what it leaves "
-                       "unknown")
+                       "induction, then BMC over chained steps to a default depth (printed as "
+                       "bmc-fallback=N) for what it leaves unknown")
     @click.option("--invariant", "invariants", multiple=True, metavar="NAME",
                   help="invariants (repeatable; default: the core ones)")
     @click.option("--time-limit", type=float, default=300.0, show_default=True, help="seconds in all")

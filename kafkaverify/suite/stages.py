@@ -48,7 +48,7 @@ IDEMPOTENT_5_BOUNDS = {"producers": 1, "records": 5, "max_in_flight": 5, "retrie
                        "min_isr": 1, "crashes": 0, "elections": 0, "losses": 1}
 IDEMPOTENT_6_BOUNDS = {**IDEMPOTENT_5_BOUNDS, "records": 6, "max_in_flight": 6}
 
-CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus"
 CURRENT_TIME_LIMIT = 900.0
 TEETH_TIME_LIMIT = 180.0
 
