@@ -36,7 +36,8 @@ def register(group: click.Group) -> None:
     @click.option("--faults", default=",".join(("crash", "pause", "partition", "power-loss", "controller-failover")),
                   show_default=True, help="comma-separated: crash, pause, partition, power-loss (isolated: "
                   "what current promises to survive), power-loss-any (unguarded: KIP-966's loss), "
-                  "controller-failover, session-expiry, producer-restart, consumer-crash")
+                  "controller-failover, session-expiry, producer-restart, consumer-crash (older names: "
+                  "kill = crash, power-fail = power-loss)")
     @click.option("--clients", type=click.Choice(sorted(CLIENT_NAMES)), default="kafka-python", show_default=True)
     @click.option("--acks", type=click.Choice(["all", "1", "0"]), default="all", show_default=True)
     @click.option("--idempotence/--no-idempotence", default=None, help="default: the client's default")
