@@ -24,7 +24,7 @@ from pathlib import Path
 
 from impl.netfault import enter_private_netns
 from kafkaverify.audit.settings import CLIENTS, client_refusal, matrix, parse_list
-from kafkaverify.cmd_audit import DEFAULTS
+from kafkaverify.commands.audit import DEFAULTS
 
 
 def full_matrix_cells() -> tuple[int, int, int]:

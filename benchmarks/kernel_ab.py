@@ -4,9 +4,9 @@ alternated in one process on the same lean frame (warm, no reading, no start-up)
 
 End-to-end figures (benchmarks.history_e2e) move by a tenth between runs on a loaded
 machine; alternating the two kernels on one frame in one process shows a kernel change that
-small. Only the polars screen (checkers/history/screens/columnar.py, or
-checkers/history/columnar.py in a checkout from before the screens had a folder) is taken from DIR (loaded under another module name);
-what it imports comes from this checkout. Prints seed= and the options first, then the least
+small. Only the polars screen (checkers/history/screens/columnar.py, or checkers/history/columnar.py
+in a checkout from before the screens had a folder) is taken from DIR (loaded under another
+module name); what it imports comes from this checkout. Prints seed= and the options first, then the least
 and median CPU seconds of each kernel and the ratio of the medians (base / new)."""
 from __future__ import annotations
 

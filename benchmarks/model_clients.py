@@ -15,7 +15,7 @@ import time
 from checkers.explore import explore
 from checkers.golden import (GROUP_BOUNDS, GROUP_FAILOVER_BOUNDS, PRODUCER_CONNECTION_BOUNDS,
                              PRODUCER_FAULT_BOUNDS)
-from kafkaverify.suite import IDEMPOTENT_5_BOUNDS, IDEMPOTENT_6_BOUNDS
+from kafkaverify.suite.stages import IDEMPOTENT_5_BOUNDS, IDEMPOTENT_6_BOUNDS
 from spec import Model, make_config
 
 NOIDEM = ("idempotent-producer",)

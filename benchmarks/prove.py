@@ -47,7 +47,7 @@ from checkers.prove.bmc import bmc
 from checkers.prove.encoding import supported
 from checkers.prove.induction import prove
 from checkers.prove.tight_bounds import THREE_TIGHT, golden_instances
-from kafkaverify.cmd_prove import prove_config
+from kafkaverify.runs.prove import prove_config
 from spec import Model, make_config
 from spec.config import CLIENT_FIXES, GENERATIONS
 

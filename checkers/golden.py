@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from checkers.model_trace import config_args
 from spec import GENERATIONS, INVARIANTS, Action, Model, State, make_config
 from spec.invariants import Invariant, selected, violated
 
@@ -124,14 +125,13 @@ class Recipe:
         return make_config(self.generation, self.without, **self.bounds)
 
     def command(self) -> str:
-        from checkers.model_trace import config_args as _config_args
         inv = "".join(f" --invariant {i}" for i in self.invariants or ())
         if self.script is not None:
             return f"python -m checkers.golden --only {self.file}"
         if self.seed is not None:
-            return (f"kafkaverify simulate {_config_args(self.config())} --seed {self.seed} "
+            return (f"kafkaverify simulate {config_args(self.config())} --seed {self.seed} "
                     f"--steps {self.sim_steps} --walk-length 60")
-        return f"kafkaverify explore {_config_args(self.config())}{inv}"
+        return f"kafkaverify explore {config_args(self.config())}{inv}"
 
 
 def first_generation_with(fix: str) -> str:

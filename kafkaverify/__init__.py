@@ -1,4 +1,15 @@
-"""kafkaverify: the CLI, the suite runner and the reports."""
+"""kafkaverify: the CLI, the suite, the reports and the pytest plugin.
+
+    cli.py, __main__.py  the `kafkaverify` command (console script and `python -m kafkaverify`)
+    exitcodes.py         the exit codes every command shares
+    commands/            one module of click commands per area: they parse options and call
+    runs/                what the model, proof, history, mining and broker commands do
+    suite/               `kafkaverify check`: its stages, their budgets, the run
+    reports/             a counterexample as a story; JUnit XML, JSON and HTML for CI
+    plugin/, pytest_plugin.py   the pytest plugin (entry point `pytest11`) and its parts
+    nemesis/             fault schedules on the real cluster; audit/  the ordering audit
+    groupclient.py       one consumer-group member as its own process
+"""
 import os
 
 __version__ = "0.1.0"

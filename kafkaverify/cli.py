@@ -1,5 +1,7 @@
-"""The `kafkaverify` command line. Each area registers its commands from its own module, so the
-model, history and broker commands evolve independently. Exit codes: kafkaverify.exitcodes."""
+"""The `kafkaverify` command line (the console script `kafkaverify = kafkaverify.cli:main`, and
+`python -m kafkaverify`). Each area registers its commands from its own module under
+kafkaverify/commands/, so the model, history and broker commands evolve independently. Exit
+codes: kafkaverify.exitcodes."""
 from __future__ import annotations
 
 import importlib
@@ -11,13 +13,13 @@ from kafkaverify import exitcodes
 
 # Modules that contribute commands; each defines `register(group: click.Group)`.
 COMMAND_MODULES = (
-    "kafkaverify.cmd_model",
-    "kafkaverify.cmd_history",
-    "kafkaverify.cmd_broker",
-    "kafkaverify.cmd_mine",
-    "kafkaverify.cmd_nemesis",
-    "kafkaverify.cmd_prove",
-    "kafkaverify.cmd_audit",
+    "kafkaverify.commands.model",
+    "kafkaverify.commands.history",
+    "kafkaverify.commands.broker",
+    "kafkaverify.commands.mine",
+    "kafkaverify.commands.nemesis",
+    "kafkaverify.commands.prove",
+    "kafkaverify.commands.audit",
 )
 
 

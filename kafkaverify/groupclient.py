@@ -18,6 +18,9 @@ exposes it publicly. It is read just before a commit: kafka-python and confluent
 only inside poll (eager assignors: the revoke callback runs first), so it cannot change under a
 commit; aiokafka rebalances in a background task, where a join racing a commit is possible in
 principle (the commit would then carry the newer generation).
+
+The client libraries are imported in their member class only: each is optional and a member
+process uses one.
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+
+from traces.history_recorder import HistoryRecorder
 
 CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
 POLL_MS = 200
@@ -241,7 +246,6 @@ def main(argv=None) -> int:
     ap.add_argument("--history", required=True)
     ap.add_argument("--session-timeout-ms", type=int, default=0, help="0: the client's default")
     a = ap.parse_args(argv)
-    from traces.history_recorder import HistoryRecorder
     rec = HistoryRecorder(a.history, trace_id=f"member-{a.process}", client=a.client)
     m = MEMBERS[a.client](a, rec)
 

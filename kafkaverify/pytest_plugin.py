@@ -7,7 +7,7 @@ recorder wired to the test's own Kafka clients, checked when the test body ends.
         topic = kafka_topic(partitions=1, replication_factor=3, min_insync=2)
         producer = kafka_history.producer(KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, ...))
         ...
-        kafka_faults.kill(leader_of=(topic, 0))
+        kafka_faults.crash(leader_of=(topic, 0))
         ...
     # at the end: faults healed, every touched partition read from 0 (final reads), the history
     # checked; an anomaly fails the test with its witness and the path of the HTML report.
@@ -18,16 +18,19 @@ Fixtures (function scope; the cluster's lifetime is the marker's `scope`):
                          **broker_config); a shared cluster is healed after each test
   kafka_cluster_factory  make(brokers=1, generation=None, coordinator=None, **broker_config):
                          more clusters for one test, stopped at its end
-  kafka_faults           kafkaverify.fault_handle.FaultHandle on kafka_cluster, seeded
-  kafka_history          kafkaverify.client_history.ClientHistory: .producer(p), .consumer(c, ...)
+  kafka_faults           kafkaverify.plugin.fault_handle.FaultHandle on kafka_cluster, seeded
+  kafka_history          kafkaverify.plugin.client_history.ClientHistory: .producer(p), .consumer(c, ...)
   kafka_topic            make(partitions=1, replication_factor=None, min_insync=1) -> a fresh
                          topic name, created and led
   kafkaverify_seed       the run's seed (int)
 Options: --kafkaverify-generation (default current), --kafkaverify-seed (default: drawn and
 printed in the header), --kafkaverify-coordinator (embedded or zk://HOST:PORT[/chroot]).
 
-Cheap when unused: importing this module imports pytest only; clusters, clients and checkers
-are imported by the fixtures that need them, and the hooks do nothing for tests without them.
+Cheap when unused (every pytest run in an environment with kafkaverify installed loads it):
+importing this module imports pytest and a few light project modules; the cluster (with
+kafka-python) and the history checkers (with networkx) are imported by the fixtures and hooks
+that need them, and the hooks do nothing for tests without them. Its parts: the fault handle
+(kafkaverify/plugin/fault_handle.py) and the history recorder (kafkaverify/plugin/client_history.py).
 """
 from __future__ import annotations
 
@@ -40,6 +43,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from checkers.history.report_html import render
+from impl.rules import fixes_for
+from kafkaverify.plugin.client_history import ClientHistory
+from kafkaverify.plugin.fault_handle import FaultHandle
+from traces.history import load
 
 SCOPES = ("function", "module", "session")
 WITNESSES_SHOWN = 3
@@ -75,7 +84,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_seed] = seed
     gen = config.getoption("kafkaverify_generation")
     if gen is not None:
-        from impl.rules import fixes_for
         try:
             fixes_for(gen)
         except Exception as e:          # a usage error, said once, not a traceback per test
@@ -128,6 +136,8 @@ class ClusterPool:
         self._n = itertools.count()
 
     def start(self, spec: ClusterSpec) -> Any:
+        # lazy: the cluster imports kafka-python's protocol codecs, loaded only for a test that
+        # asks for a cluster
         from impl.cluster import Cluster
         cfg = dict(spec.config)
         session_ms = cfg.pop("session_timeout_ms", 3000)
@@ -216,7 +226,6 @@ def kafka_cluster_factory(request: pytest.FixtureRequest, tmp_path_factory: pyte
 
 @pytest.fixture
 def kafka_faults(request: pytest.FixtureRequest, kafka_cluster, kafkaverify_seed: int):
-    from kafkaverify.fault_handle import FaultHandle
     h = FaultHandle(kafka_cluster, seed=kafkaverify_seed)
     request.node.stash[_faults] = h
     return h
@@ -239,7 +248,6 @@ def kafka_topic(request: pytest.FixtureRequest, kafka_cluster):
 
 @pytest.fixture
 def kafka_history(request: pytest.FixtureRequest, kafka_cluster, kafkaverify_seed: int, tmp_path: Path):
-    from kafkaverify.client_history import ClientHistory
     h = ClientHistory(tmp_path / "history.jsonl", trace_id=request.node.nodeid, seed=kafkaverify_seed,
                       generation=kafka_cluster.generation, brokers=kafka_cluster.n)
     request.node.stash[_history] = h
@@ -277,9 +285,8 @@ def _check_recorded(item: pytest.Item, hist: Any) -> None:
     if faults is not None:
         faults.heal(topics=tuple(sorted({t for t, _ in hist.touched})))
     problems = hist.final_reads(cluster.bootstrap)
-    from checkers.history.report_html import render
+    # lazy: the history checkers import networkx, loaded only for a test that recorded a history
     from checkers.history.oracle.check import check_history
-    from traces.history import load
     h = load(hist.path)
     verdict = check_history(h)
     if verdict.status == "valid":

@@ -108,7 +108,7 @@ def test_power_loss_command_truncates_unflushed_writes(tmp_path):
 
 def test_impl_never_imports_the_model_or_checkers():
     code = ("import sys, impl.broker, impl.cluster, impl.controller, impl.handlers, impl.storage.log, "
-            "impl.protocol.codec, kafkaverify.cmd_broker;"
+            "impl.protocol.codec, kafkaverify.commands.broker, kafkaverify.runs.broker;"
             "bad=[m for m in sys.modules if m.split('.')[0] in ('spec', 'checkers')];"
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=child_env(), cwd=PROJECT_ROOT,

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from kafkaverify import budget, suite
-from kafkaverify.ci_report import Outcome, junit_xml, story, summary_html, write_outputs
+from kafkaverify.suite import budget
+from kafkaverify.suite import stages as suite
+from kafkaverify.reports.ci import Outcome, junit_xml, story, summary_html, write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 XSD = ROOT / "tests" / "data" / "junit.xsd"
@@ -34,7 +35,7 @@ def schema():
 def test_every_stage_has_a_budget_row():
     names = [n for n, _ in suite.stages(quick=False)]
     missing = [n for n in names if n not in budget.TABLE]
-    assert not missing, f"add a row to kafkaverify/budget.py TABLE for: {missing}"
+    assert not missing, f"add a row to kafkaverify/suite/budget.py TABLE for: {missing}"
     assert not set(budget.TABLE) - set(names), "budget rows for stages that no longer exist"
 
 

@@ -18,7 +18,7 @@ from checkers.golden import GROUP_BOUNDS, PRODUCER_CONNECTION_BOUNDS, PRODUCER_F
 from checkers.history.oracle.check import check_history
 from checkers.model_history import (differential_invariants, expected_anomalies, history_of_run,
                                     random_run)
-from kafkaverify.suite import IDEMPOTENT_5_BOUNDS, IDEMPOTENT_6_BOUNDS
+from kafkaverify.suite.stages import IDEMPOTENT_5_BOUNDS, IDEMPOTENT_6_BOUNDS
 from spec import Model, make_config
 from spec.invariants import active, unpromised
 from spec.symmetry import canonical

@@ -1,4 +1,4 @@
-"""`kafkaverify prove` (kafkaverify/cmd_prove.py) and the BMC / induction engines behind it:
+"""`kafkaverify prove` (kafkaverify/commands/prove.py, kafkaverify/runs/prove.py) and the BMC / induction engines behind it:
 exit codes, refutation traces that `kafkaverify replay` reproduces on the explicit model, a
 proof, an unknown with its counterexample to induction, and the invariant encodings agreeing
 with spec's on drawn states."""
@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from checkers.prove.bmc import bmc
 from checkers.prove.differential import draw_states
@@ -52,9 +54,10 @@ def test_induction_proves_monotonic_epochs():
 
 def test_unknown_shows_a_counterexample_to_induction():
     """Without epoch-truncation StrongIsr is false (the explorer finds it), so no strengthening
-    makes it inductive: unknown, with the CTI as a pre-state, an action and a post-state."""
+    makes it inductive: unknown, with the CTI as a pre-state, an action and a post-state.
+    `--depth 0` asks for induction alone (without --depth, BMC would then refute it)."""
     r = kv("prove", "--without", "epoch-truncation", "--brokers", "2", "--log-length", "2",
-           "--invariant", "StrongIsr", "--time-limit", "120")
+           "--invariant", "StrongIsr", "--time-limit", "120", "--depth", "0")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "counterexample to induction for StrongIsr" in r.stdout
     assert "pre-state:" in r.stdout and "post-state:" in r.stdout
@@ -99,7 +102,7 @@ def test_invariant_encodings_agree_with_spec():
 
 
 def test_check_stage_passes():
-    from kafkaverify.cmd_prove import prove_stage
+    from kafkaverify.runs.prove import prove_stage
     verdict, secs, detail = prove_stage()
     assert verdict == "pass", detail
     assert "replayed" in detail and "MonotonicEpochs proved" in detail
@@ -112,3 +115,44 @@ def test_pauses_are_encoded():
     r = kv("prove", "--brokers", "2", "--pauses", "1", "--invariant", "HwBelowLeo")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "proved" in r.stdout and "induction" in r.stdout
+
+
+def _replays_to(trace: Path, invariant: str) -> None:
+    rep = kv("replay", str(trace))
+    assert rep.returncode == 1, rep.stdout + rep.stderr
+    assert f"VIOLATION of {invariant}" in rep.stdout
+
+
+def test_without_depth_bmc_refutes_what_induction_leaves_unknown(tmp_path):
+    """No --depth: StrongIsr is not inductive in v0.10 (unknown), so BMC over chained steps
+    (kafkaverify/runs/prove.py FALLBACK_DEPTH) searches it before the answer and refutes it:
+    exit 1, not 2, with a trace that `kafkaverify replay` reproduces."""
+    r = kv("prove", "--generation", "v0.10", "--brokers", "3", "--invariant", "StrongIsr",
+           "--time-limit", "120", "--out", str(tmp_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "bmc-fallback=3" in r.stdout
+    assert "chained steps (induction: unknown)" in r.stdout and "refuted" in r.stdout
+    traces = list(tmp_path.glob("*.jsonl"))
+    assert len(traces) == 1
+    _replays_to(traces[0], "StrongIsr")
+
+
+def test_depth_0_keeps_induction_alone():
+    """An explicit --depth 0 is induction only, as before: the unknown stays unknown (exit 2)."""
+    r = kv("prove", "--generation", "v0.10", "--brokers", "3", "--invariant", "StrongIsr",
+           "--depth", "0")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "bmc-fallback" not in r.stdout and "chained steps" not in r.stdout
+
+
+@pytest.mark.slow
+def test_prove_v010_three_brokers_exits_1_with_a_replayable_trace(tmp_path):
+    """`kafkaverify prove --generation v0.10 --brokers 3` on the core invariants: StrongIsr
+    refuted by the BMC fallback (about 35 s in all: a second round searches LogMatching and
+    ReplicationQuorumSuperset to the default depth and finds nothing)."""
+    r = kv("prove", "--generation", "v0.10", "--brokers", "3", "--out", str(tmp_path),
+           timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    traces = list(tmp_path.glob("*StrongIsr*.jsonl"))
+    assert len(traces) == 1
+    _replays_to(traces[0], "StrongIsr")

@@ -8,7 +8,7 @@ from checkers.prove import induction
 from checkers.prove.differential import draw_states
 from checkers.prove.encoding import Encoding
 from checkers.prove.strengthen import NEEDS, zombie_parts
-from kafkaverify.cmd_prove import prove_config
+from kafkaverify.runs.prove import prove_config
 from spec import Model, make_config
 from spec.state import LEADER, bits, mask_str
 

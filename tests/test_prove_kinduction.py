@@ -16,7 +16,7 @@ from checkers.prove.induction import prove
 from checkers.prove.kinduction import kinduction, step_case
 from checkers.prove.props import STATE_PROPS
 from checkers.prove.strengthen import STRENGTHENING
-from kafkaverify.cmd_prove import prove_config
+from kafkaverify.runs.prove import prove_config
 from spec import Model, make_config
 from spec.invariants import violated
 from spec.model import normalize_versions as canon_versions

@@ -158,7 +158,7 @@ def test_coordinator_option_runs_clusters_on_zookeeper(tmp_path, zookeeper_url):
 
 def test_recorder_wraps_only_known_clients_and_refuses_subscribe(tmp_path):
     from kafka import KafkaConsumer
-    from kafkaverify.client_history import ClientHistory, text
+    from kafkaverify.plugin.client_history import ClientHistory, text
     h = ClientHistory(tmp_path / "h.jsonl")
     try:
         with pytest.raises(TypeError, match="kafka-python KafkaProducer or confluent-kafka Producer"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkaverify import budget, suite
+from kafkaverify.suite import budget
+from kafkaverify.suite import stages as suite
 from spec import rules
 from spec.config import FIXES
 

@@ -43,6 +43,25 @@ the next event waits until it is back in every ISR. So some other ISR member alw
 every committed record. A power-loss without "isolated" is applied as it comes (the family
 that shows the KIP-966 loss in `current`).
 
+The fault vocabulary, one set of names across the schedule format, the CLI
+(`kafkaverify broker ...`, `kafkaverify nemesis --faults`) and the pytest plugin's fault handle
+(kafkaverify/plugin/fault_handle.py); the older names on the right keep working everywhere (a
+schedule written with them loads, with the canonical name):
+
+    fault       schedule       broker CLI               plugin handle        older names
+    crash       "crash"        broker crash TARGET      faults.crash()       kill (broker kill,
+                                                                             faults.kill())
+    power-loss  "power-loss"   broker power-loss TARGET faults.power_loss()  power-fail (broker
+                                                                             power-fail,
+                                                                             faults.power_fail())
+    restart     "restart"      broker restart TARGET    faults.restart()
+    pause       "pause"        broker pause TARGET      faults.pause()
+    resume      "resume"       broker resume TARGET     faults.resume()
+
+`broker drop-unflushed` is the second half of a power loss alone, on the files of a stopped
+broker (`broker power-loss --data-dir D` without TARGET is its older spelling). The broker's
+control channel (impl/control.py) keeps its own wire names, "kill" and "power-fail".
+
 Errors name the event index: ScheduleError("event 2: unknown fault 'crsh' ..."). This module
 imports neither spec/ nor impl/.
 """
@@ -62,6 +81,8 @@ NET_FAULTS = ("partition", "heal")
 CLUSTER_FAULTS = ("controller-failover",)
 CLIENT_FAULTS = ("producer-restart", "consumer-crash")
 FAULTS = BROKER_FAULTS + NET_FAULTS + CLUSTER_FAULTS + CLIENT_FAULTS
+# older name -> the vocabulary's name (the table in the docstring above)
+FAULT_ALIASES = {"kill": "crash", "power-fail": "power-loss"}
 # Faults a duration may undo, and the fault that undoes them.
 UNDO = {"crash": "restart", "power-loss": "restart", "pause": "resume", "partition": "heal",
         "controller-failover": "restart"}
@@ -76,6 +97,12 @@ WORKLOAD_DEFAULTS: dict[str, Any] = {
     "records": 400, "consumers": 0, "min_insync": 2, "replication_factor": 3, "topic": "nemesis",
     "partitions": 1,
 }
+
+
+def canonical_fault(name: str) -> str:
+    """The vocabulary's name for a fault given by its name or an older alias; anything else is
+    returned as given (the caller says it is unknown)."""
+    return FAULT_ALIASES.get(name, name)
 
 
 class ScheduleError(Exception):
@@ -182,8 +209,10 @@ def parse_event(i: int, raw: Any, brokers: int) -> Event:
         raise ScheduleError(f"{where}: unknown field(s) {', '.join(unknown)} (times carry units: after_ms, "
                             f"duration_ms)")
     f = raw.get("fault")
+    f = canonical_fault(f) if isinstance(f, str) else f
     if f not in FAULTS:
-        raise ScheduleError(f"{where}: unknown fault {f!r} (one of {', '.join(FAULTS)})")
+        raise ScheduleError(f"{where}: unknown fault {f!r} (one of {', '.join(FAULTS)}; older names: "
+                            f"{', '.join(f'{a} = {c}' for a, c in sorted(FAULT_ALIASES.items()))})")
     after = _ms(where, "after_ms", raw.get("after_ms"), True)
     dur = _ms(where, "duration_ms", raw.get("duration_ms"), False)
     if dur is not None and f not in UNDO:

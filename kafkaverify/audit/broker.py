@@ -13,6 +13,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
+
+from kafkaverify.audit.settings import CLIENT_PACKAGES
+from kafkaverify.nemesis.explore import default_workload, schedules, size
+from kafkaverify.nemesis.runner import RunResult, run_schedule
 from traces.schedule import Schedule
 
 # history anomaly type -> audit question
@@ -25,8 +30,6 @@ TOPIC = "audit"
 def draw_schedules(n: int, seed: int, generation: str, faults: tuple[str, ...] = FAULTS,
                    brokers: int = 3) -> list[tuple]:
     """n distinct fault-event lists from the nemesis's strategy, the same for one seed."""
-    from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
-    from kafkaverify.nemesis.explore import schedules
     got: list[tuple] = []
     w = {"topic": TOPIC}
 
@@ -42,8 +45,6 @@ def draw_schedules(n: int, seed: int, generation: str, faults: tuple[str, ...] =
 
 
 def workload(client: str, s) -> dict:
-    from kafkaverify.nemesis.explore import default_workload
-    from kafkaverify.audit.settings import CLIENT_PACKAGES
     return default_workload(CLIENT_PACKAGES[client], acks="all" if s.acks == "all" else int(s.acks),
                             retries=s.retries, idempotence=s.idempotence, max_in_flight=s.max_in_flight,
                             min_insync=2, replication_factor=3, consumers=0, topic=TOPIC)
@@ -75,12 +76,10 @@ class BrokerRun:
         return {f.question for f in self.findings}
 
     def size(self) -> tuple[int, int]:
-        from kafkaverify.nemesis.explore import size
         return size(self.schedule)
 
 
 def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation: str, net: bool) -> BrokerRun:
-    from kafkaverify.nemesis.runner import RunResult, run_schedule
     sched = Schedule(generation, 3, events, workload(client, s), seed=index)
     try:
         r = run_schedule(sched, out_dir, net=net)

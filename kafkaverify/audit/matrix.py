@@ -13,7 +13,7 @@ from typing import Callable
 
 from kafkaverify.audit.broker import BrokerRun, draw_schedules, run_one
 from kafkaverify.audit.explained import explain
-from kafkaverify.audit.model import ModelVerdict
+from kafkaverify.audit.model import ModelVerdict, effective, verdicts
 from kafkaverify.audit.settings import QUESTIONS, Setting, client_refusal
 
 
@@ -114,7 +114,6 @@ class Audit:
 
 
 def _model_job(generation: str, s: Setting, limit: float, deadline: float):
-    from kafkaverify.audit.model import verdicts
     left = deadline - time.time()
     if left <= 1:
         return None
@@ -135,7 +134,6 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
     for i, ev in enumerate(a.schedules, 1):
         progress(f"schedule {i}: {' ; '.join(e.describe() for e in ev)}")
     pool = ProcessPoolExecutor(max_workers=1)
-    from kafkaverify.audit.model import effective
     by_key: dict[tuple, object] = {}
     futs = {}
     for s in settings:          # one search per setting as the model sees it (model.effective)

@@ -15,6 +15,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from checkers.explore import explore
+from checkers.model_trace import config_args
+from kafkaverify.reports.story import story_lines
+from spec import ConfigError, Model, make_config
+
 INVARIANT = {"reorder": "ProducerSendOrder", "duplicate": "ProducerExactlyOnce", "loss": "ProducerAckedDurable"}
 BASE = {"brokers": 2, "producers": 1, "records": 2, "min_isr": 1, "pauses": 0}
 FAULTS = {"reorder": {"crashes": 1, "elections": 1, "losses": 0},
@@ -56,7 +61,6 @@ def effective(s) -> tuple:
 
 
 def _config(generation: str, s, question: str):
-    from spec import make_config
     without = () if s.idempotence else ("idempotent-producer",)
     acks, retries, mif, _ = effective(s)
     return make_config(generation, without, acks=acks, max_in_flight=mif, retries=retries, **BASE, **FAULTS[question])
@@ -69,7 +73,6 @@ def _bounds_text(cfg) -> str:
 
 
 def _command(cfg, invariant: str, time_limit: float) -> str:
-    from checkers.model_trace import config_args
     return (f"kafkaverify explore {config_args(cfg)} "
             f"--invariant {invariant} --bfs-only --max-depth {MAX_DEPTH} --time-limit {time_limit:g}")
 
@@ -79,9 +82,6 @@ def verdicts(generation: str, s, time_limit_s: float = 120.0, workers: int = 1) 
     breadth-first search: it stops at the first (shortest) violation; the question it answers
     is settled and the search runs again for the others, until none is left or the space is
     exhausted (then they are `none within bounds`). Each search is bounded by time_limit_s."""
-    from checkers.explore import explore
-    from kafkaverify.cmd_model import story_lines
-    from spec import ConfigError, Model
     out: dict[str, ModelVerdict] = {}
     groups: dict[tuple, list[str]] = {}
     for q in ("reorder", "loss", "duplicate"):

@@ -4,6 +4,7 @@ setting at all — asked of the client itself, so a refusal is reported in the c
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass
 
@@ -75,7 +76,7 @@ def client_refusal(client: str, s: Setting) -> str | None:
             return "unsupported: aiokafka has no max.in.flight option (one request in flight per partition)"
         if s.retries == 0:
             return "unsupported: aiokafka has no retries option (it retries until request_timeout_ms)"
-        import asyncio
+        # lazy: each client library is optional and loaded only when its setting is probed
         from aiokafka import AIOKafkaProducer
 
         async def make():
@@ -88,7 +89,7 @@ def client_refusal(client: str, s: Setting) -> str | None:
             return f"refused: {type(e).__name__}: {e}"
         return None
     if client == "kafka-python":
-        from kafka import KafkaProducer
+        from kafka import KafkaProducer     # lazy: an optional client library
         try:
             p = KafkaProducer(bootstrap_servers="127.0.0.1:1", acks="all" if s.acks == "all" else int(s.acks),
                               retries=s.retries, enable_idempotence=s.idempotence,
@@ -99,7 +100,7 @@ def client_refusal(client: str, s: Setting) -> str | None:
         p.close(0)
         return None
     if client == "confluent":
-        from confluent_kafka import Producer
+        from confluent_kafka import Producer     # lazy: an optional client library
         try:
             Producer({"bootstrap.servers": "127.0.0.1:1", "acks": s.acks, "retries": s.retries,
                       "enable.idempotence": s.idempotence, "log_level": 0,

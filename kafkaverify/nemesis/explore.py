@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, Phase, given, reject, seed as hyp_seed, sett
 from hypothesis.errors import HypothesisException
 
 from kafkaverify.nemesis.runner import RunResult, run_schedule
+from kafkaverify.nemesis.workload import client_defaults
 from traces.schedule import NEEDS_NET, WORKLOAD_DEFAULTS, Event, Schedule, save
 
 # --faults names -> schedule faults they generate ("crash" brings restarts through duration_ms)
@@ -154,6 +155,5 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
 def default_workload(client: str, **over) -> dict:
     """The nemesis's workload: the client's own producer defaults (idempotence, retries, max in
     flight: workload.client_defaults), then the given settings (None = keep the default)."""
-    from kafkaverify.nemesis.workload import client_defaults
     return {**WORKLOAD_DEFAULTS, "client": client, **client_defaults(client, over.get("idempotence")),
             **{k: v for k, v in over.items() if v is not None}}

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from spec import Action, Model, make_config
 from spec.state import LEADER
-from traces.schedule import Event, Schedule
+from traces.schedule import WORKLOAD_DEFAULTS, Event, Schedule
 
 FAULT_KINDS = ("Crash", "Restart", "Pause", "Resume", "SessionExpire")
 SESSION_TIMEOUT_MS = 3000          # the nemesis clusters' (runner.SESSION_TIMEOUT_MS)
@@ -181,7 +181,6 @@ def ask_model(s: Schedule, records: int = 2, max_states: int = 300_000, time_lim
 def from_model_path(path: list[Action], generation: str, brokers: int, gap_ms: int = 500,
                     workload: dict | None = None, without: tuple[str, ...] = ()) -> Schedule:
     """The fault actions of a model counterexample as a schedule for the real cluster."""
-    from traces.schedule import WORKLOAD_DEFAULTS
     evs: list[Event] = []
     for a in path:
         if a.kind == "Crash":

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from checkers.explore import default_workers, explore
 from spec import Model, make_config
 from spec.model import Action
 from spec.state import State
@@ -58,7 +59,6 @@ class IsolatedPowerLoss(Model):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from checkers.explore import default_workers, explore
     ap = argparse.ArgumentParser(prog="python -m kafkaverify.nemesis.power_policy")
     ap.add_argument("--brokers", type=int, default=2)
     ap.add_argument("--records", type=int, default=2)

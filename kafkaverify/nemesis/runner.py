@@ -24,9 +24,20 @@ import json
 import shutil
 import time
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 
-from traces.schedule import Event, Schedule
+from checkers.conformance import check_traces
+from checkers.history.report_html import render
+from checkers.history.result import counts
+from checkers.history.oracle.check import check_history
+from impl.cluster import COORD_HOST, Cluster, ClusterError
+from impl.netfault import NetCuts, in_private_netns
+from kafkaverify.groupclient import MemberProc, merge_histories
+from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
+from traces.history import HistoryError, load
+from traces.history_recorder import HistoryRecorder
+from traces.schedule import Event, Schedule, save
 
 SESSION_TIMEOUT_MS = 3000
 LAG_MAX_MS = 1500
@@ -60,7 +71,6 @@ class RunResult:
 
 class _Run:
     def __init__(self, s: Schedule, out: Path, net: bool):
-        from impl.cluster import Cluster
         self.s, self.out, self.net = s, out, net
         w = s.workload
         # groups join at once (no initial rebalance delay) and a small offsets topic: the runs
@@ -73,7 +83,6 @@ class _Run:
                                session_timeout_ms=SESSION_TIMEOUT_MS, broker_config=cfg)
         self.cuts = None
         if net:
-            from impl.netfault import NetCuts
             self.cuts = NetCuts()
             self.cuts.setup()
         self.undo: list[tuple[float, Event, object]] = []
@@ -93,7 +102,6 @@ class _Run:
         return c.leader_of(topic, int(part))
 
     def addr(self, side: str) -> str | None:
-        from impl.cluster import COORD_HOST
         if side == "coord":
             return COORD_HOST
         b = self.broker(side)
@@ -154,7 +162,6 @@ class _Run:
                 return self.log(f"skip resume {i}: not paused")
             c.resume(i)
         elif f == "session-expiry":
-            from impl.cluster import COORD_HOST
             a = c.hosts[i]
             self.cuts.cut(a, COORD_HOST)
             self.undo.append((time.monotonic() + (SESSION_TIMEOUT_MS + 1500) / 1000, e, (a, COORD_HOST)))
@@ -243,7 +250,6 @@ class _Run:
         self.log(f"consumer-crash {live[0].process}")
 
     def start_member(self) -> None:
-        from kafkaverify.groupclient import MemberProc
         w = self.s.workload
         client = w["client"]
         m = MemberProc(client, self.cluster.bootstrap, w["topic"], "nemesis", self.next_member,
@@ -284,15 +290,6 @@ class _Run:
 
 
 def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> RunResult:
-    from checkers.history.result import counts
-    from checkers.history.oracle.check import check_history
-    from impl.cluster import ClusterError
-    from impl.netfault import in_private_netns
-    from kafkaverify.groupclient import merge_histories
-    from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
-    from traces.history import HistoryError, load
-    from traces.history_recorder import HistoryRecorder
-    from traces.schedule import save
 
     out = Path(out_dir)
     if out.exists():
@@ -364,7 +361,6 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         h = load(str(hist))
         v = check_history(h, time_limit=60)
         (out / "verdict.json").write_text(json.dumps(v.to_json(h.by_id()), indent=1))
-        from checkers.history.report_html import render
         (out / "report.html").write_text(render(h, v, title=f"nemesis {out.name}"), encoding="utf-8")
         status = v.status
         res.anomalies, res.permitted = counts(v.anomalies), counts(v.notes)
@@ -388,7 +384,6 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
 def _report_divergences(html: Path, divs: list[dict], s: Schedule) -> None:
     """Adds the schedule and the conformance divergences (event, mapped model state, what the
     model allowed) to the run's HTML report (checkers/history/report_html.py renders the rest)."""
-    from html import escape
     if not html.exists():
         return
     parts = [f"<h2>Fault schedule</h2><p>{escape(s.describe())}</p>"]
@@ -409,7 +404,6 @@ def _report_divergences(html: Path, divs: list[dict], s: Schedule) -> None:
 def _create_topic(c, w: dict, attempts: int = 20) -> None:
     """CreateTopics, retried while the answering broker has not yet seen every registration
     (INVALID_REPLICATION_FACTOR, 38: its watch lags under load). Bounded: 20 tries, 0.5 s apart."""
-    from impl.cluster import ClusterError
     for k in range(attempts):
         try:
             return c.create_topic(w["topic"], partitions=w["partitions"], replication_factor=w["replication_factor"],
@@ -421,7 +415,6 @@ def _create_topic(c, w: dict, attempts: int = 20) -> None:
 
 
 def _recover(c, w: dict, timeout_s: float) -> bool:
-    from impl.cluster import ClusterError
     deadline = time.monotonic() + timeout_s
     try:
         c.wait_ready(timeout_s)
@@ -434,7 +427,6 @@ def _recover(c, w: dict, timeout_s: float) -> bool:
 
 def _conformance(out: Path, s: Schedule) -> list[dict]:
     """Divergences of the brokers' traces from the model (checkers/conformance.py)."""
-    from checkers.conformance import check_traces
     traces = sorted((out / "cluster").glob("broker-*/trace-*.jsonl"))
     # judged against the generation's full fixes: a broker built without one must diverge
     return [d.to_json() for d in check_traces(traces, generation=s.generation,

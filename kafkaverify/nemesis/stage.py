@@ -1,5 +1,4 @@
-"""The nemesis stage of `kafkaverify check` (the lead wires `check_stage` into
-kafkaverify/suite.py): two generated schedules of crashes and pauses on `current` (acks=all,
+"""The nemesis stage of `kafkaverify check` (wired into kafkaverify/suite/stages.py): two generated schedules of crashes and pauses on `current` (acks=all,
 RF 3, min ISR 2) must be valid with no conformance divergence, and a fixed schedule on a broker
 built without epoch-truncation must be caught by conformance. Crash and pause need no network
 namespace, so the stage runs anywhere the broker runs. About 40 s on 2 cores.
@@ -12,6 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from kafkaverify.nemesis.explore import default_workload, explore
+from kafkaverify.nemesis.runner import run_schedule
 from traces.schedule import Event, Schedule, WORKLOAD_DEFAULTS
 
 SEED = 1
@@ -22,8 +23,6 @@ TEETH = (Event(1000, "crash", target="leader:nemesis/0", duration_ms=1500),
 
 
 def check_stage(out_dir: str | Path | None = None) -> tuple[str, float, str]:
-    from kafkaverify.nemesis.explore import default_workload, explore
-    from kafkaverify.nemesis.runner import run_schedule
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kv-nemesis-") as tmp:
         out = Path(out_dir or tmp)

@@ -3,12 +3,16 @@ idempotence) over kafka-python, confluent-kafka or aiokafka; consumer-group memb
 (kafkaverify.groupclient); final reads of every partition. Everything they are told is written to
 history files (docs/history-format.md) that kafkaverify.groupclient.merge_histories joins.
 
+The client libraries (kafka-python, confluent-kafka, aiokafka) are imported where a client is
+made, not here: each is optional, a run uses one, and confluent-kafka loads librdkafka.
+
 A send whose client reports an error is recorded `info` (a failed retry may still have been
 written: STYLE.md 10); one never answered by the end of the run is left open (read back as info).
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from pathlib import Path
@@ -43,7 +47,6 @@ def client_defaults(client: str, idempotence: bool | None = None) -> dict:
         # with idempotence librdkafka lowers max.in.flight to 5 unless it was set (then > 5 is an error)
         return {"idempotence": False, "retries": INT32_MAX, "max_in_flight": 5 if idempotence else 1_000_000}
     if client == "aiokafka":
-        import inspect
         from aiokafka import AIOKafkaProducer
         idem = inspect.signature(AIOKafkaProducer.__init__).parameters["enable_idempotence"].default
         return {"idempotence": bool(idem), "retries": INT32_MAX, "max_in_flight": 1}

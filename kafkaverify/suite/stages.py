@@ -1,6 +1,6 @@
-"""The invariant suite behind `kafkaverify check`: one row per stage with pass / fail / unknown
-and its time. Exit 0 only if every stage passes (1 if one failed, 2 if none failed but one was
-inconclusive).
+"""The stages of the invariant suite behind `kafkaverify check`: each gives one row with pass /
+fail / unknown and its time (run.py runs them: exit 0 only if every stage passes, 1 if one
+failed, 2 if none failed but one was inconclusive).
 
 Stages:
 - the newest generation explored exhaustively at the default bounds finds nothing;
@@ -11,25 +11,36 @@ Stages:
   `current` without each fix, at the bounds where that fix's bug is observable.
 
 Which stages run under `--budget quick|full`, with their fix family and cost: one row per stage
-in kafkaverify/budget.py (add one with each new stage). Reports for CI (JUnit XML, artefacts,
-HTML summary): kafkaverify/ci_report.py.
+in kafkaverify/suite/budget.py (add one with each new stage). Reports for CI (JUnit XML,
+artefacts, HTML summary): kafkaverify/reports/ci.py.
 """
 from __future__ import annotations
 
-import json
-import time
 import shlex
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
-import click
-from rich.console import Console
-from rich.table import Table
+import polars as pl
 
+from checkers.explore import explore
 from checkers.golden import (GROUP_BOUNDS, GROUP_FAILOVER_BOUNDS, PRODUCER_CONNECTION_BOUNDS,
-                             PRODUCER_FAULT_BOUNDS)
-from kafkaverify import exitcodes
+                             PRODUCER_FAULT_BOUNDS, RECIPES, run_script)
+from checkers.history.gen_runs import generate_dataset, planted_mismatches
+from checkers.history.mine import mine_local
+from checkers.history.oracle.check import check_history
+from checkers.model_trace import cli_defaults, config_args, replay
+from checkers.portfolio import ROUND_STEPS, swarm
+from checkers.shrink_trace import shrink_path
+from checkers.simulate import simulate
+from kafkaverify.nemesis.stage import SEED, check_stage
+from kafkaverify.runs.prove import prove_stage
+from spec import Model, make_config
+from traces.history import load
+from traces.trace import TraceError
 
 # One producer on one broker with connection drops: max.in.flight 5 is the most Kafka allows with
 # idempotence; at 6 a retried batch has left the leader's 5-batch cache.
@@ -37,7 +48,7 @@ IDEMPOTENT_5_BOUNDS = {"producers": 1, "records": 5, "max_in_flight": 5, "retrie
                        "min_isr": 1, "crashes": 0, "elections": 0, "losses": 1}
 IDEMPOTENT_6_BOUNDS = {**IDEMPOTENT_5_BOUNDS, "records": 6, "max_in_flight": 6}
 
-CORPUS = Path(__file__).resolve().parents[1] / "traces" / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "traces" / "corpus"
 CURRENT_TIME_LIMIT = 900.0
 TEETH_TIME_LIMIT = 180.0
 
@@ -150,7 +161,7 @@ class StageResult:
     verdict: str        # pass | fail | unknown
     seconds: float
     detail: str
-    # For CI reports (kafkaverify/ci_report.py): the command that reproduces the stage's search,
+    # For CI reports (kafkaverify/reports/ci.py): the command that reproduces the stage's search,
     # and what it found -- (Config, result with .path/.states) for searches, the files it read
     # for golden stages. Never serialised as is.
     reproduce: str = ""
@@ -166,16 +177,13 @@ def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
                    expect: str | None = None, max_depth: int | None = None) -> StageResult:
     """`max_depth`: a stated bound for a stage that must find nothing; reaching it clean passes
     (the detail says so), since a full exhaustion there costs more than the suite's budget."""
-    from checkers.explore import explore
-    from spec import Model, make_config
     t0 = time.monotonic()
-    from kafkaverify.cmd_model import _config_args
     cfg = make_config(generation, without, **bounds)
     r = explore(Model(cfg), time_limit=time_limit, invariants=invariants,
                 **({"max_depth": max_depth} if max_depth is not None else {}))
     secs = time.monotonic() - t0
     stats = f"{r.distinct:,} states, depth {r.depth}, {r.states_per_second:,.0f}/s"
-    cmd = f"kafkaverify explore {_config_args(cfg)}" + "".join(f" --invariant {i}" for i in invariants or ())
+    cmd = f"kafkaverify explore {config_args(cfg)}" + "".join(f" --invariant {i}" for i in invariants or ())
     if max_depth is not None:
         cmd += f" --max-depth {max_depth}"
     if r.status == "violation":
@@ -201,9 +209,6 @@ def _simulate_stage(name: str, without: tuple, seed: int, steps: int,
     itself loses data through its last replica standing (KIP-966's case), which is not the bug
     these stages are about; a violation of another invariant than `expect` fails the stage. A
     clean stage (expect_violation=False) must walk `steps` steps without any violation."""
-    from checkers.simulate import simulate
-    from spec import Model, make_config
-    from kafkaverify.cmd_model import _config_args
     t0 = time.monotonic()
     cfg = make_config(generation, without, **(SIM_BOUNDS if bounds is None else bounds))
     model = Model(cfg)
@@ -211,7 +216,7 @@ def _simulate_stage(name: str, without: tuple, seed: int, steps: int,
         model.invariants = tuple(i for i in model.invariants if i.name in invariants)
     r = simulate(model, seed, steps, walk_length=60, time_limit=TEETH_TIME_LIMIT)
     secs = time.monotonic() - t0
-    cmd = (f"kafkaverify simulate {_config_args(cfg)} --seed {seed} --steps {steps} --walk-length 60"
+    cmd = (f"kafkaverify simulate {config_args(cfg)} --seed {seed} --steps {steps} --walk-length 60"
            + (f"  (judged by {', '.join(invariants)} only)" if invariants else ""))
     if r.status == "violation":
         detail = f"{r.invariant} after {r.steps:,} steps (seed {seed})"
@@ -229,16 +234,11 @@ def _swarm_stage(name: str, generation: str, without: tuple, expect: str | None,
     """The portfolio's swarm walks at the three-broker defaults, bounded by seeds (SWARM_TEETH).
     A tooth (`expect` set) must find `expect`; a clean stage (`expect` None) must walk every seed
     with no violation."""
-    from checkers.model_trace import cli_defaults
-    from checkers.portfolio import ROUND_STEPS, swarm
-    from checkers.shrink_trace import shrink_path
-    from kafkaverify.cmd_model import _config_args
-    from spec import Model, make_config
     t0 = time.monotonic()
     cfg = make_config(generation, without, **{**cli_defaults(3), "brokers": 3})
     model = Model(cfg)
     hit, steps, _walks, tried = swarm(model, 0, float("inf"), 1, True, max_rounds=seeds)
-    cmd = f"kafkaverify explore {_config_args(cfg)} --workers 1 --seed 0"
+    cmd = f"kafkaverify explore {config_args(cfg)} --workers 1 --seed 0"
     if hit is None:
         secs = time.monotonic() - t0
         detail = f"no violation in {steps:,} steps over walk seeds 0-{tried - 1}"
@@ -246,7 +246,7 @@ def _swarm_stage(name: str, generation: str, without: tuple, expect: str | None,
     inv, _msg, path = hit.violation
     spath, states, msg = shrink_path(model, path, inv)
     secs = time.monotonic() - t0
-    from types import SimpleNamespace          # the shape ci_report reads a counterexample from
+    # the shape the CI report reads a counterexample from
     found = SimpleNamespace(path=spath, states=states, invariant=inv, message=msg)
     detail = (f"{inv} in {len(spath)} steps (walk seed {hit.seed} of 0-{seeds - 1}, after "
               f"{steps:,} steps of {ROUND_STEPS:,} per seed, walk of {len(path)} shrunk)")
@@ -260,8 +260,6 @@ def _script_clean_stage(name: str, recipe_file: str) -> StageResult:
     """A golden trace's scripted schedule with every fix on: the schedule must stop at a step the
     fixes forbid, or run to its end with no invariant violated (all of them checked, not only
     the one the trace records)."""
-    from checkers.golden import RECIPES, run_script
-    from spec import Model, make_config
     t0 = time.monotonic()
     recipe = next(r for r in RECIPES if r.file == recipe_file)
     cfg = make_config(CLEAN_GENERATION, **recipe.bounds)
@@ -269,7 +267,6 @@ def _script_clean_stage(name: str, recipe_file: str) -> StageResult:
     secs = time.monotonic() - t0
     cmd = f"python -m checkers.golden --only {recipe_file}"
     if v is not None:
-        from types import SimpleNamespace      # the shape ci_report reads a counterexample from
         found = SimpleNamespace(path=actions, states=states, invariant=v[0], message=v[1])
         return StageResult(name, "fail", secs, f"{v[0]} at step {n} of the schedule: {v[1]}", cmd, (cfg, found))
     how = (f"stopped at step {n + 1} of {len(recipe.script)} ({recipe.script[n][0]} not enabled)"
@@ -293,8 +290,6 @@ def _clean_stage(name: str, kind: str, bounds: dict, limits: dict) -> StageResul
 
 
 def _golden_model_stage(path: Path) -> StageResult:
-    from checkers.model_trace import replay
-    from traces.trace import TraceError
     t0 = time.monotonic()
     cmd = f"kafkaverify replay {shlex.quote(str(path))}"
     try:
@@ -311,8 +306,6 @@ def _golden_model_stage(path: Path) -> StageResult:
 
 
 def _golden_history_stage(paths: list[Path]) -> StageResult:
-    from checkers.history.oracle.check import check_history
-    from traces.history import load
     t0 = time.monotonic()
     bad = []
     for p in paths:
@@ -342,10 +335,6 @@ def _mining_stage(runs: int = MINING_RUNS, seed: int = MINING_SEED) -> StageResu
     reported. Runs the bucket kernel in this process (the engine Spark runs in mapInArrow),
     not on Spark: a Spark session takes 5-20 s to start on this machine and more under load,
     which alone would eat the stage's budget; tests/test_mine_spark.py covers Spark."""
-    import tempfile
-    import polars as pl
-    from checkers.history.gen_runs import generate_dataset, planted_mismatches
-    from checkers.history.mine import mine_local
     name = f"mining {runs} runs (seed={seed}, local kernel)"
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kv-mine-") as d:
@@ -367,7 +356,6 @@ def _mining_stage(runs: int = MINING_RUNS, seed: int = MINING_SEED) -> StageResu
 def _prove_stage() -> StageResult:
     """z3 (checkers/prove): induction of the invariants it proves for `current`, and bounded
     model checking refuting a vulnerable configuration, replayed on the explicit model."""
-    from kafkaverify.cmd_prove import prove_stage
     return StageResult("z3 prove", *prove_stage())
 
 
@@ -375,7 +363,6 @@ def _nemesis_stage() -> StageResult:
     """Generated crash/pause schedules on a real `current` cluster must give valid histories with
     no conformance divergence, and a broker built without epoch-truncation must be caught by
     conformance (kafkaverify/nemesis/stage.py)."""
-    from kafkaverify.nemesis.stage import SEED, check_stage
     verdict, secs, detail = check_stage()
     return StageResult("nemesis on real brokers", verdict, secs, detail,
                        reproduce=f"kafkaverify nemesis --generation current --schedules 2 --seed {SEED} "
@@ -411,49 +398,3 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
         for name, without, expect in SWARM_TEETH:
             out.append((name, lambda n=name, w=without, e=expect: _swarm_stage(n, "current", w, e)))
     return out
-
-
-def run_suite(json_out: str | None = None, quick: bool = False, only: tuple[str, ...] = (),
-              budget: str | None = None, junit: str | None = None, html_out: str | None = None,
-              artifacts: str | None = None) -> int:
-    """Runs the stages of `budget` (kafkaverify/budget.py; `quick=True` means budget quick), or
-    the stages named in `only`, and writes the reports asked for (kafkaverify/ci_report.py)."""
-    from kafkaverify import budget as budgets
-    from kafkaverify.ci_report import Outcome, story, write_outputs
-    budget = budget or ("quick" if quick else "full")
-    chosen = budgets.select(budget, only)
-    console = Console()
-    console.print(f"kafkaverify check: budget {budget}, {len(chosen)} stages")
-    t_all = time.monotonic()
-    outcomes: list[Outcome] = []
-    for st in chosen:
-        with console.status(f"running: {st.name}"):
-            r = st.run()
-        o = Outcome(r, st.family, stage_name=st.name)
-        o.story = story(r)
-        outcomes.append(o)
-        colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[r.verdict]
-        console.print(f"[{colour}]{r.verdict:>7}[/{colour}]  {r.name}  ({r.seconds:.1f}s)  {r.detail}",
-                      highlight=False)
-        if r.verdict != "pass":
-            console.print(o.story, markup=False, highlight=False)
-            console.print(f"reproduce: {o.reproduce_check}" + (f"  (or: {r.reproduce})" if r.reproduce else ""),
-                          markup=False, highlight=False)
-    seconds = time.monotonic() - t_all
-    table = Table(title=f"invariant suite ({budget}, {seconds:.1f} s)")
-    for col in ("stage", "family", "verdict", "seconds", "detail"):
-        table.add_column(col)
-    for o in outcomes:
-        r = o.result
-        colour = {"pass": "green", "fail": "red", "unknown": "yellow"}[r.verdict]
-        table.add_row(r.name, o.family, f"[{colour}]{r.verdict}[/{colour}]", f"{r.seconds:.1f}", r.detail)
-    console.print(table)
-    for path in write_outputs(outcomes, budget, seconds, junit=junit, json_out=json_out,
-                              html_out=html_out, artefacts=artifacts):
-        console.print(f"wrote {path}", highlight=False)
-    results = [o.result for o in outcomes]
-    if any(r.verdict == "fail" for r in results):
-        return exitcodes.VIOLATION
-    if any(r.verdict == "unknown" for r in results):
-        return exitcodes.UNKNOWN
-    return exitcodes.VALID

@@ -1,16 +1,23 @@
 """CLI commands of the broker area: `kafkaverify broker start` runs a real cluster in the
 foreground (Ctrl-C / SIGTERM stop it cleanly); a broker that dies is reported and the others keep
-running. `broker kill|pause|resume|restart|power-fail TARGET` and `broker status` talk to that
-running `start` through its control channel (impl/control.py, `<data-dir>/control.json`)."""
+running. `broker crash|pause|resume|restart|power-loss TARGET` and `broker status` talk to that
+running `start` through its control channel (impl/control.py, `<data-dir>/control.json`);
+`broker drop-unflushed` drops a stopped broker's unfsynced writes from its files.
+
+The fault names are the schedule vocabulary (traces/schedule.py, FAULT_VOCABULARY); the older
+`broker kill` and `broker power-fail` stay as aliases of `crash` and `power-loss`, and
+`broker power-loss` without TARGET is the older spelling of `drop-unflushed`."""
 from __future__ import annotations
 
-import signal
-import threading
+import json
+import socket
 from pathlib import Path
 
 import click
 
+from impl.control import FaultError, request
 from kafkaverify.exitcodes import InputError
+from traces.schedule import FAULT_ALIASES
 
 GENERATIONS = ("v0.10", "kip-101", "kip-279", "kip-320", "current")
 
@@ -25,7 +32,6 @@ def broker() -> None:
 
 
 def _check_port_free(port: int) -> None:
-    import socket
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -53,7 +59,6 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
           min_insync, flush_messages, flush_ms, session_timeout_ms):
     """Start a cluster and print `ready: <bootstrap list>` once every broker is registered and a
     controller is elected."""
-    from impl.cluster import Cluster, ClusterError
     if brokers < 1 or brokers > 64:
         raise InputError(f"--brokers must be between 1 and 64, got {brokers}")
     if generation not in GENERATIONS:
@@ -76,47 +81,13 @@ def start(brokers, data_dir, base_port, generation, coordinator, auto_create_top
         raise InputError(f"cannot create --data-dir {data_dir}: {e.strerror}") from None
     for i in range(brokers):
         _check_port_free(base_port + i)
-    log_cfg = {k: v for k, v in (("flush_messages", flush_messages), ("flush_ms", flush_ms)) if v is not None}
-    cfg = {"auto_create_topics": auto_create_topics, "default_replication_factor": rf,
-           "default_min_insync": min_insync, "log": log_cfg}
-    cluster = Cluster(brokers, data_dir, generation=generation, coordinator=coordinator, base_port=base_port,
-                      broker_config=cfg, session_timeout_ms=session_timeout_ms, coord_root="")
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    from impl.control import ControlServer
-    lock = threading.Lock()
-    control = None
-    try:
-        from impl.coord.base import CoordError
-        try:
-            cluster.start()
-        except (ClusterError, ValueError, CoordError, OSError) as e:
-            raise InputError(f"cluster did not start: {e}") from None
-        control = ControlServer(cluster, data_dir, lock)
-        control.start()
-        click.echo(f"ready: {cluster.bootstrap}", nl=True)
-        reported: dict[int, object] = {}
-        while not stop.wait(0.5):
-            # a dead broker is reported once per death; the others keep running, and it is
-            # restarted only when asked (`kafkaverify broker restart`)
-            with lock:
-                for i, p in sorted(cluster.procs.items()):
-                    if p.poll() is not None and reported.get(i) is not p:
-                        reported[i] = p
-                        cluster.mark_dead_expected(i)
-                        click.echo(f"broker {i} exited with code {p.returncode}; see {data_dir}/broker-{i}.log; "
-                                   f"the others keep running", err=True)
-    finally:
-        if control is not None:
-            control.stop()    # waits for a request being served; none acts on the cluster after it
-        cluster.stop()
-        click.echo("stopped", err=True)
-    return 0
+    # lazy: the cluster imports kafka-python's protocol codecs (CLI start-up)
+    from kafkaverify.runs.broker import serve
+    return serve(brokers, data_dir, base_port, generation, coordinator, auto_create_topics, rf,
+                 min_insync, flush_messages, flush_ms, session_timeout_ms)
 
 
 def _control(data_dir: str, body: dict) -> dict:
-    from impl.control import FaultError, request
     try:
         r = request(data_dir, body)
     except FaultError as e:
@@ -126,22 +97,38 @@ def _control(data_dir: str, body: dict) -> dict:
     return r
 
 
+# The control channel's own names for the faults (impl/control.py FAULTS), by the name of the
+# schedule vocabulary (traces/schedule.py) the commands use.
+WIRE = {"crash": "kill", "pause": "pause", "resume": "resume", "restart": "restart",
+        "power-loss": "power-fail"}
+
+
+def _apply(name: str, target: str, data_dir: str) -> int:
+    """One fault on a running `broker start`; prints `NAME: broker N` under the name typed."""
+    r = _control(data_dir, {"fault": WIRE[FAULT_ALIASES.get(name, name)], "target": target})
+    extra = f" ({r['lost_bytes']} unflushed bytes dropped)" if "lost_bytes" in r else ""
+    click.echo(f"{name}: broker {r['broker']}{extra}")
+    return 0
+
+
+_TARGET_HELP = "TARGET: a broker id or leader:TOPIC/PARTITION (its leader now)."
+_DATA_DIR_HELP = "The data directory of a running `kafkaverify broker start`."
+
+
 def _fault_command(name: str, what: str):
     @click.argument("target")
-    @click.option("--data-dir", required=True, type=click.Path(file_okay=False),
-                  help="The data directory of a running `kafkaverify broker start`.")
+    @click.option("--data-dir", required=True, type=click.Path(file_okay=False), help=_DATA_DIR_HELP)
     def cmd(target, data_dir):
-        r = _control(data_dir, {"fault": name, "target": target})
-        extra = f" ({r['lost_bytes']} unflushed bytes dropped)" if "lost_bytes" in r else ""
-        click.echo(f"{name}: broker {r['broker']}{extra}")
-        return 0
-    cmd.__doc__ = f"""{what} TARGET: a broker id or leader:TOPIC/PARTITION (its leader now)."""
+        return _apply(name, target, data_dir)
+    cmd.__doc__ = f"""{what} {_TARGET_HELP}"""
     broker.command(name)(cmd)
 
 
-for _name, _what in (("kill", "kill -9"), ("pause", "SIGSTOP (continue with `resume`)"),
+for _name, _what in (("crash", "kill -9"), ("kill", "kill -9 (the older name of `crash`)"),
+                     ("pause", "SIGSTOP (continue with `resume`)"),
                      ("resume", "SIGCONT a paused broker"), ("restart", "Start a dead or stopped broker again"),
-                     ("power-fail", "kill -9 and drop every write not yet fsynced")):
+                     ("power-fail", "kill -9 and drop every write not yet fsynced (the older name of "
+                                    "`power-loss TARGET`)")):
     _fault_command(_name, _what)
 
 
@@ -151,11 +138,10 @@ for _name, _what in (("kill", "kill -9"), ("pause", "SIGSTOP (continue with `res
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status_cmd(data_dir, as_json):
     """Which brokers are alive, and each partition's leader and ISR."""
-    import json as _json
     r = _control(data_dir, {"op": "status"})
     if as_json:
         r.pop("ok", None)
-        click.echo(_json.dumps(r, sort_keys=True, indent=1))
+        click.echo(json.dumps(r, sort_keys=True, indent=1))
         return 0
     click.echo(f"controller: {r['controller']}")
     for b in r["brokers"]:
@@ -168,15 +154,8 @@ def status_cmd(data_dir, as_json):
     return 0
 
 
-@broker.command("power-loss")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
-              help="The cluster's data directory (as given to `broker start`).")
-@click.option("--broker", "broker_id", type=int, default=None, help="Only this broker (default: all).")
-def power_loss_cmd(data_dir, broker_id):
-    """Drop every write a stopped broker had not fsynced (the lose-unflushed-writes fault).
-
-    Run it only on brokers that are dead (kill -9): it truncates each log segment to the length
-    recorded in its partition's flushed.json sidecar."""
+def _drop_unflushed(data_dir: str, broker_id: int | None) -> int:
+    # lazy: the log's batch codec imports kafka-python (CLI start-up)
     from impl.storage.log import power_loss
     root = Path(data_dir)
     dirs = [root / f"broker-{broker_id}"] if broker_id is not None else sorted(root.glob("broker-*"))
@@ -188,3 +167,35 @@ def power_loss_cmd(data_dir, broker_id):
         lost = power_loss(d)
         click.echo(f"{d.name}: {sum(lost.values())} unflushed bytes dropped in {len(lost)} segment(s)")
     return 0
+
+
+@broker.command("drop-unflushed")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="The cluster's data directory (as given to `broker start`).")
+@click.option("--broker", "broker_id", type=int, default=None, help="Only this broker (default: all).")
+def drop_unflushed_cmd(data_dir, broker_id):
+    """Drop every write a stopped broker had not fsynced (the second half of a power loss).
+
+    Run it only on brokers that are dead (kill -9): it truncates each log segment to the length
+    recorded in its partition's flushed.json sidecar."""
+    return _drop_unflushed(data_dir, broker_id)
+
+
+@broker.command("power-loss")
+@click.argument("target", required=False)
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="The data directory of the cluster (as given to `broker start`).")
+@click.option("--broker", "broker_id", type=int, default=None,
+              help="Without TARGET: only this broker's files (default: all).")
+def power_loss_cmd(target, data_dir, broker_id):
+    """kill -9 TARGET and drop every write it had not fsynced, on a running `broker start`.
+    TARGET: a broker id or leader:TOPIC/PARTITION (its leader now).
+
+    Without TARGET (the older use of this command, kept): as `drop-unflushed`, drop the
+    unfsynced writes of stopped brokers from their files."""
+    if target is None:
+        return _drop_unflushed(data_dir, broker_id)
+    if broker_id is not None:
+        raise InputError("power-loss takes TARGET or --broker, not both (--broker is for the "
+                         "files of stopped brokers: see drop-unflushed)")
+    return _apply("power-loss", target, data_dir)

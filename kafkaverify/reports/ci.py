@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shlex
 import shutil
@@ -18,7 +19,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from checkers.history.report_html import render
+from checkers.history.oracle.check import check_history
+from checkers.model_trace import write_trace
 from kafkaverify import exitcodes
+from kafkaverify.reports.story import story_lines
+from traces.history import load
 
 # JUnit attribute/text must be XML 1.0 characters; drop the few control characters a story
 # could carry (the schema readers reject them).
@@ -34,7 +40,7 @@ class Artefact:
 @dataclass
 class Outcome:
     """One stage's result with its budget row and the files written for it."""
-    result: object              # suite.StageResult
+    result: object              # kafkaverify.suite.stages.StageResult
     family: str
     story: str = ""
     artefacts: list[Artefact] = field(default_factory=list)
@@ -53,7 +59,6 @@ def slug(name: str) -> str:
 def story(result) -> str:
     """The text a reader of a failing test case needs: what was expected, what happened, and
     the counterexample's story when there is one."""
-    from kafkaverify.cmd_model import story_lines
     ev = result.evidence
     lines = [f"{result.name}: {result.verdict} -- {result.detail}"]
     if isinstance(ev, tuple) and getattr(ev[1], "path", None):
@@ -82,7 +87,6 @@ def write_artefacts(outcome: Outcome, folder: Path) -> None:
     ev = r.evidence
     base = slug(outcome.stage_name)
     if isinstance(ev, tuple) and getattr(ev[1], "path", None):
-        from checkers.model_trace import write_trace
         cfg, res = ev
         trace = folder / f"{base}.jsonl"
         write_trace(trace, cfg, res.path, res.states, (res.invariant, res.message), command=r.reproduce)
@@ -91,9 +95,6 @@ def write_artefacts(outcome: Outcome, folder: Path) -> None:
                         encoding="utf-8")
         outcome.artefacts += [Artefact("counterexample (HTML)", page), Artefact("trace", trace)]
     elif isinstance(ev, list) and ev and str(ev[0].name).startswith("history-"):
-        from checkers.history.report_html import render
-        from checkers.history.oracle.check import check_history
-        from traces.history import load
         for p in ev:
             h = load(p)
             page = folder / f"{p.stem}.html"
@@ -166,7 +167,6 @@ def summary_html(outcomes: list[Outcome], budget: str, seconds: float, page: Pat
 
 
 def _rel(target: Path, page: Path) -> str:
-    import os
     return Path(os.path.relpath(target.resolve(), page.resolve().parent)).as_posix()
 
 

@@ -4,12 +4,15 @@ one call of the Cluster's own controls (kill, pause, resume, power_loss, start_b
 handle follows the cluster's control surface as it grows. Every fault is logged with its time
 (the log is printed when a test fails) and targets chosen at random come from the run's seed.
 
-    faults.kill(leader_of=("t", 0))    # kill -9 the partition's current leader; returns its id
+    faults.crash(leader_of=("t", 0))   # kill -9 the partition's current leader; returns its id
     faults.pause(1); faults.resume(1)  # SIGSTOP / SIGCONT
-    faults.power_fail(2)               # kill -9 and lose every unflushed write
+    faults.power_loss(2)               # kill -9 and lose every unflushed write
     faults.restart(2)                  # start a stopped broker again
     faults.stall_replication(1)        # broker 1 stops fetching from leaders (clients still reach it)
     faults.heal()                      # resume the paused, restart the dead, wait for a controller
+
+The names are the fault vocabulary of the schedules and the CLI (traces/schedule.py);
+`kill` and `power_fail` are the older names of `crash` and `power_loss` and keep working.
 """
 from __future__ import annotations
 
@@ -54,11 +57,12 @@ class FaultHandle:
             raise ValueError(f"broker {broker} does not exist (0..{self.cluster.n - 1})")
         return broker
 
-    def kill(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
+    def crash(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
+        """kill -9 the broker (no flush; its session lingers until it expires). Returns its id."""
         b = self.target(broker, leader_of)
         self.cluster.kill(b)
         self.paused.discard(b)
-        self._note(f"kill -9 broker {b}")
+        self._note(f"crash: kill -9 broker {b}")
         return b
 
     def pause(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
@@ -73,12 +77,16 @@ class FaultHandle:
         self.paused.discard(broker)
         self._note(f"resume (SIGCONT) broker {broker}")
 
-    def power_fail(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
+    def power_loss(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
+        """kill -9 the broker and drop every write it had not fsynced. Returns its id."""
         b = self.target(broker, leader_of)
         lost = self.cluster.power_loss(b)
         self.paused.discard(b)
-        self._note(f"power failure of broker {b} (unflushed bytes lost: {sum(lost.values()) if lost else 0})")
+        self._note(f"power loss of broker {b} (unflushed bytes lost: {sum(lost.values()) if lost else 0})")
         return b
+
+    kill = crash                # the older names (traces/schedule.py FAULT_ALIASES)
+    power_fail = power_loss
 
     def stall_replication(self, broker: int | None = None, leader_of: tuple[str, int] | None = None) -> int:
         """Cuts the broker's replication link: its replica fetchers stop (Cluster.pause_replication),

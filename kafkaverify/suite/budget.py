@@ -6,7 +6,7 @@ slowdown of a reference stage, see BENCHMARKS.md "CI budgets") and the budgets i
 QUICK_LIMIT_S and keep at least one stage of every family (tests/test_ci_report.py checks both
 against this table).
 
-To add a stage: add it to kafkaverify/suite.py `stages()` as before, then one row here. A stage
+To add a stage: add it to kafkaverify/suite/stages.py `stages()` as before, then one row here. A stage
 without a row still runs under `full` (family "unclassified"), and the test above fails until
 the row is written, so no stage goes unbudgeted silently.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kafkaverify import exitcodes
+from kafkaverify.suite.stages import stages
 
 BUDGETS = ("quick", "full")
 QUICK_LIMIT_S = 120.0
@@ -95,7 +96,6 @@ class Stage:
 
 
 def all_stages() -> list[Stage]:
-    from kafkaverify.suite import stages
     out = []
     for name, fn in stages(quick=False):
         row = TABLE.get(name, UNCLASSIFIED)

@@ -12,8 +12,12 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from impl.rules import GENERATIONS as BROKER_GENERATIONS
 from kafkaverify import exitcodes
+from kafkaverify.audit.settings import CLIENT_MODULES, CLIENT_PACKAGES, CLIENTS, matrix, parse_list
 from kafkaverify.exitcodes import InputError
+from kafkaverify.nemesis.netns import net_mode
+from spec import GENERATIONS
 
 DEFAULTS = {"clients": "confluent,aiokafka,kafka-python", "acks": "1,all", "retries": "0,5",
             "max_in_flight": "1,2,5", "idempotence": "on,off"}
@@ -43,9 +47,6 @@ def register(group: click.Group) -> None:
         """With my client and settings, can records be reordered, duplicated or lost? The model's
         answer per setting, real clients on real 3-broker clusters under faults per client ×
         setting, and where they agree."""
-        from impl.rules import GENERATIONS as BROKER_GENERATIONS
-        from kafkaverify.audit.settings import CLIENT_MODULES, CLIENT_PACKAGES, CLIENTS, matrix, parse_list
-        from spec import GENERATIONS
         try:
             cl = parse_list(clients, "--clients", str, CLIENTS)
             ak = parse_list(acks, "--acks", str, ("1", "all"))
@@ -71,8 +72,7 @@ def register(group: click.Group) -> None:
                 raise InputError(f"client {c} is not installed (pip install {CLIENT_PACKAGES[c]})") from None
         settings = matrix(ak, rt, mf, tuple(i == "on" for i in idem))
         err = Console(stderr=True, width=200)
-        from kafkaverify.cmd_nemesis import _net_mode
-        net = _net_mode(err, True)
+        net = net_mode(err, True)
         cmd = "kafkaverify " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
@@ -81,6 +81,7 @@ def register(group: click.Group) -> None:
                    f"network={'netns+nftables' if net else 'none'} time_limit={time_limit:g}s "
                    f"model_time_limit={model_time_limit:g}s out={outp}")
         click.echo(f"reproduce: {cmd}")
+        # lazy: the audit's broker runs load Hypothesis and the Kafka clients (CLI start-up)
         from kafkaverify.audit.matrix import run_audit
         from kafkaverify.audit.report import markdown, write
         a = run_audit(generation, cl, settings, schedules, seed, outp, time_limit, net,

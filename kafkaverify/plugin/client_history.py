@@ -106,6 +106,7 @@ class ClientHistory:
         consumer), recorded as `final` polls begun after every send completed. Returns the
         partitions that could not be read to their end within the bound (their final read is
         recorded as `info`, so the verdict says unknown rather than guessing)."""
+        # lazy: kafka-python is the test's client library, loaded only when a history is read back
         from kafka import KafkaConsumer, TopicPartition
         problems = []
         for n, (topic, p) in enumerate(sorted(self.touched)):
@@ -287,7 +288,7 @@ class KafkaPythonConsumer(_Consumer):
         self._record_assign(self._assigned, self._position)
 
     def _position(self, topic: str, p: int) -> int:
-        from kafka import TopicPartition
+        from kafka import TopicPartition     # lazy: the recorded client is kafka-python here
         return self._client.position(TopicPartition(topic, p))
 
     def seek(self, partition, offset: int) -> None:
