@@ -24,7 +24,7 @@ def test_confirmed_orders_survive_a_leader_crash(kafka_cluster, kafka_faults, ka
     pub = OrderPublisher(kafka_history.producer(make_producer(kafka_cluster.bootstrap)), topic)
     for i in range(10):
         assert pub.publish(i, amount=i)
-    kafka_faults.kill(leader_of=(topic, 0))
+    kafka_faults.crash(leader_of=(topic, 0))
     for i in range(10, 20):         # during fail-over some may stay unconfirmed: that is allowed
         pub.publish(i, amount=i)
     assert any(i >= 10 for i in pub.confirmed), "no order confirmed after the fail-over"

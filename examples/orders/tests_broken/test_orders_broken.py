@@ -18,7 +18,7 @@ def test_fast_publisher_keeps_confirmed_orders(kafka_cluster, kafka_faults, kafk
     pub = OrderPublisher(kafka_history.producer(make_producer(kafka_cluster.bootstrap, acks=1)), topic)
     for i in range(5):
         assert pub.publish(i, amount=i)
-    kafka_faults.kill(leader_of=(topic, 0))
+    kafka_faults.crash(leader_of=(topic, 0))
     for i in range(5, 10):
         pub.publish(i, amount=i)
 
