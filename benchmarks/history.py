@@ -7,7 +7,7 @@ pass over acknowledged sends grouped by (process, partition), the shape a tight 
 linearizability, consumer offsets). Reports ops/s, records/s, the ratio to the baseline, and
 peak RSS (best of REPEAT timings). Then the exhaustive Wing–Gong checker's time against history size on small
 one-partition histories, next to the fast checker on the same histories. Prints seed= and the
-options first (STYLE §4)."""
+options first (house style §4)."""
 from __future__ import annotations
 
 import json

@@ -25,7 +25,7 @@ With --compiled, the project's modules (this checkout's and the baseline's) are 
 bytecode (`compileall`, into the gitignored __pycache__ directories) before any timing, as an
 installed package has them: where PYTHONDONTWRITEBYTECODE is set, every subprocess otherwise
 compiles checkers/ and traces/ from source inside its clock (0.03-0.07 CPU-s at 10^6
-operations, BENCHMARKS.md, seventh round). The header line says which (`bytecode=`).
+operations, docs/benchmarks/histories.md). The header line says which (`bytecode=`).
 Prints seed= and the options first."""
 from __future__ import annotations
 

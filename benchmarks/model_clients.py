@@ -1,5 +1,5 @@
 """Client explorations of the reference model: states, time, states/s and verdict for each
-(BENCHMARKS.md "Clients"), with a same-run baseline (the explorer on `current` at its default
+(docs/benchmarks/model.md, producers and consumer groups), with a same-run baseline (the explorer on `current` at its default
 bounds, no clients: unchanged by the client fields).
 
     python -m benchmarks.model_clients [--quick]

@@ -287,7 +287,7 @@ def run_fixes(depth: int, time_limit: float, only: list[str] | None = None) -> N
               flush=True)
 
 
-# The producer results (issue 11): the explorer's connection-drop bounds (1 broker, K records,
+# The producer results: the explorer's connection-drop bounds (1 broker, K records,
 # K in flight, retries 2, one dropped connection) and the reordering on one broker.
 DROPS = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 0, "elections": 0, "min_isr": 1}
 REORDER = {"brokers": 1, "producers": 1, "records": 2, "max_in_flight": 2, "retries": 1,
@@ -337,7 +337,7 @@ def run_producers(time_limit: float, upto: int, bits: int = 16) -> None:
               f"{load:.1f} |", flush=True)
 
 
-# Producers across a leader fail-over (issue 11): a crash and an election while batches are in
+# Producers across a leader fail-over: a crash and an election while batches are in
 # flight. On one broker the crashed leader restarts and is elected again in a new epoch, its
 # producer state rebuilt from its own log (with unflushed loss: from what survived); on two the
 # follower takes over with its own log. No dropped connection: every retry is an error's.
@@ -376,7 +376,7 @@ def failover_cases(upto: int):
 
 
 def chained_failover_cases(upto: int):
-    """The fail-over proofs with chained steps (issue 11): 1 broker 1..2 in flight, 2 brokers
+    """The fail-over proofs with chained steps: 1 broker 1..2 in flight, 2 brokers
     1..upto in flight. On two brokers the encoding needs 2 LeaderAndIsr slots, 3 leader epochs
     and K + 1 write slots (checked on every reachable state at K = 1: none is past them, no
     enabled instance leaves them); smaller ones make the exhaustive query unknown."""
@@ -392,7 +392,7 @@ def chained_failover_cases(upto: int):
 
 
 def drop_cases(upto: int):
-    """More dropped connections than retries (issue 11): a batch whose retries are spent fails,
+    """More dropped connections than retries: a batch whose retries are spent fails,
     its sequence is unresolved and the producer bumps its epoch and renumbers the rest from 0.
     Retries R, drops R + 1, K records and K in flight, on a quiet single broker; then (K <= 3)
     the same across a crash and an election with retries 1 and 2 drops. Exhaustive BMC to the

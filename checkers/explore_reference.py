@@ -1,6 +1,6 @@
 """The reference explorer: the obvious explicit-state search over the model, which the fast
 explorer (checkers/explore.py over checkers/bfs.py and checkers/fingerprint.py) is tested
-against (STYLE §7: a fast checker against a slow obvious one). Kept deliberately simple: full
+against (house style §7: a fast checker against a slow obvious one). Kept deliberately simple: full
 canonical states in a dict, one process, no fingerprints.
 
 Entry points:

@@ -176,7 +176,7 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("model-kip966-last-replica-standing.jsonl", "eligible-leader-replicas",
            "KIP-966: the last ISR member loses its unflushed tail and is re-elected; committed data is gone",
            "current", bounds={"unflushed_loss": True, "crashes": 1}),
-    # Clients (spec/producer.py, spec/group.py); bounds as in BENCHMARKS.md "Clients".
+    # Clients (spec/producer.py, spec/group.py); bounds as in docs/benchmarks/model.md, producers and consumer groups.
     Recipe("model-producer-reorder.jsonl", "idempotent-producer",
            "retries with two batches in flight and no idempotence: the first batch is refused by a "
            "broker not yet leading, the second is written, the retry lands after it",

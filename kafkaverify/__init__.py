@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 # faults in fresh zeroed pages. At 10^6 history operations that was ~375,000 page faults and
 # ~40% of check-history's CPU time on one core. Without that arena the pages are reused
 # (jemalloc's usual decay): ~30% fewer faults, ~15% less CPU and no higher peak RSS
-# (BENCHMARKS.md, check-history end to end, fourth round). Freed pages are kept for up to
+# (docs/benchmarks/histories.md, check-history end to end). Freed pages are kept for up to
 # 60 s instead of jemalloc's 10 s before they go back to the kernel: a chunked check of 10^7
 # operations (about 30 CPU-seconds) otherwise handed back and faulted in again some 10 GiB of
 # pages, ~2.5 million faults and a quarter of its CPU time; with 60 s, ~0.6 million faults and

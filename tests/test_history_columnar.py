@@ -1,4 +1,4 @@
-"""The pipeline against the oracle (STYLE §7, §15): check_file (checkers/history/pipeline: the
+"""The pipeline against the oracle (house style §7, §15): check_file (checkers/history/pipeline: the
 fused and polars screens, then the oracle on the partitions they flag) gives the oracle's
 verdict (checkers/history/oracle/check.py check_history: the slow, obvious object checkers)
 on the history corpus and on seeded histories of every plantable anomaly: the same status,

@@ -1,4 +1,4 @@
-"""Golden histories (STYLE §6): small counterexamples in traces/corpus/history-*.jsonl, each
+"""Golden histories (house style §6): small counterexamples in traces/corpus/history-*.jsonl, each
 shrunk from a seeded run, with the exact expected rendering of its verdict next to it
 (`.expected`). A reviewer reads the diff; KAFKAVERIFY_REWRITE_GOLDEN=1 rewrites the
 expectations (and, with it, regenerates missing corpus files from the seeds below)."""

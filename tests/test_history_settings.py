@@ -1,4 +1,4 @@
-"""Verdicts judged against the producer's settings (issue 10): a retried batch of a
+"""Verdicts judged against the producer's settings: a retried batch of a
 non-idempotent, retrying producer may be appended twice — valid, with a note saying the settings
 permitted it; the same history with idempotence on stays invalid (duplicate, nonlinearizable)."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hypothesis drives the model of the newest generations through fault schedules — crash,
 restart, pause, lost control message, unflushed-write loss, elections — and checks the
-invariants after every step (STYLE §8: RuleBasedStateMachine, @precondition, @invariant).
+invariants after every step (house style §8: RuleBasedStateMachine, @precondition, @invariant).
 
 Three machines: `current` with power failures checks what Kafka 3.x keeps under them (log
 matching, epochs, the maximal ISR) — its durability is broken by a single power failure of the

@@ -1,4 +1,4 @@
-"""Partitions are real (issue 10): a follower cut from its leader by nftables leaves the ISR; a
+"""Partitions are real: a follower cut from its leader by nftables leaves the ISR; a
 leader cut from the coordination service loses its session and another broker leads; no packet
 crosses either cut (the rules' counters dropped some, a direct connect times out) while the
 uncut path still connects. Runs kafkaverify.nemesis.partition_demo in a private network

@@ -32,7 +32,7 @@ from spec import Model, make_config
 from spec.state import LEADER
 from tests.conftest import run_kafkaverify
 
-# the connection-drop bounds of the explorer's producer results (BENCHMARKS.md, issue 9)
+# the connection-drop bounds of the explorer's producer results (docs/benchmarks/proofs.md)
 DROPS = {"brokers": 1, "producers": 1, "retries": 2, "crashes": 0, "elections": 0, "min_isr": 1}
 # the reordering, on one broker: a crash and an election move nothing but the leader's epoch
 REORDER = {"brokers": 1, "producers": 1, "records": 2, "max_in_flight": 2, "retries": 1,

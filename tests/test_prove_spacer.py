@@ -89,7 +89,7 @@ def test_cli_method_spacer_proves_and_rejects_bad_usage():
 def test_real_refutation_replays(tmp_path):
     """v0.10 loses an acknowledged record on two brokers: Spacer's path, written as a trace,
     is reproduced by `kafkaverify replay` (tens of seconds to minutes: Spacer's search time
-    varies widely with load; BENCHMARKS.md, Spacer)."""
+    varies widely with load; docs/benchmarks/proofs.md, Spacer)."""
     r = kv("prove", "--method", "spacer", "--generation", "v0.10", "--brokers", "2",
            "--crashes", "1", "--elections", "1", "--losses", "0", "--invariant",
            "MinIsrDurability", "--time-limit", "600", "--out", str(tmp_path), timeout=700)

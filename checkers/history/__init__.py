@@ -2,8 +2,8 @@
 Jepsen-style anomalies, per-partition linearizability, consumer-offset rules and dependency
 cycles.
 
-Each per-partition rule is written three times, in three layers named by their role (STYLE §7,
-§15: a fast implementation beside the obvious one):
+Each per-partition rule is written three times, in three layers named by their role (house
+style §7, §15: a fast implementation beside the obvious one):
 
   oracle/     the reference: the obvious object checkers over Op objects, slow and plainly
               correct; they alone decide anomalies and build witnesses and explanations.

@@ -1,6 +1,6 @@
 """The summary of a mining job, from its two result tables (verdicts, violations) and the runs
 table: aggregates (polars frames, small), then Markdown and a self-contained HTML page (inline
-CSS and SVG, no external assets) rendered from them (STYLE §11: one result, many views).
+CSS and SVG, no external assets) rendered from them (house style §11: one result, many views).
 
 Aggregates:
   by_status   runs by status x generation x producer x fault_type

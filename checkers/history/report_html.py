@@ -1,5 +1,5 @@
 """The HTML view of a checked history: one self-contained file (inline CSS, SVG and script, no
-external assets). Rendered from the history and its verdict only (STYLE §11).
+external assets). Rendered from the history and its verdict only (house style §11).
 
 Layout: the verdict and anomaly counts; then, for each of the first anomalies, its explanation
 and a timeline of the witness's neighbourhood in full (one lane per process, one bar per

@@ -5,7 +5,7 @@ Nothing comes back to the driver but aggregates and the shortest witnesses: the 
 per-run verdicts are written by the executors to OUT/violations.parquet and OUT/verdicts.parquet.
 
 Spark's own cost here is the JVM's conversion of rows to Arrow, about linear in rows x
-columns shipped (BENCHMARKS.md, "Mining, third round"). So by default each task's Python
+columns shipped (docs/benchmarks/mining.md). So by default each task's Python
 worker reads its events file itself (mine_spark read="executors"). With Spark's reader
 (read="spark") the job makes two passes: the first ships only the kernel's encoded integer
 columns (lean_select: strings hashed with xxhash64 in the JVM, enums packed in one int) and

@@ -112,7 +112,7 @@ def prove_together(model: Model, names: tuple[str, ...], *,
     the encoding once; the longest queries first, handed out as workers free up). `split`:
     a producer step with several outcomes (HandleProduce's error, duplicate or append, ...)
     is asked one outcome per query (Encoding.succ_cases), which z3 solves several times
-    faster than the merged step (BENCHMARKS.md, issue 11). `logs`: the producer proofs' log
+    faster than the merged step (docs/benchmarks/proofs.md). `logs`: the producer proofs' log
     slots (default strengthen_epochs.log_slots). `arith`: z3's arithmetic solver for the step
     queries (None: z3's default). `by_goal`: True, one query per conjunct an instance changes;
     False, one for their conjunction; None, the conjunction for BY_GOAL_AFTER seconds, then
@@ -221,7 +221,7 @@ BY_PART_AFTER = 2.0
 def smt_solver(arith: int | None = 2):
     """An induction step's solver: bmc's preprocessing, then z3's SMT core, by default with its
     older simplex-based arithmetic (arith.solver=2), 1.5-2x faster on these queries than z3's
-    default (BENCHMARKS.md, issue 11)."""
+    default (docs/benchmarks/proofs.md)."""
     smt = z3.With("smt", **{"arith.solver": arith}) if arith else "smt"
     return z3.Then("simplify", "propagate-values", "solve-eqs", smt).solver()
 
@@ -339,7 +339,7 @@ def _query(task):
     # one query per outcome of the step (one in all unless split): each fixes which branch
     # of every branching is taken, so z3 folds the merged successor terms to that branch's;
     # by_goal: within it one query per conjunct the step changes (z3 refutes each alone far
-    # faster than their disjunction of negations: BENCHMARKS.md, issue 11)
+    # faster than their disjunction of negations: docs/benchmarks/proofs.md)
     tq = time.monotonic()
     for fixed in (combos if which is None else combos[which:which + 1]):
         # by_goal None: the conjunction first, for at most BY_GOAL_AFTER seconds, then each

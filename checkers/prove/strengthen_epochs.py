@@ -95,7 +95,7 @@ RecordShadows    every slot in use of a log, a fetch response and the exposed pr
                  whose lemmas include this one). The producers' rules and the lemmas above read
                  a slot's record, epoch and sequence from its shadows, not by looking its write
                  id up in the write table: the lookup was a chain over every write slot, and
-                 each log lemma grew with it (BENCHMARKS.md, issue 11).
+                 each log lemma grew with it (docs/benchmarks/proofs.md).
 
 Each holds on the states the explicit model reaches at these bounds (tests/test_prove_lemmas.py).
 """
@@ -718,7 +718,7 @@ def _write_count(e, s):
     led = [OR(*[s[("g", "el", ep, i)] for i in range(e.n)]) for ep in range(e.E)]
     # each write is of one record, and the writes number n: with these sums spelled out
     # z3 bounds n by adding the records' counts (linear), not by a pigeonhole argument over
-    # the write slots (15 s per query at 4 in flight; BENCHMARKS.md, issue 11)
+    # the write slots (15 s per query at 4 in flight; docs/benchmarks/proofs.md)
     W, RP = e.prods.W, e.prods.RP
     out = [EQ(n, SUM(w < n for w in range(W)))]
     out += [EQ(SUM(AND(w < n, EQ(_w(s, "wk", w), k)) for k in range(RP)), SUM([w < n]))

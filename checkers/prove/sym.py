@@ -10,7 +10,7 @@ import z3
 
 # Integer fields are z3 Ints, or, inside `bitvectors(width)`, signed bit-vectors of that width:
 # bounded BMC then bit-blasts to SAT, measured many times faster on deep producer unrollings
-# (BENCHMARKS.md, issue 11). Sound while no value leaves the width's range: every field moves by
+# (docs/benchmarks/proofs.md). Sound while no value leaves the width's range: every field moves by
 # at most one per step or is set to a bounded value, so a width of 16 holds any depth below
 # thousands of steps.
 _WIDTH = [0]

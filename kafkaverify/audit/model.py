@@ -8,7 +8,7 @@ min.insync.replicas 2, the ISR may lose one member and acks=all writes go on), o
 (so at most 2 batches are ever in flight: max.in.flight 2 and 5 are one model setting, asked once), retries capped
 at 1 (one retry is what a reordering or a duplicate needs). Reordering and loss are asked under
 one crash and one election, duplication under one dropped connection (a lost answer): the
-smallest fault sets at which the model shows each (README "Clients").
+smallest fault sets at which the model shows each (docs/model-checking.md).
 """
 from __future__ import annotations
 

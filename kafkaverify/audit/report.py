@@ -1,7 +1,7 @@
-"""The audit's views, rendered from the Audit object only (STYLE §11): audit.json (everything),
-audit.md (the table the README shows) and audit.html (self-contained: inline CSS, no script;
-a matrix coloured by verdict, each cell linking to its witness story on the page, each story
-linking to its run's history report with the timeline, checkers/history/report_html.py)."""
+"""The audit's views, rendered from the Audit object only (house style §11): audit.json
+(everything), audit.md (the table docs/audit.md shows) and audit.html (self-contained: inline
+CSS, no script; a matrix coloured by verdict, each cell linking to its witness story on the
+page, each story linking to its run's history report with the timeline, checkers/history/report_html.py)."""
 from __future__ import annotations
 
 import html

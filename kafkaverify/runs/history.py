@@ -76,7 +76,7 @@ def _summary(console: Console, n_ops: int, by_id: dict, verdict, seconds: float)
 
 
 # --low-memory: the fused screen's groups (checkers.history.screens.fused.grouped_screen) hold
-# this many events each, the setting measured in BENCHMARKS.md (seventh round, last paragraph).
+# this many events each, the setting measured in docs/benchmarks/histories.md.
 LOW_MEMORY_GROUP_EVENTS = 1 << 22
 
 

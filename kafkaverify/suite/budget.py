@@ -2,7 +2,7 @@
 
 A row gives the stage's fix family (the fix, or group of fixes, whose bug it shows), its cost
 (seconds of one core on a quiet machine; stages measured under load are scaled by the same run's
-slowdown of a reference stage, see BENCHMARKS.md "CI budgets") and the budgets it belongs to. `full` (the default) runs every stage; `quick` is the pull-request budget: it must fit in
+slowdown of a reference stage, see docs/benchmarks/ci.md) and the budgets it belongs to. `full` (the default) runs every stage; `quick` is the pull-request budget: it must fit in
 QUICK_LIMIT_S and keep at least one stage of every family (tests/test_ci_report.py checks both
 against this table).
 
@@ -70,7 +70,7 @@ TABLE: dict[str, Row] = {
     "kip-966 without eligible-leader-replicas (one power failure)": Row("kip-966",        0.4, Q),
     "kip-966 clean with one power failure":                      Row("kip-966",          25.0, F),
     "kip-966 clean with one disk loss":                          Row("kip-903",           5.0, Q),
-    # every fix on where its bug shows (under load, scaled by 3.2: BENCHMARKS.md "Clean stages")
+    # every fix on where its bug shows (under load, scaled by 3.2: docs/benchmarks/model.md, clean stages)
     "clean: controller-epoch-fencing (one pause)":               Row("controller-fencing", 11.1, F),
     "clean: epoch-truncation and min-isr-hw (default bounds)":   Row("kip-101",           9.3, F),
     "clean: maximal-isr (min ISR 1)":                            Row("kip-497",           2.9, F),

@@ -71,7 +71,7 @@ TEETH: list[tuple[str, str, tuple, dict, tuple | None, str]] = [
      {"disk_loss": True, "crashes": 1}, None, "StrongIsr"),
     ("kip-966 without eligible-leader-replicas (one power failure)", "kip-966", ("eligible-leader-replicas",),
      {"unflushed_loss": True, "crashes": 1}, None, "AckedDurable"),
-    # Clients (bounds: checkers/golden.py and BENCHMARKS.md "Clients"). A client invariant the
+    # Clients (bounds: checkers/golden.py and docs/benchmarks/model.md, producers and consumer groups). A client invariant the
     # settings do not promise is checked because it is named: the question is "can it happen?".
     ("producer reorder without idempotence (retries, 2 in flight)", "current", ("idempotent-producer",),
      PRODUCER_FAULT_BOUNDS, ("ProducerSendOrder",), "ProducerSendOrder"),
@@ -91,7 +91,7 @@ TEETH: list[tuple[str, str, tuple, dict, tuple | None, str]] = [
 # exhausting these costs minutes, e.g. one pause 591 k states); "walks" are seeded random walks (the fix's tooth is a
 # walk); "script" follows the golden trace's scripted schedule with every fix on, which must
 # stop (a step the fixes forbid) or end clean; "swarm" walks the seeds of SWARM_TEETH at the
-# three-broker defaults with every fix on and must find nothing. Costs: BENCHMARKS.md "Clean stages".
+# three-broker defaults with every fix on and must find nothing. Costs: docs/benchmarks/model.md, clean stages.
 CLEAN_GENERATION = "kip-966"
 CLEAN: list[tuple[str, str, str, dict, dict]] = [
     ("clean: controller-epoch-fencing (one pause)", "controller-epoch-fencing", "explore",

@@ -95,7 +95,7 @@ def at_least_once(part: Part, group_of: dict[int, str], g: str) -> list[Anomaly]
             continue
         if first_at is None:
             # One pass, on the first violation only: searching `times` per commit would make
-            # the check quadratic in commits (issue 12: 9.7 s -> 53.5 s for one lost write).
+            # the check quadratic in commits (9.7 s -> 53.5 s for one lost write).
             first_at = {}
             for j, t in enumerate(times):
                 first_at.setdefault(t, j)

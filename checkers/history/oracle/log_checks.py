@@ -2,7 +2,7 @@
 inconsistent offsets, duplicates, lost / unseen writes, failed writes that were observed, poll
 skips and non-monotonic polls per consumer, non-monotonic sends and reordering per producer.
 Each rule is one function over an index.Part; each anomaly carries its smallest witness.
-`info` sends are never counted as lost or unseen: they may not have happened (STYLE §10)."""
+`info` sends are never counted as lost or unseen: they may not have happened (house style §10)."""
 from __future__ import annotations
 
 from operator import and_, attrgetter, eq, ge

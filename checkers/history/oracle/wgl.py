@@ -1,7 +1,7 @@
 """The exhaustive linearizability checker for one partition's log: Wing & Gong's search with
 Lowe's memoisation (as in Porcupine), over the sequential specification stated in
 linearizable.py. Deliberately straightforward: it exists to cross-check the fast offset-based
-checker on small histories (differential testing, STYLE §7), not to be fast.
+checker on small histories (differential testing, house style §7), not to be fast.
 
 Search: repeatedly pick a not-yet-linearised operation that no other pending `ok` operation
 precedes in real time, apply it to the log if legal, recurse; backtrack otherwise. `info` sends

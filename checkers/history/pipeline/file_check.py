@@ -109,7 +109,7 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             # The screen first, over slices each decoded and released in turn: the decoded
             # columns are some 200 bytes an event (string views of 16 bytes, null or not), and
             # a slice's pages are reused by the next instead of faulted in fresh (at 10^6
-            # operations 123 k page faults -> 55 k, ~0.1 CPU-s: BENCHMARKS.md, seventh round).
+            # operations 123 k page faults -> 55 k, ~0.1 CPU-s: docs/benchmarks/histories.md).
             # A history with a flag is then decoded whole for the kernel (once more: ~0.5 CPU-s
             # per 10^6 operations, next to the kernel's seconds on any flagged history).
             slices = (hc.scan_parquet(str(path), None, off, SCREEN_SLICE_EVENTS)[1].select(*NEEDED).collect(

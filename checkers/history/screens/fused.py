@@ -74,14 +74,14 @@ def fused_screen(frames, deadline: float | None = None) -> Fused | None:
 
 
 # Above SCREEN_GROUP_EVENTS events (when set) the fused screen runs in groups of partitions, so
-# that its state (about 56 bytes per offset of the log: BENCHMARKS.md, seventh round) is
+# that its state (about 56 bytes per offset of the log: docs/benchmarks/histories.md) is
 # bounded by a group's share of the log instead of by the whole log. At most SCREEN_GROUPS_MAX
 # groups: each group's state still has the screen's table of 4 bytes per operation id of the
 # history, and its dense layouts need ids within 8 times the group's events (_fused.c
 # DENSE_SLACK); beyond that bound the groups grow with the history. Off (None) by default:
 # routing and spilling the decoded columns through polars (a filter per group, an IPC write
 # and read) made the whole check 3.0x dearer in CPU at 10^7 operations (4.2x at 2*10^7) for a
-# peak of 515-546 MiB instead of 970-1,578 (BENCHMARKS.md, seventh round, last paragraph);
+# peak of 515-546 MiB instead of 970-1,578 (docs/benchmarks/histories.md);
 # 1 << 22 is the setting measured, which `check-history --low-memory` passes.
 SCREEN_GROUP_EVENTS: int | None = None
 SCREEN_GROUPS_MAX = 8

@@ -84,7 +84,7 @@ class StateLayout:
         log, a fetch response and the exposed prefix holds a write id below the writes made,
         and its shadows are that write's metadata in the write table. Stated per write id,
         not as a lookup at the slot's: an append changes one write, and a lookup's chain over
-        every write slot would be asked again for each slot (BENCHMARKS.md, issue 11)."""
+        every write slot would be asked again for each slot (docs/benchmarks/proofs.md)."""
         if not self.shadows:
             return []
         n, out = s[("g", "produced")], []
