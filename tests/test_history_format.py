@@ -141,8 +141,8 @@ def test_bad_parquet_input_names_the_row(tmp_path):
     with pytest.raises(th.HistoryError) as e:
         th.load(p)
     assert e.value.where == "row 2"
-    p = _parquet(tmp_path, [inv, ok], header={"format": th.FORMAT, "version": 2})
-    with pytest.raises(th.HistoryError, match="unsupported format version 2"):
+    p = _parquet(tmp_path, [inv, ok], header={"format": th.FORMAT, "version": 3})
+    with pytest.raises(th.HistoryError, match="unsupported format version 3"):
         th.load(p)
     p = _parquet(tmp_path, [inv, ok], drop=lambda t: t.drop_columns(["mono_ns"]))
     with pytest.raises(th.HistoryError, match="missing column"):

@@ -22,15 +22,30 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 FORMAT = "kafkaverify-history"
+# Version 1: plain sends, polls, offset commits, one-partition assigns (each adds its partition
+# and resets its position). Version 2 adds transactions (`txn` on sends, polls and offset
+# commits; `txn_commit` / `txn_abort` operations; `isolation` on polls; `transactional_id` on
+# a producer_config) and Kafka's assignment semantics: the assign/subscribe events of one
+# process invoked at one `mono_ns` are one assignment that replaces the consumer's whole set.
+# Writers write version 1 unless a history uses what only version 2 has (TXN_VERSION).
 VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+TXN_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 PARQUET_META_KEY = b"kafkaverify-history"
 
 TYPES = ("invoke", "ok", "fail", "info")
 # `assign` and `subscribe` both mean "this consumer now owns this partition": they reset the
 # consumer's poll position, which is all the checkers need to know of them.
-FS = ("send", "poll", "commit", "assign", "subscribe", "producer_config")
+FS = ("send", "poll", "commit", "assign", "subscribe", "producer_config", "txn_commit", "txn_abort")
 DELIVERY_MODES = ("at-least-once", "at-most-once")
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+# Fields only version 2 has, and the operations each may appear on.
+V2_FIELDS: dict[str, tuple[str, ...]] = {
+    "txn": ("send", "poll", "commit", "txn_commit", "txn_abort"),
+    "isolation": ("poll",),
+    "transactional_id": ("producer_config",),
+}
+TXN_FS = ("txn_commit", "txn_abort")
 
 # Field name -> (Python type, Arrow type name). Order is the Parquet column order.
 FIELDS: dict[str, tuple[type, str]] = {
@@ -56,6 +71,10 @@ FIELDS: dict[str, tuple[type, str]] = {
     "error": (str, "string"),
     "mono_ns": (int, "int64"),
     "wall_ns": (int, "int64"),
+    # Version 2 (after the version-1 columns, so version-1 files keep their bytes).
+    "txn": (int, "int64"),
+    "isolation": (str, "string"),
+    "transactional_id": (str, "string"),
 }
 _ORDER = {n: i for i, n in enumerate(FIELDS)}
 REQUIRED = ("id", "type", "process", "f", "mono_ns")
@@ -68,6 +87,8 @@ INVOKE_NEEDS: dict[str, tuple[str, ...]] = {
     "assign": ("topic", "partition"),
     "subscribe": ("topic", "partition"),
     "producer_config": (),
+    "txn_commit": ("txn",),
+    "txn_abort": ("txn",),
 }
 # Fields only a completion may set (the operation's result); everything else belongs to the
 # invoke, and a completion that restates it must agree.
@@ -78,6 +99,8 @@ RESULT_FIELDS: dict[str, frozenset[str]] = {
     "assign": frozenset({"generation", "offset"}),
     "subscribe": frozenset({"generation", "offset"}),
     "producer_config": frozenset(),
+    "txn_commit": frozenset(),
+    "txn_abort": frozenset(),
 }
 ALWAYS_OWN = frozenset({"id", "type", "process", "f", "mono_ns", "wall_ns", "error"})
 
@@ -113,8 +136,11 @@ class Op:
     generation: int | None = None
     final: bool = False
     delivery: str | None = None
-    config: dict | None = None      # producer_config: retries, max_in_flight, idempotence, acks
+    config: dict | None = None      # producer_config: retries, max_in_flight, idempotence, acks,
+                                    # transactional_id
     error: str | None = None
+    txn: int | None = None          # the transaction this operation belongs to (version 2)
+    isolation: str | None = None    # a poll's isolation level (version 2; absent: read_uncommitted)
     where: str = ""                 # 'line N' / 'row N' of the invoke, for messages
     inv_wall: int | None = None     # wall-clock ns (display only; never used for ordering)
     end_wall: int | None = None
@@ -137,10 +163,16 @@ class Op:
         elif self.f == "commit":
             body = f" {self.group} {self.tp} offset={self.offset} gen={self.generation}"
         elif self.f in ("assign", "subscribe"):
-            body = f" {self.tp} gen={self.generation}"
+            body = f" {self.tp} gen={self.generation}" if self.topic is not None else " (no partitions)"
+        elif self.f in TXN_FS:
+            body = ""
         else:
             cfg = self.config or {}
             body = " " + " ".join(f"{k}={cfg[k]}" for k in sorted(cfg))
+        if self.f == "poll" and self.isolation == "read_committed":
+            body += " read_committed"
+        if self.txn is not None:
+            body += f" txn={self.txn}"
         return f"{head}{body} {self.type}"
 
 
@@ -212,6 +244,13 @@ def check_event(path: str, where: str, ev: Any) -> None:
                                         "(offsets start at 0)")
     if "values" in ev and any(not isinstance(v, str) for v in ev["values"]):
         raise HistoryError(path, where, "'values' must be a list of strings")
+    if "isolation" in ev and ev["isolation"] not in ISOLATION_LEVELS:
+        raise HistoryError(path, where, f"field 'isolation': unknown isolation level {ev['isolation']!r} "
+                                        f"(expected one of {', '.join(ISOLATION_LEVELS)})")
+    for name, fs in V2_FIELDS.items():
+        if name in ev and ev["f"] not in fs:
+            raise HistoryError(path, where, f"field {name!r} does not belong on a {ev['f']} "
+                                            f"(only on {', '.join(fs)})")
     if "delivery" in ev and ev["delivery"] not in DELIVERY_MODES:
         raise HistoryError(path, where, f"unknown delivery mode {ev['delivery']!r} "
                                         f"(expected one of {', '.join(DELIVERY_MODES)})")
@@ -224,13 +263,23 @@ def pair(path: str, header: dict[str, Any], events: Iterable[tuple[str, dict[str
     done: set[int] = set()
     ops: list[Op] = []
     sent: dict[tuple[str, int, str], str] = {}
+    v2 = header.get("version", VERSION) >= TXN_VERSION
+    txns = _TxnRules(path)
     for where, ev in events:
         check_event(path, where, ev)
+        if not v2:
+            late = [n for n in V2_FIELDS if n in ev] + ([f"f={ev['f']}"] if ev["f"] in TXN_FS else [])
+            if late:
+                raise HistoryError(path, where, f"{', '.join(late)} needs format version {TXN_VERSION} "
+                                                f"(the header says version {header.get('version')})")
         oid = ev["id"]
         if ev["type"] == "invoke":
             if oid in pending or oid in done:
                 raise HistoryError(path, where, f"operation id {oid} is invoked twice")
+            txns.invoke(where, ev)
             need = [n for n in INVOKE_NEEDS[ev["f"]] if n not in ev]
+            if v2 and ev["f"] in ("assign", "subscribe") and "topic" not in ev and "partition" not in ev:
+                need = []           # an assignment of no partition: revokes every one
             if need:
                 raise HistoryError(path, where, f"{ev['f']} invoke lacks field(s) {', '.join(need)}")
             if ev["f"] == "send":
@@ -270,6 +319,40 @@ def pair(path: str, header: dict[str, Any], events: Iterable[tuple[str, dict[str
     return History(header=header, ops=ops)
 
 
+class _TxnRules:
+    """The reader's rules for transactions (version 2): a transaction belongs to one process,
+    which must be a transactional producer (its producer_config carries a transactional_id),
+    and nothing joins it after its txn_commit or txn_abort was invoked."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.txid: dict[int, str | None] = {}          # process -> its transactional_id
+        self.owner: dict[int, tuple[int, str]] = {}    # txn -> (process, where first used)
+        self.ended: dict[int, str] = {}                # txn -> where its end was invoked
+
+    def invoke(self, where: str, ev: dict[str, Any]) -> None:
+        proc = ev["process"]
+        if ev["f"] == "producer_config":
+            self.txid[proc] = ev.get("transactional_id")
+            return
+        t = ev.get("txn")
+        if t is None:
+            return
+        if self.txid.get(proc) is None:
+            raise HistoryError(self.path, where, f"field 'txn': process {proc} is not a transactional "
+                                                 "producer (record a producer_config with a "
+                                                 "'transactional_id' before its transactions)")
+        first = self.owner.setdefault(t, (proc, where))
+        if first[0] != proc:
+            raise HistoryError(self.path, where, f"field 'txn': transaction {t} belongs to process "
+                                                 f"{first[0]} ({first[1]}), not to process {proc}")
+        if t in self.ended:
+            raise HistoryError(self.path, where, f"field 'txn': transaction {t} already ended "
+                                                 f"({self.ended[t]})")
+        if ev["f"] in TXN_FS:
+            self.ended[t] = where
+
+
 def _make_op(path: str, where: str, iwhere: str, inv: dict, comp: dict | None) -> Op:
     f = inv["f"]
     kind = comp["type"] if comp is not None else "info"
@@ -285,23 +368,28 @@ def _make_op(path: str, where: str, iwhere: str, inv: dict, comp: dict | None) -
         if f == "poll":
             if "offsets" not in merged or "values" not in merged:
                 raise HistoryError(path, where, "an ok poll must carry 'offsets' and 'values'")
-            if len(merged["offsets"]) != len(merged["values"]):
-                raise HistoryError(path, where, "'offsets' and 'values' differ in length")
+    if f == "poll" and ("offsets" in merged) != ("values" in merged):
+        raise HistoryError(path, where, "a poll carries 'offsets' and 'values' together or neither")
+    if f == "poll" and "offsets" in merged and len(merged["offsets"]) != len(merged["values"]):
+        raise HistoryError(path, where, "'offsets' and 'values' differ in length")
     config = None
     if f == "producer_config":
-        config = {n: merged[n] for n in ("retries", "max_in_flight", "idempotence", "acks") if n in merged}
+        config = {n: merged[n] for n in ("retries", "max_in_flight", "idempotence", "acks",
+                                         "transactional_id") if n in merged}
     return Op(
         id=inv["id"], process=inv["process"], f=f, type=kind, inv=inv["mono_ns"],
         comp=comp["mono_ns"] if comp is not None and kind != "info" else None,
         end=comp["mono_ns"] if comp is not None else None,
         topic=merged.get("topic"), partition=merged.get("partition"), key=merged.get("key"),
         value=merged.get("value"), offset=merged.get("offset"),
-        offsets=merged.get("offsets") if kind == "ok" else None,
-        values=merged.get("values") if kind == "ok" else None,
+        # A poll that ended info or fail may still carry the records it returned: they are
+        # evidence of the log (checkers use them; they do not move the consumer's position).
+        offsets=merged.get("offsets"), values=merged.get("values"),
         group=merged.get("group"), generation=merged.get("generation"),
         final=bool(merged.get("final", False)), delivery=merged.get("delivery"),
         config=config, error=(comp or {}).get("error", inv.get("error")), where=iwhere,
-        inv_wall=inv.get("wall_ns"), end_wall=(comp or {}).get("wall_ns"))
+        inv_wall=inv.get("wall_ns"), end_wall=(comp or {}).get("wall_ns"),
+        txn=merged.get("txn"), isolation=merged.get("isolation"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,7 +605,7 @@ def write(path: str | Path, header: dict[str, Any], events: list[dict[str, Any]]
 def op_events(op: Op) -> list[dict[str, Any]]:
     """The invoke and completion events of one operation (inverse of pairing)."""
     inv: dict[str, Any] = {"id": op.id, "type": "invoke", "process": op.process, "f": op.f}
-    for n in ("topic", "partition", "key", "value", "group", "delivery"):
+    for n in ("topic", "partition", "key", "value", "group", "delivery", "txn", "isolation"):
         v = getattr(op, n)
         if v is not None:
             inv[n] = v
@@ -536,12 +624,12 @@ def op_events(op: Op) -> list[dict[str, Any]]:
     if op.end is None:
         return out
     comp: dict[str, Any] = {"id": op.id, "type": op.type, "process": op.process, "f": op.f}
+    if op.f == "send" and op.offset is not None:
+        comp["offset"] = op.offset
+    elif op.f == "poll" and (op.type == "ok" or op.offsets is not None):
+        comp["offsets"], comp["values"] = list(op.offsets or []), list(op.values or [])
     if op.type == "ok":
-        if op.f == "send":
-            comp["offset"] = op.offset
-        elif op.f == "poll":
-            comp["offsets"], comp["values"] = list(op.offsets or []), list(op.values or [])
-        elif op.f in ("assign", "subscribe"):
+        if op.f in ("assign", "subscribe"):
             if op.generation is not None:
                 comp["generation"] = op.generation
             if op.offset is not None:

@@ -3,7 +3,7 @@ the log as observed (offset -> value), which values were read, and the offsets' 
 Every per-partition rule reads this; none re-derives it (one place per fact)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bisect import bisect_right
 from itertools import accumulate, chain, compress, count
@@ -48,6 +48,10 @@ class Part:
     max_read_op: Op | None = None
     unread_acks: list[Op] = field(default_factory=list)   # ok sends whose value no poll returned
     acked: list[Op] = field(default_factory=list)         # ok sends, by invoke time
+    # Unacknowledged sends that carry an offset and are proven to have happened (their value
+    # was read, or their transaction is committed): their records are placed at that offset.
+    proven: list[Op] = field(default_factory=list)
+    evidence: list[Op] = field(default_factory=list)      # info/fail polls that carry records
     failed: list[Op] = field(default_factory=list)        # fail sends
     finals: list[Op] = field(default_factory=list)        # ok final polls
     _send_of: dict[str, Op] | None = None
@@ -59,6 +63,8 @@ class Part:
     _sorted_offsets: list[int] | None = None
     _showing: dict[tuple[int, str], list[Op]] | None = None
     _reading: dict[str, list[Op]] | None = None
+    unread_proven: list[Op] = field(default_factory=list)
+    held: set[int] = field(default_factory=set)   # ok polls that do not move their consumer
 
     def build(self) -> None:
         log, conflicts, first, dups = self.log, self.conflicts, self.first_offset, self.dups
@@ -68,6 +74,10 @@ class Part:
         self.failed = [op for op in self.sends if op.type == "fail"]
         ack_offs, ack_vals = list(map(_OFFSET, acked)), list(map(_VALUE, acked))
         acks = list(zip(ack_offs, ack_vals))
+        if self.proven:
+            # Proven unacknowledged sends put their records at their offsets (after the
+            # acknowledgements: a contradiction with one is noted as a conflict or duplicate).
+            acks += [(op.offset, op.value) for op in self.proven]
         log.update(acks)
         first.update(zip(ack_vals, ack_offs))
         if len(log) != len(acks) or len(first) != len(acks):
@@ -78,15 +88,18 @@ class Part:
             for o, v in acks:
                 _record(log, first, conflicts, dups, o, v)
         # Polls, in bulk: flatten every record of the partition once.
-        polls = self.polls
+        # Records of polls that ended info or fail are evidence of the log too (the poller must
+        # return only real records whatever its own outcome); they never advance a consumer.
+        polls = self.polls + self.evidence if self.evidence else self.polls
         offs_lists, vals_lists = list(map(_OFFSETS, polls)), list(map(_VALUES, polls))
         flat_o = list(chain.from_iterable(offs_lists))
         flat_v = list(chain.from_iterable(vals_lists))
         read = self.read
         read.update(flat_v)
-        self.poll_max = poll_max = [max(o) if o else -1 for o in offs_lists]
-        max_read = max(poll_max, default=-1)
-        max_op = polls[poll_max.index(max_read)] if max_read >= 0 else None
+        all_max = [max(o) if o else -1 for o in offs_lists]
+        self.poll_max = poll_max = all_max[:len(self.polls)]
+        max_read = max(all_max, default=-1)
+        max_op = polls[all_max.index(max_read)] if max_read >= 0 else None
         got = list(map(log.get, flat_o))
         if got != flat_v:
             # Records that disagree with the acknowledgements (an unacknowledged send's offset,
@@ -100,6 +113,9 @@ class Part:
         self.max_read, self.max_read_op = max_read, max_op
         unread = set(ack_vals).difference(read)
         self.unread_acks = [op for op in acked if op.value in unread] if unread else []
+        # Proven but unread: lost below the highest offset read (they have no acknowledgement
+        # time, so they are never judged unseen).
+        self.unread_proven = [op for op in self.proven if op.value not in read]
         if log:
             lo, hi = min(log), max(log)
             if hi - lo + 1 == len(log):
@@ -136,9 +152,9 @@ class Part:
         no rule is superlinear in the number of anomalies it reports."""
         if self._showing is None:
             showing: dict[tuple[int, str], list[Op]] = {}
-            for op in self.acked:
+            for op in self.acked + self.proven:
                 showing.setdefault((op.offset, op.value), []).append(op)
-            for op in self.polls:
+            for op in self.polls + self.evidence:
                 for k in dict.fromkeys(zip(op.offsets, op.values)):
                     showing.setdefault(k, []).append(op)
             for ops in showing.values():
@@ -149,11 +165,36 @@ class Part:
     def polls_reading(self, value: str) -> list[Op]:
         if self._reading is None:
             reading: dict[str, list[Op]] = {}
-            for op in self.polls:
+            for op in self.polls + self.evidence:
                 for v in dict.fromkeys(op.values):
                     reading.setdefault(v, []).append(op)
             self._reading = reading
         return self._reading.get(value, [])
+
+
+COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
+
+
+@dataclass
+class Txn:
+    """One transaction (format version 2): its operations, its end and its outcome.
+    committed: txn_commit ok, or proven by a read_committed poll that read one of its records
+    (`proof`); aborted: txn_abort, a failed txn_commit, or no commit at all (the coordinator
+    aborts it); unknown: txn_commit info (or never completed) and nothing read proves it."""
+    id: int
+    process: int
+    ops: list[Op] = field(default_factory=list)      # by invoke time; its end last
+    end: Op | None = None                            # txn_commit or txn_abort
+    status: str = ABORTED
+    proof: Op | None = None                          # the poll that proves an unknown commit
+
+    @property
+    def sends(self) -> list[Op]:
+        return [o for o in self.ops if o.f == "send"]
+
+    @property
+    def polls(self) -> list[Op]:
+        return [o for o in self.ops if o.f == "poll"]
 
 
 @dataclass
@@ -162,41 +203,146 @@ class Index:
     config: dict[int, dict]        # process -> its last producer_config
     group_of: dict[int, str]       # process -> consumer group (from its assign/subscribe)
     history: History
+    txns: dict[int, Txn] = field(default_factory=dict)
 
     def sorted_parts(self) -> list[Part]:
         return [self.parts[k] for k in sorted(self.parts)]
+
+    def txn_of(self, op: Op) -> Txn | None:
+        return self.txns.get(op.txn) if op.txn is not None else None
+
+
+def _txns(history: History) -> dict[int, Txn]:
+    """Transactions and their outcomes; an unknown commit is proven by a read_committed ok
+    poll returning one of its records (Jepsen's must-have-committed?)."""
+    txns: dict[int, Txn] = {}
+    for op in history.ops:
+        if op.txn is None:
+            continue
+        t = txns.get(op.txn)
+        if t is None:
+            t = txns[op.txn] = Txn(op.txn, op.process)
+        t.ops.append(op)
+        if op.f in ("txn_commit", "txn_abort"):
+            t.end = op
+    if not txns:
+        return txns
+    for t in txns.values():
+        e = t.end
+        if e is not None and e.f == "txn_commit":
+            t.status = COMMITTED if e.type == "ok" else UNKNOWN if e.type == "info" else ABORTED
+    pending = {(s.topic, s.partition, s.value): t for t in txns.values() if t.status == UNKNOWN
+               for s in t.sends if s.type != "fail"}
+    if pending:
+        for op in history.ops:
+            if op.f == "poll" and op.type == "ok" and op.isolation == "read_committed":
+                for v in op.values:
+                    t = pending.get((op.topic, op.partition, v))
+                    if t is not None and t.status == UNKNOWN and t is not txns.get(op.txn):
+                        t.status, t.proof = COMMITTED, op
+    return txns
+
+
+def _effective_send(op: Op, txns: dict[int, Txn]) -> Op:
+    """A transactional send as the per-partition rules see it: a committed transaction's
+    sends as recorded; the others may or may not be visible (an aborted transaction's
+    records are in the log, hidden from read_committed consumers), like an info send."""
+    t = txns.get(op.txn) if op.txn is not None else None
+    if t is None or t.status == COMMITTED or op.type == "fail":
+        return op
+    return replace(op, type="info", comp=None)
+
+
+def _assignment_resets(history: History) -> dict[tuple, list[Op]]:
+    """Format version 2: the assign/subscribe events of one process invoked at one mono_ns
+    are one assignment, which replaces the consumer's whole set: a partition it no longer
+    lists is revoked, one it newly lists starts afresh, one it keeps keeps its position.
+    Returns, per (topic, partition), the assignment operations that reset a consumer's
+    position there (the first operation of each assignment stands for it)."""
+    groups: dict[tuple[int, int], list[Op]] = {}
+    for op in history.ops:
+        if op.f in ("assign", "subscribe") and op.type != "fail":
+            groups.setdefault((op.process, op.inv), []).append(op)
+    held: dict[int, set[tuple]] = {}
+    out: dict[tuple, list[Op]] = {}
+    for (proc, _), ops in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[1][0].id)):
+        now = {(o.topic, o.partition) for o in ops if o.topic is not None}
+        before = held.get(proc, set())
+        for key in sorted(now ^ before, key=repr):
+            out.setdefault(key, []).append(ops[0])
+        held[proc] = now
+    return out
 
 
 def build(history: History) -> Index:
     parts: dict[tuple, Part] = {}
     config: dict[int, dict] = {}
     group_of: dict[int, str] = {}
+    v2 = history.header.get("version", 1) >= 2
+    txns = _txns(history) if v2 else {}
+
+    def part_of(op: Op) -> Part:
+        key = (op.topic, op.partition)
+        part = parts.get(key)
+        if part is None:
+            part = parts[key] = Part(f"{op.topic}-{op.partition}")
+        return part
+
     for op in history.ops:
         f = op.f
         if f == "producer_config":
             if op.type != "fail":
                 config[op.process] = op.config or {}
             continue
-        key = (op.topic, op.partition)
-        part = parts.get(key)
-        if part is None:
-            part = parts[key] = Part(f"{op.topic}-{op.partition}")
+        if f in ("txn_commit", "txn_abort"):
+            continue
+        if f in ("assign", "subscribe") and op.topic is None:
+            if op.type != "fail" and op.group is not None:
+                group_of[op.process] = op.group
+            continue
+        part = part_of(op)
         if f == "send":
-            part.sends.append(op)
+            part.sends.append(_effective_send(op, txns) if txns else op)
         elif f == "poll":
             if op.type == "ok":
                 part.polls.append(op)
                 part.consumer_ops.append(op)
                 if op.final:
                     part.finals.append(op)
+            elif op.offsets:
+                part.evidence.append(op)
+                part.consumer_ops.append(op)
         elif f == "commit":
             if op.type == "ok":
                 part.commits.append(op)
         elif op.type != "fail":          # assign / subscribe
             part.assigns.append(op)
-            part.consumer_ops.append(op)
+            if not v2:
+                part.consumer_ops.append(op)
             if op.group is not None:
                 group_of[op.process] = op.group
+    if v2:
+        for key, resets in _assignment_resets(history).items():
+            part = parts.get(key)
+            if part is None:
+                continue
+            part.consumer_ops = sorted(part.consumer_ops + resets, key=_INV_ID)
     for part in parts.values():
+        if txns:
+            # A poll inside a transaction that was not acknowledged committed does not move
+            # its consumer: the client goes back to the last committed position (Jepsen's
+            # reading of an aborted or crashed transaction).
+            part.held = {p.id for p in part.polls if p.txn is not None
+                         and not (txns[p.txn].end is not None and txns[p.txn].end.f == "txn_commit"
+                                  and txns[p.txn].end.type == "ok")}
+        if any(s.type == "info" and s.offset is not None for s in part.sends):
+            read = {v for p in part.polls + part.evidence for v in p.values}
+            part.proven = [s for s in part.sends if s.type == "info" and s.offset is not None
+                           and (s.value in read or _committed(s, txns))]
         part.build()
-    return Index({p.tp: p for p in parts.values()}, config, group_of, history)
+    return Index({p.tp: p for p in parts.values()}, config, group_of, history, txns)
+
+
+def _committed(op: Op, txns: dict[int, Txn]) -> bool:
+    t = txns.get(op.txn) if op.txn is not None else None
+    return t is not None and t.status == COMMITTED

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from operator import and_, attrgetter, eq, ge
 
+from checkers.history.oracle import txns
 from checkers.history.oracle.index import Index, Part
 from checkers.history.result import Anomaly, CheckResult, finish
 from traces.history import Op
@@ -56,6 +57,15 @@ def lost_writes(part: Part) -> list[Anomaly]:
                                f"send #{op.id} of {op.value!r} was acknowledged at offset "
                                f"{op.offset} of {part.tp}; poll #{witness.id} read the later "
                                f"offset {hi}, yet no poll ever read {op.value!r}.", part.tp))
+    for op in part.unread_proven:
+        # Unacknowledged, but proven to have happened (its transaction committed), at an
+        # offset its completion reported.
+        if op.offset < hi:
+            out.append(Anomaly("lost-write", (op.id, witness.id),
+                               f"send #{op.id} of {op.value!r} (unacknowledged, but its "
+                               f"transaction {op.txn} committed) took offset {op.offset} of "
+                               f"{part.tp}; poll #{witness.id} read the later offset {hi}, yet "
+                               f"no poll ever read {op.value!r}.", part.tp))
     return out
 
 
@@ -129,6 +139,7 @@ def poll_order(part: Part) -> list[Anomaly]:
     # Polls and assigns in invoke order; the last rank read per process is its position.
     last: dict[int, tuple[int, Op]] = {}
     ranks = part.ranks
+    held = part.held
     for op in part.consumer_ops:
         if op.f != "poll":
             last.pop(op.process, None)
@@ -141,23 +152,29 @@ def poll_order(part: Part) -> list[Anomaly]:
         if r[-1] - r[0] != n - 1 or (n > 2 and r != list(range(r[0], r[0] + n))):
             out.append(_internal_poll_anomaly(part, op, r))
         prev = last.get(op.process)
+        # Two polls of one transaction: Jepsen's internal (int-) kinds.
+        inner = prev is not None and op.txn is not None and prev[1].txn == op.txn
         if prev is not None:
             pr, pop = prev
             if r[0] > pr + 1:
                 o = part.offset_at_rank(pr + 1)
                 shown = part.ops_showing(o, part.log[o])[0]
-                out.append(Anomaly("poll-skip", _ids(pop, op, shown),
+                out.append(Anomaly("int-poll-skip" if inner else "poll-skip", _ids(pop, op, shown),
                                    f"process {op.process} polled {part.tp} up to offset "
                                    f"{pop.offsets[-1]} (#{pop.id}), then resumed at offset "
                                    f"{offs[0]} (#{op.id}), skipping {r[0] - pr - 1} record(s) "
                                    f"such as offset {o} (see #{shown.id}).", part.tp))
             elif r[0] <= pr:
-                out.append(Anomaly("nonmonotonic-poll", (pop.id, op.id),
+                out.append(Anomaly("int-nonmonotonic-poll" if inner else "nonmonotonic-poll",
+                                   (pop.id, op.id),
                                    f"process {op.process} polled {part.tp} up to offset "
                                    f"{pop.offsets[-1]} (#{pop.id}), then went back to offset "
                                    f"{offs[0]} (#{op.id}) without an assign or subscribe.",
                                    part.tp))
-        last[op.process] = (r[-1], op)
+        # A poll that ended info or fail, or whose transaction did not commit, is checked
+        # against the consumer's position but does not move it (the client rewinds).
+        if op.type == "ok" and op.id not in held:
+            last[op.process] = (r[-1], op)
     return out
 
 
@@ -201,32 +218,47 @@ def send_order(part: Part, config: dict[int, dict]) -> tuple[list[Anomaly], list
     two sends in flight together that swapped are a send-reorder, an anomaly unless the
     producer's settings permit it (then a note). Returns (anomalies, notes)."""
     out, notes = [], []
-    if not _any_producer_descent(part.acked):
+    # Unacknowledged sends that took effect are ordered too: at their proven offset, or where
+    # they were first read. Their completion time is unknown, so they are never "completed
+    # before" the next (a descent involving one is a send-reorder).
+    extra = [(s, part.first_offset[s.value]) for s in part.sends
+             if s.type == "info" and s.value in part.first_offset]
+    if extra:
+        seq = sorted([(a, a.offset) for a in part.acked] + extra, key=lambda x: (x[0].inv, x[0].id))
+    elif not _any_producer_descent(part.acked):
         return out, notes
-    last: dict[int, Op] = {}
-    for op in part.acked:
-        prev = last.get(op.process)
-        last[op.process] = op
-        if prev is None or op.offset > prev.offset:
+    else:
+        seq = [(a, a.offset) for a in part.acked]
+    last: dict[int, tuple[Op, int]] = {}
+    for op, off in seq:
+        p = last.get(op.process)
+        last[op.process] = (op, off)
+        if p is None or off > p[1]:
             continue
+        prev, poff = p
         w = (prev.id, op.id)
-        if prev.comp < op.inv:
-            out.append(Anomaly("nonmonotonic-send", w,
+        if prev.comp is not None and prev.comp < op.inv:
+            kind = "int-nonmonotonic-send" if op.txn is not None and op.txn == prev.txn else "nonmonotonic-send"
+            out.append(Anomaly(kind, w,
                                f"process {op.process} sent {prev.value!r} (#{prev.id}, offset "
-                               f"{prev.offset}) and, after it was acknowledged, {op.value!r} "
-                               f"(#{op.id}), which got the earlier offset {op.offset} of {part.tp}.",
+                               f"{poff}) and, after it was acknowledged, {op.value!r} "
+                               f"(#{op.id}), which got the earlier offset {off} of {part.tp}.",
                                part.tp))
             continue
         cfg = config.get(op.process)
         settings = (", ".join(f"{k}={cfg[k]}" for k in sorted(cfg)) if cfg
                     else "no producer_config recorded")
+        unacked = [s for s in (prev, op) if s.type != "ok"]
+        how = ("both in flight" if not unacked else
+               f"{' and '.join('#' + str(s.id) for s in unacked)} unacknowledged but read")
         text = (f"process {op.process} sent {prev.value!r} (#{prev.id}) before {op.value!r} "
-                f"(#{op.id}), both in flight, but the log of {part.tp} has them the other way "
-                f"round (#{op.id} at offset {op.offset}, #{prev.id} at {prev.offset}); producer settings: {settings}")
+                f"(#{op.id}), {how}, but the log of {part.tp} has them the other way "
+                f"round (#{op.id} at offset {off}, #{prev.id} at {poff}); producer settings: {settings}")
+        kind = "int-nonmonotonic-send" if op.txn is not None and op.txn == prev.txn else "send-reorder"
         if reorder_permitted(cfg):
-            notes.append(Anomaly("send-reorder", w, text + " — which permit this.", part.tp))
+            notes.append(Anomaly(kind, w, text + " — which permit this.", part.tp))
         else:
-            out.append(Anomaly("send-reorder", w, text + " — which forbid this.", part.tp))
+            out.append(Anomaly(kind, w, text + " — which forbid this.", part.tp))
     return out, notes
 
 
@@ -259,6 +291,10 @@ def check_log(index: Index) -> list[CheckResult]:
         a, n = send_order(part, index.config)
         found["sends"] += a
         notes += n
+    t_found, t_notes = txns.check(index)
+    for name in ("writes", "sends"):
+        found[name] += t_found[name]
+    notes += t_notes
     unknown = (f"{undecided} acknowledged write(s) were never read and no final read began after "
                "them: lost or merely lagging cannot be told apart") if undecided else ""
     return [

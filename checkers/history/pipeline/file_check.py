@@ -34,7 +34,7 @@ from checkers.history.screens import fused
 from checkers.history.screens.columnar import (LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen, TimeUp,
                                                lean, pair, raise_if_late, screen, unspill)
 from checkers.history.screens.fused import Fused, fused_screen, grouped_screen
-from traces.history import History, Op
+from traces.history import TXN_FS, TXN_VERSION, V2_FIELDS, VERSION, History, Op
 
 
 @dataclass
@@ -64,6 +64,10 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
     except hc.NotColumnar:
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
+    why = _oracle_only(header, src, path, where)
+    if why:
+        return _object_path(path, fmt, deadline, cycle_max_ops, why)
+    watch = _Watch()
     # `_i`: the event's position in the file; `row` is for messages. Only the lean columns
     # are decoded (Parquet: scanned); the full rows are fetched again for flagged partitions.
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
@@ -82,7 +86,10 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                           for off in range(0, n_events, SLICE_EVENTS))
             group_events = screen_group_events or fused.SCREEN_GROUP_EVENTS
             k = min(fused.SCREEN_GROUPS_MAX, -(-n_events // group_events)) if group_events else 1
+            slices = watch.frames(slices)
             fr = grouped_screen(slices, k, deadline) if k > 1 else fused_screen(slices, deadline)
+            if watch.hit:
+                return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
             if fr is not None and fr.clean:
                 return decide_unflagged(fr, header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices"
                                                    + (f", {k} groups)" if k > 1 else ")"))
@@ -114,7 +121,9 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             # per 10^6 operations, next to the kernel's seconds on any flagged history).
             slices = (hc.scan_parquet(str(path), None, off, SCREEN_SLICE_EVENTS)[1].select(*NEEDED).collect(
                           engine="streaming") for off in range(0, n_events, SCREEN_SLICE_EVENTS))
-            fr, screened = (fused_screen(slices, deadline) if n_events else None), True
+            fr, screened = (fused_screen(watch.frames(slices), deadline) if n_events else None), True
+            if watch.hit:
+                return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
             if fr is not None and fr.clean:
                 return decide_unflagged(fr, header, deadline)
             if fr is None and deadline is not None and time.monotonic() > deadline:
@@ -128,6 +137,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
     if raw.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
+    if not screened and _evidence(raw):
+        return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
     if not screened:
         fr = fused_screen([raw], deadline)
     if fr is not None and fr.clean:
@@ -157,6 +168,52 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     (r,) = judge(pd, lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops,
                  where, base).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
+
+
+# Evidence the screens do not use yet, which only the oracle judges: the records of polls that
+# ended info or fail, and the offsets of unacknowledged sends. A history with any goes to the
+# oracle whole (as does any history of format version 2: transactions and assignment sets).
+EVIDENCE_WHY = "records of info/fail polls or offsets of info sends (judged by the oracle)"
+_EVIDENCE = (pl.col("f").is_in(list(TXN_FS))
+             | ((pl.col("f") == "send") & (pl.col("type") == "info") & pl.col("offset").is_not_null())
+             | ((pl.col("f") == "poll") & pl.col("type").is_in(["info", "fail"])
+                & pl.col("offsets").is_not_null()))
+
+
+def _evidence(df: pl.DataFrame) -> bool:
+    return bool(df.select(_EVIDENCE.any()).item())
+
+
+class _Watch:
+    """Passes decoded slices on to a screen, noting whether any holds _EVIDENCE."""
+
+    def __init__(self):
+        self.hit = False
+
+    def frames(self, frames):
+        for f in frames:
+            if not self.hit and _evidence(f):
+                self.hit = True
+            yield f
+
+
+def _oracle_only(header: dict, src: pl.LazyFrame, path: str, where: str) -> str:
+    """Why the history goes to the oracle whole before any screen, or "": format version 2
+    (transactions and assignment sets, which the screens do not know), or version-2 fields in
+    a version-1 file (the object reader then names the line or row)."""
+    if header.get("version", VERSION) >= TXN_VERSION:
+        return "format version 2: transactions and assignment sets are judged by the oracle"
+    names = (pl.read_parquet_schema(str(path)) if where == "row" else src.collect_schema()).keys()
+    cols = [n for n in V2_FIELDS if n in names]
+    if not cols:            # (transaction operations in a version-1 file: _EVIDENCE)
+        return ""
+    probe = [pl.col(n).is_not_null().any() for n in cols]
+    try:
+        if src.select(pl.any_horizontal(probe)).collect().item():
+            return "version-2 fields in a version-1 file"
+    except (pl.exceptions.PolarsError, OSError):
+        return "not plainly columnar"
+    return ""
 
 
 def decide_unflagged(fr: Fused, header: dict, deadline: float | None,

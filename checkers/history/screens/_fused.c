@@ -317,6 +317,7 @@ typedef struct {
     int64_t nfmin;              /* earliest completion of a non-final read */
     int64_t ptop;               /* earliest completion of a poll whose highest offset is here */
     uint8_t fl;
+    uint32_t aproc;             /* the acknowledged (or placed) send's process slot */
 } Off;
 
 typedef struct {
@@ -349,6 +350,8 @@ typedef struct {
     uint8_t has_poll, has_ack;
     int64_t poll_last, ack_last;
     uint32_t part;
+    uint8_t walked;             /* send order over placed records: seen one of this producer */
+    int64_t walk_inv;           /* ... and the invoke of its latest, in offset order */
 } SP;
 
 typedef struct {
@@ -368,6 +371,7 @@ typedef struct {
 
 typedef struct {
     int64_t inv, placed;
+    uint32_t proc;
 } Info;
 
 typedef struct {
@@ -656,6 +660,7 @@ static void info_send(State *s, Op *op) {
         }
         in->inv = op->inv;
         in->placed = -1;
+        in->proc = op->proc;
     }
 }
 
@@ -804,6 +809,7 @@ static void on_complete(State *s, Col *c, int64_t i, uint32_t slot, int type, in
             p->o[off].fl |= O_ACK;
             p->o[off].avh = op->vh;
             p->o[off].ainv = op->inv;
+            p->o[off].aproc = op->proc;
             p->o[off].acomp = t;
             op->kind = ACKED;
             op->first = off;
@@ -1189,6 +1195,7 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
     for (uint32_t k = 0; k < s->parts.n; k++) {
         Part *p = &AT(s->parts, Part, k);
         int64_t lo = -1, hi = -1, n = 0;
+        int placed_any = 0;
         /* Records at unacknowledged offsets: placed by an info send of the same value. */
         for (int64_t o = 0; o < p->cap; o++) {
             uint8_t fl = p->o[o].fl;
@@ -1204,8 +1211,10 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
                         p->why |= R_PLACE;
                     in->placed = o;
                     fl |= O_PLACED;
+                    placed_any = 1;
                     p->o[o].fl = fl;
                     p->o[o].ainv = in->inv;
+                    p->o[o].aproc = in->proc;
                     p->o[o].acomp = BIG;          /* a placed offset has no completion */
                 }
             }
@@ -1218,6 +1227,20 @@ static void finish(State *s, int64_t *records, int64_t *undecided) {
         }
         if (n && hi - lo + 1 != n)
             p->why |= R_GAP;
+        /* Send order with the unacknowledged sends that were read (placed): per producer, the
+         * invokes of its records must increase in offset order. */
+        for (int64_t o = 0; placed_any && o < p->cap; o++) {
+            if (!(p->o[o].fl & (O_ACK | O_PLACED)))
+                continue;
+            uint32_t x = map_get(&s->spmap, ((uint64_t)k << 32) | p->o[o].aproc);
+            if (!x)
+                continue;
+            SP *q = &AT(s->sps, SP, x - 1);
+            if (q->walked && q->walk_inv > p->o[o].ainv)
+                p->why |= R_SEND_ORDER;
+            q->walked = 1;
+            q->walk_inv = p->o[o].ainv;
+        }
         /* Writes, lost reads, linearizability. */
         int64_t latest = INT64_MIN;     /* latest invoke of an append at or below o */
         for (int64_t o = 0; o < p->cap; o++) {

@@ -38,7 +38,7 @@ from typing import Callable
 import polars as pl
 
 from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED,
-                            RESULT_FIELDS, TYPES)
+                            RESULT_FIELDS, TYPES, V2_FIELDS)
 
 def _scan_missing(e: ImportError) -> str:
     """Why the compiled scans cannot be imported, and what to do: a checkout never built, or a
@@ -142,7 +142,9 @@ def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
 # every row rule of the reader. It is lazy, so a Parquet scan decodes only what it needs.
 
 # The columns `encode` reads (never key's text, error, wall clocks or trace_id).
-NEEDED = tuple(n for n in FIELDS if n not in ("error", "wall_ns"))
+# Version-2 fields (transactions) are not screened: the pipeline hands version-2 histories to
+# the oracle (pipeline/file_check.py).
+NEEDED = tuple(n for n in FIELDS if n not in ("error", "wall_ns") and n not in V2_FIELDS)
 # Fields the screens read for their presence only: no operation needs them on its invoke or
 # has them as a result, so their one rule (a completion must not carry them) needs one flag,
 # `extra`. Everything else the screens read is a column of the encoded frame.
@@ -216,14 +218,14 @@ def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
         bad = bad | (c(n) < 0) | (c(n) >= LIMIT32)
     bad = bad | (c("partition") < 0).fill_null(False)
     for op, need in INVOKE_NEEDS.items():
-        if need:
+        if need and not any(n in V2_FIELDS for n in need):
             bad = bad | (inv & (c("f") == op) & pl.any_horizontal([~has(n) for n in need]))
     # A completion may carry only its operation's result fields (restating a request field is
     # legal but rare; the object reader checks that it agrees with the invoke).
     # Fields with the same owners are tested together: one membership test per owner set.
     by_owners: dict[tuple, list[pl.Expr]] = {(): [c("extra")]}   # PRESENCE_ONLY: no owner
     for n in FIELDS:
-        if n in ALWAYS_OWN or n in PRESENCE_ONLY:
+        if n in ALWAYS_OWN or n in PRESENCE_ONLY or n in V2_FIELDS:
             continue
         owners = tuple(o for o, res in RESULT_FIELDS.items() if n in res)
         by_owners.setdefault(owners, []).append(has(n))
@@ -482,6 +484,15 @@ def flag_partitions(pd: Paired, deadline: float | None = None,
         flags.append(pl_.filter(pl.struct("pk", "sid").is_duplicated()).get_column("pk"))
         flags.append(pl_.filter(pl.struct("pk", "offset").is_duplicated()).get_column("pk"))
         placed = pl_.select("pk", "offset", "inv", "sid")
+        # Send order with the unacknowledged sends that were read: per producer and
+        # partition, offsets in log order must come with increasing invokes.
+        if placed.height:
+            eff = pl.concat([acked.select("pk", "offset", "inv", "process"),
+                             placed.join(sends.select(c("id").alias("sid"), "process"), on="sid")
+                             .select("pk", "offset", "inv", "process")])
+            eff = eff.sort("pk", "process", "offset")
+            same = (c("pk") == c("pk").shift(1)) & (c("process") == c("process").shift(1))
+            flags.append(eff.filter(same & (c("inv") < c("inv").shift(1))).get_column("pk"))
     raise_if_late(deadline)
     # writes: acknowledged, never read (lost below the highest read offset; unseen above it
     # when a final read began after the acknowledgement; else undecided).

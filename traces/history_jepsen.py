@@ -1,0 +1,357 @@
+"""Jepsen's Kafka histories (jepsen-io/jepsen, jepsen/src/jepsen/tests/kafka.clj) read into the
+kafkaverify history format (version 2), streaming, one line at a time.
+
+The reader understands the EDN that Jepsen's kafka histories use, not EDN in general: maps,
+vectors, lists, sets, keywords, integers, floats, strings, nil/true/false, symbols and tagged
+literals (`#jepsen.history.Op{...}` reads as its map). It tokenises a line with one regular
+expression and builds values by recursive descent: no general-purpose parser, whose speed here
+was about 1,000 lines/s. docs/history-format.md ("Jepsen's Kafka histories") says how each op
+maps; in short:
+
+- A client op (integer :process) is an invoke and its completion (paired by process, as
+  Jepsen pairs them). Nemesis ops, `:crash` and `:debug-topic-partitions` carry no client
+  evidence and are skipped.
+- A key is a partition: an integer k is partition k of topic `jepsen`, a keyword :x is
+  partition 0 of topic `x`, a vector [topic partition] is itself.
+- `:assign` / `:subscribe` [k ...] is one assignment (one event per key, one mono_ns);
+  `:seek-to-beginning? true` marks the process's later polls as final reads.
+- `:send` / `:poll` / `:txn` ops hold micro-ops. An op of f :txn, or of more than one micro-op,
+  is a transaction: its sends and polls carry its `txn`, and a `txn_commit` with the op's
+  outcome follows them. A transaction's sends whose outcome is unknown (no offset) are `info`;
+  those of a failed transaction are `info` too (the records may be in the log, hidden by the
+  abort). A lone send is `ok` (with its offset), `info` or `fail` as the op.
+- `:rebalance-log` [{:keys [k ...]} ...] on a completion: each entry is an assignment
+  (subscribe events) at the op's invoke.
+- Times: Jepsen's :time t (ns) becomes mono_ns 4t (+1 for a transaction's operations, +1/+2
+  after the completion for its commit), which keeps every real-time order and tie.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from traces.history import TXN_VERSION, HistoryError, FORMAT
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|#\{|#[A-Za-z][\w.\-/]*|[\[\](){}]|[^\s,\[\](){}"#;]+')
+_CLOSE = {"]", ")", "}"}
+TOPIC = "jepsen"
+SCALE = 4
+
+
+class EdnError(ValueError):
+    pass
+
+
+def parse_line(line: str) -> Any:
+    """One EDN value from one line (the subset Jepsen's kafka histories use)."""
+    toks = _TOKEN.findall(line)
+    if not toks:
+        raise EdnError("no value")
+    v, i = _value(toks, 0)
+    if i != len(toks):
+        raise EdnError(f"unexpected {toks[i]!r} after the value")
+    return v
+
+
+def _value(toks: list[str], i: int) -> tuple[Any, int]:
+    try:
+        t = toks[i]
+    except IndexError:
+        raise EdnError("unexpected end of line (an unclosed bracket)") from None
+    c = t[0]
+    if c == ":":
+        return t, i + 1
+    if c == "[" or c == "(" or t == "#{":
+        out = []
+        i += 1
+        while True:
+            try:
+                u = toks[i]
+            except IndexError:
+                raise EdnError("unexpected end of line (an unclosed bracket)") from None
+            if u in _CLOSE:
+                if (u == "]") != (c == "["):
+                    if not (u == ")" and c == "(") and not (u == "}" and t == "#{"):
+                        raise EdnError(f"{t!r} closed by {u!r}")
+                return out, i + 1
+            v, i = _value(toks, i)
+            out.append(v)
+    if c == "{":
+        out = {}
+        i += 1
+        while True:
+            try:
+                u = toks[i]
+            except IndexError:
+                raise EdnError("unexpected end of line (an unclosed map)") from None
+            if u == "}":
+                return out, i + 1
+            if u in _CLOSE:
+                raise EdnError(f"'{{' closed by {u!r}")
+            k, i = _value(toks, i)
+            if i < len(toks) and toks[i] == "}":
+                raise EdnError("a map with an odd number of forms")
+            v, i = _value(toks, i)
+            out[k if not isinstance(k, list) else tuple(_frozen(x) for x in k)] = v
+    if c == "#":
+        return _value(toks, i + 1)          # a tagged literal reads as its value
+    if c == '"':
+        return json.loads(t), i + 1
+    if c in _CLOSE:
+        raise EdnError(f"unexpected {t!r}")
+    if c.isdigit() or (c in "-+" and len(t) > 1 and t[1].isdigit()):
+        s = t.rstrip("NM")
+        try:
+            return int(s), i + 1
+        except ValueError:
+            try:
+                return float(s), i + 1
+            except ValueError:
+                raise EdnError(f"bad number {t!r}") from None
+    if t == "nil":
+        return None, i + 1
+    if t == "true":
+        return True, i + 1
+    if t == "false":
+        return False, i + 1
+    return t, i + 1                         # a symbol
+
+
+def _frozen(x: Any) -> Any:
+    return tuple(_frozen(y) for y in x) if isinstance(x, list) else x
+
+
+def iter_edn(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line."""
+    p = str(path)
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as e:
+        raise HistoryError(p, "", f"cannot open: {e.strerror}") from None
+    with f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, parse_line(line)
+            except EdnError as e:
+                hint = " — the file looks truncated" if not line.endswith("\n") else ""
+                raise HistoryError(p, f"line {n}", f"not a Jepsen op (malformed EDN: {e}){hint}") from None
+
+
+def _key(path: str, where: str, k: Any) -> tuple[str, int]:
+    if isinstance(k, bool):
+        raise HistoryError(path, where, f"field ':value': {k!r} is not a key")
+    if isinstance(k, int):
+        return TOPIC, k
+    if isinstance(k, str) and k.startswith(":"):
+        return k[1:], 0
+    if isinstance(k, (tuple, list)) and len(k) == 2 and isinstance(k[1], int):
+        return str(k[0]).lstrip(":"), k[1]
+    raise HistoryError(path, where, f"field ':value': {k!r} is not a key (an integer, a keyword or "
+                                    "[topic partition])")
+
+
+def _val(v: Any) -> str:
+    return v[1:] if isinstance(v, str) and v.startswith(":") else str(v)
+
+
+class Converter:
+    """Jepsen ops (maps, in file order) to kafkaverify events; `events()` yields them."""
+
+    CLIENT_FS = (":send", ":poll", ":txn", ":assign", ":subscribe")
+    SKIPPED_FS = (":crash", ":debug-topic-partitions")
+
+    def __init__(self, path: str, producer_config: dict | None = None, isolation: str = "read_committed"):
+        self.path = path
+        self.config = dict(producer_config or {})
+        self.isolation = isolation
+        self.pending: dict[int, tuple[str, dict]] = {}
+        self.next_id = 0
+        self.configured: dict[int, bool] = {}     # process -> its producer is transactional
+        self.final: set[int] = set()        # processes after a seek-to-beginning assign
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def op(self, where: str, m: Any) -> list[tuple[str, dict]]:
+        """Events for one Jepsen op map (invokes are held until their completion)."""
+        if not isinstance(m, dict):
+            raise HistoryError(self.path, where, "not a Jepsen op (expected a map)")
+        proc, f, typ = m.get(":process"), m.get(":f"), m.get(":type")
+        if typ not in (":invoke", ":ok", ":info", ":fail"):
+            raise HistoryError(self.path, where, f"field ':type': unknown op type {typ!r} "
+                                                 "(expected :invoke, :ok, :info or :fail)")
+        if not isinstance(proc, int) or isinstance(proc, bool):
+            return []                       # the nemesis, or another non-client process
+        if f in self.SKIPPED_FS:
+            return []
+        if f not in self.CLIENT_FS:
+            raise HistoryError(self.path, where, f"field ':f': unknown client op {f!r} (expected one "
+                                                 f"of {', '.join(self.CLIENT_FS + self.SKIPPED_FS)})")
+        t = m.get(":time")
+        if not isinstance(t, int) or isinstance(t, bool) or t < 0:
+            raise HistoryError(self.path, where, f"field ':time': {t!r} is not a time in ns")
+        if typ == ":invoke":
+            if proc in self.pending:
+                raise HistoryError(self.path, where, f"process {proc} invokes while its op at "
+                                                     f"{self.pending[proc][0]} is still open")
+            self.pending[proc] = (where, m)
+            return []
+        if proc not in self.pending:
+            raise HistoryError(self.path, where, f"field ':process': process {proc} completes an op "
+                                                 "it never invoked")
+        iwhere, inv = self.pending.pop(proc)
+        if inv.get(":f") != f:
+            raise HistoryError(self.path, where, f"field ':f': completion {f} of an invoke of "
+                                                 f"{inv.get(':f')} ({iwhere})")
+        return self._pair(iwhere, where, inv, m)
+
+    def finish(self) -> list[tuple[str, dict]]:
+        """Invokes never completed: their operations' invokes only (unknown outcome)."""
+        out = []
+        for proc in sorted(self.pending):
+            iwhere, inv = self.pending[proc]
+            out += self._pair(iwhere, iwhere, inv, None)
+        self.pending.clear()
+        return out
+
+    def _pair(self, iwhere: str, where: str, inv: dict, comp: dict | None) -> list[tuple[str, dict]]:
+        f, proc = inv[":f"], inv[":process"]
+        typ = comp[":type"][1:] if comp is not None else None
+        t0 = inv[":time"] * SCALE
+        t1 = comp[":time"] * SCALE if comp is not None else None
+        if t1 is not None and t1 < t0:
+            raise HistoryError(self.path, where, "field ':time': completes before its invoke")
+        out: list[tuple[str, dict]] = []
+        if comp is not None and comp.get(":rebalance-log"):
+            for entry in comp[":rebalance-log"]:
+                keys = entry.get(":keys", []) if isinstance(entry, dict) else []
+                out += self._assign(where, proc, "subscribe", keys, t0, t0, "ok", False)
+        if f in (":assign", ":subscribe"):
+            keys = inv.get(":value") or []
+            if not isinstance(keys, list):
+                raise HistoryError(self.path, iwhere, "field ':value': an assignment lists keys")
+            seek = bool(inv.get(":seek-to-beginning?"))
+            return out + self._assign(iwhere, proc, f[1:], keys, t0, t1, typ, seek)
+        # The completion's micro-ops carry the results (a failed op may still report reads).
+        mops = comp[":value"] if comp is not None and comp.get(":value") is not None else inv.get(":value")
+        if not isinstance(mops, list) or not all(isinstance(x, list) and x for x in mops):
+            raise HistoryError(self.path, where, "field ':value': expected a vector of micro-ops "
+                                                 "([:send k v] / [:poll ...])")
+        txn = f == ":txn" or len(mops) > 1
+        if txn and not self.configured.get(proc):
+            out += self._config(proc, t0, transactional=True)
+        elif proc not in self.configured and self.config:
+            out += self._config(proc, t0, transactional=False)
+        tid = self.next_id if txn else None      # named after its first operation
+        a, b = (t0 + 1, (t1 if t1 is not None else None)) if txn else (t0, t1)
+        for mop in mops:
+            kind = mop[0]
+            if kind == ":send":
+                if len(mop) != 3:
+                    raise HistoryError(self.path, where, f"field ':value': bad send {mop!r}")
+                topic, part = _key(self.path, where, mop[1])
+                v = mop[2]
+                off = None
+                if isinstance(v, list):
+                    if len(v) != 2:
+                        raise HistoryError(self.path, where, f"field ':value': bad send result {mop!r}")
+                    off, v = v
+                if typ == "ok" and off is not None:
+                    st = "ok"
+                elif typ == "fail" and not txn:
+                    st = "fail"
+                else:
+                    st = "info" if typ is not None else None
+                inv_ev = {"id": None, "type": "invoke", "process": proc, "f": "send", "topic": topic,
+                          "partition": part, "value": _val(v), "mono_ns": a}
+                out += self._emit(iwhere, where, inv_ev, st, b, {"offset": off} if off is not None and st != "fail" else {}, tid)
+            elif kind == ":poll":
+                res = mop[1] if len(mop) > 1 else None
+                if res is None:
+                    continue                # nothing returned (or not completed): no partition
+                if not isinstance(res, dict):
+                    raise HistoryError(self.path, where, f"field ':value': bad poll result {mop!r}")
+                for k in res:
+                    topic, part = _key(self.path, where, k)
+                    pairs = res[k] or []
+                    try:
+                        offs = [int(o) for o, _ in pairs]
+                        vals = [_val(x) for _, x in pairs]
+                    except (TypeError, ValueError):
+                        raise HistoryError(self.path, where, f"field ':value': bad poll records for "
+                                                             f"{k!r}") from None
+                    inv_ev = {"id": None, "type": "invoke", "process": proc, "f": "poll", "topic": topic,
+                              "partition": part, "mono_ns": a}
+                    if proc in self.final:
+                        inv_ev["final"] = True
+                    if txn or self.isolation == "read_committed":
+                        inv_ev["isolation"] = self.isolation
+                    out += self._emit(iwhere, where, inv_ev, typ or None, b,
+                                      {"offsets": offs, "values": vals}, tid)
+            else:
+                raise HistoryError(self.path, where, f"field ':value': unknown micro-op {kind!r}")
+        if txn:
+            end = {"id": None, "type": "invoke", "process": proc, "f": "txn_commit",
+                   "mono_ns": (t1 + 1) if t1 is not None else t0 + 2}
+            out += self._emit(iwhere, where, end, typ, (t1 + 2) if t1 is not None else None, {}, tid)
+        return out
+
+    def _emit(self, iwhere, where, inv_ev, typ, t1, result, tid) -> list[tuple[str, dict]]:
+        oid = self._id()
+        inv_ev["id"] = oid
+        if tid is not None:
+            inv_ev["txn"] = tid
+        out = [(iwhere, inv_ev)]
+        if typ is not None and t1 is not None:
+            comp = {"id": oid, "type": typ, "process": inv_ev["process"], "f": inv_ev["f"],
+                    **{k: v for k, v in result.items() if v is not None}, "mono_ns": t1}
+            out.append((where, comp))
+        return out
+
+    def _assign(self, where, proc, f, keys, t0, t1, typ, seek) -> list[tuple[str, dict]]:
+        if seek:
+            self.final.add(proc)
+        else:
+            self.final.discard(proc)
+        out = []
+        for k in keys or [None]:
+            ev = {"id": None, "type": "invoke", "process": proc, "f": f, "mono_ns": t0}
+            if k is not None:
+                ev["topic"], ev["partition"] = _key(self.path, where, k)
+            out += self._emit(where, where, ev, typ, t1, {}, None)
+        return out
+
+    def _config(self, proc, t, transactional: bool) -> list[tuple[str, dict]]:
+        self.configured[proc] = transactional
+        ev = {"id": None, "type": "invoke", "process": proc, "f": "producer_config", "mono_ns": t,
+              **{k: v for k, v in self.config.items() if k in ("retries", "max_in_flight", "idempotence", "acks")}}
+        if transactional:
+            ev["transactional_id"] = self.config.get("transactional_id", f"jepsen-{proc}")
+        return self._emit("", "", ev, "ok", t, {}, None)
+
+
+def events(path: str | Path, producer_config: dict | None = None,
+           isolation: str = "read_committed") -> tuple[dict, Iterator[tuple[str, dict]]]:
+    """(header, events) of a Jepsen history.edn, converted as it is read."""
+    p = str(path)
+    conv = Converter(p, producer_config, isolation)
+    it = iter_edn(path)
+
+    def gen():
+        for n, m in it:
+            yield from conv.op(f"line {n}", m)
+        yield from conv.finish()
+    header = {"format": FORMAT, "version": TXN_VERSION, "meta": {"source": "jepsen", "file": Path(p).name}}
+    return header, gen()
+
+
+def load(path: str | Path, producer_config: dict | None = None, isolation: str = "read_committed"):
+    """The History of a Jepsen history.edn (raises HistoryError naming the line and field)."""
+    from traces.history import pair
+    header, evs = events(path, producer_config, isolation)
+    return pair(str(path), header, evs)
