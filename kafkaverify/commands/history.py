@@ -13,8 +13,13 @@ import click
 def register(group: click.Group) -> None:
     @group.command("check-history")
     @click.argument("file", type=click.Path(dir_okay=False))
-    @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), default=None,
-                  help="input encoding (default: by extension, .parquet or else jsonl)")
+    @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet", "jepsen"]), default=None,
+                  help="input encoding (default: by extension, .parquet or else jsonl; jepsen: a "
+                       "Jepsen Kafka history.edn)")
+    @click.option("--producer-config", default=None, metavar="JSON",
+                  help="with --format jepsen: the producers' settings Jepsen keeps in its test "
+                       "options, a JSON object (retries, max_in_flight, idempotence, acks, "
+                       "isolation) or a file holding one")
     @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="write the full result as JSON")
     @click.option("--html", "html_out", type=click.Path(dir_okay=False), help="write an HTML report")
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -23,7 +28,7 @@ def register(group: click.Group) -> None:
                   help="above 2^22 events, screen in groups of partitions spilled to disk: "
                        "memory bounded by a group instead of growing with the log, at about "
                        "3-4x the CPU")
-    def check_history_cmd(file, fmt, json_out, html_out, time_limit, low_memory):
+    def check_history_cmd(file, fmt, producer_config, json_out, html_out, time_limit, low_memory):
         """Check a client history for anomalies. Exit 0 valid, 1 invalid, 2 unknown, 3 bad input.
 
         The fast screens (checkers/history/screens/) read and screen the history; the partitions
@@ -34,7 +39,22 @@ def register(group: click.Group) -> None:
         deadline = time.monotonic() + time_limit if time_limit else None
         # lazy: the columnar kernel imports polars (CLI start-up)
         from kafkaverify.runs.history import check_history_file
-        return check_history_file(file, fmt, json_out, html_out, deadline, low_memory, t0)
+        return check_history_file(file, fmt, json_out, html_out, deadline, low_memory, t0,
+                                  producer_config)
+
+    @group.command("convert")
+    @click.argument("file", type=click.Path(dir_okay=False))
+    @click.option("--from", "src", type=click.Choice(["jsonl", "parquet", "jepsen"]), required=True,
+                  help="the input's format")
+    @click.option("--to", "dst", type=click.Choice(["jsonl", "parquet"]), required=True)
+    @click.option("--out", required=True, type=click.Path(dir_okay=False))
+    @click.option("--producer-config", default=None, metavar="JSON",
+                  help="with --from jepsen: as for check-history")
+    def convert_cmd(file, src, dst, out, producer_config):
+        """Convert a history between formats (a Jepsen history.edn to ours, JSON lines to
+        Parquet and back). Exit 0, or 3 on bad input."""
+        from kafkaverify.runs.history import convert_file
+        return convert_file(file, src, dst, out, producer_config)
 
     @group.command("shrink")
     @click.argument("file", type=click.Path(dir_okay=False))

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from checkers.history.pipeline.file_check import check_file
+from checkers.history.pipeline.file_check import check_file, check_jepsen_file
 from checkers.history.generate import Params, generate
 from checkers.history.report_html import render
 from checkers.history.result import counts
@@ -80,13 +80,50 @@ def _summary(console: Console, n_ops: int, by_id: dict, verdict, seconds: float)
 LOW_MEMORY_GROUP_EVENTS = 1 << 22
 
 
-def check_history_file(file, fmt, json_out, html_out, deadline, low_memory, t0: float) -> int:
+def _producer_config(text: str | None) -> tuple[dict | None, str]:
+    """--producer-config: a JSON object, or a file holding one; (settings, isolation level)."""
+    if text is None:
+        return None, "read_committed"
+    src = text
+    if not text.lstrip().startswith("{"):
+        try:
+            src = Path(text).read_text(encoding="utf-8")
+        except OSError as e:
+            raise InputError(f"--producer-config: cannot read {text}: {e.strerror}") from None
+    try:
+        cfg = json.loads(src)
+    except json.JSONDecodeError as e:
+        raise InputError(f"--producer-config: not a JSON object ({e})") from None
+    if not isinstance(cfg, dict):
+        raise InputError("--producer-config: not a JSON object")
+    known = {"retries": int, "max_in_flight": int, "idempotence": bool, "acks": str,
+             "transactional_id": str, "isolation": str}
+    for k, v in cfg.items():
+        if k not in known:
+            raise InputError(f"--producer-config: unknown setting {k!r} (known: {', '.join(known)})")
+        if not isinstance(v, known[k]) or (known[k] is int and isinstance(v, bool)):
+            raise InputError(f"--producer-config: {k} must be a {known[k].__name__}, got {v!r}")
+    iso = cfg.pop("isolation", "read_committed")
+    if iso not in ("read_committed", "read_uncommitted"):
+        raise InputError(f"--producer-config: isolation must be read_committed or read_uncommitted")
+    return cfg, iso
+
+
+def check_history_file(file, fmt, json_out, html_out, deadline, low_memory, t0: float,
+                       producer_config: str | None = None) -> int:
     """`kafkaverify check-history`: the columnar kernel reads and screens the file, the object
     checkers judge what it flags. `t0`: when the command's clock started (before anything was
     read or imported); `deadline`: a time.monotonic() bound, or None."""
+    if producer_config is not None and fmt != "jepsen":
+        raise InputError("--producer-config applies to --format jepsen only (our format records "
+                         "producer_config operations)")
     try:
-        r = check_file(file, fmt, deadline=deadline,
-                       screen_group_events=LOW_MEMORY_GROUP_EVENTS if low_memory else None)
+        if fmt == "jepsen":
+            cfg, iso = _producer_config(producer_config)
+            r = check_jepsen_file(file, deadline, producer_config=cfg, isolation=iso)
+        else:
+            r = check_file(file, fmt, deadline=deadline,
+                           screen_group_events=LOW_MEMORY_GROUP_EVENTS if low_memory else None)
     except HistoryError as e:
         raise InputError(str(e)) from None
     verdict = r.verdict
@@ -100,6 +137,31 @@ def check_history_file(file, fmt, json_out, html_out, deadline, low_memory, t0: 
         h = r.history if r.history is not None else _load(file, fmt)   # the timeline needs every op
         _write_text(html_out, render(h, verdict, title=Path(file).name))
     return EXIT[verdict.status]
+
+
+def convert_file(file, src, dst, out, producer_config) -> int:
+    """`kafkaverify convert`: a history from one format to another."""
+    from traces import history_jepsen
+    if producer_config is not None and src != "jepsen":
+        raise InputError("--producer-config applies to --from jepsen only")
+    try:
+        if src == "jepsen":
+            cfg, iso = _producer_config(producer_config)
+            h = history_jepsen.load(file, cfg, iso)
+        else:
+            h = load(file, src)
+    except HistoryError as e:
+        raise InputError(str(e)) from None
+    _write_history_as(out, h, dst)
+    click.echo(f"wrote {len(h.ops)} operations to {out} (format version {h.header['version']})")
+    return exitcodes.VALID
+
+
+def _write_history_as(path: str, h, fmt: str) -> None:
+    try:
+        write(path, h.header, history_events(h.ops), fmt)
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror}") from None
 
 
 def shrink_file(file, out, fmt, anomaly, time_limit) -> int:

@@ -255,22 +255,24 @@ def _effective_send(op: Op, txns: dict[int, Txn]) -> Op:
 
 def _assignment_resets(history: History) -> dict[tuple, list[Op]]:
     """Format version 2: the assign/subscribe events of one process invoked at one mono_ns
-    are one assignment, which replaces the consumer's whole set: a partition it no longer
-    lists is revoked, one it newly lists starts afresh, one it keeps keeps its position.
-    Returns, per (topic, partition), the assignment operations that reset a consumer's
-    position there (the first operation of each assignment stands for it)."""
+    are one assignment, which replaces the consumer's whole set: a partition it does not list
+    is revoked (its position forgotten), one it lists keeps the position the consumer had
+    (as Kafka keeps a retained partition's position, and as Jepsen's checker keeps the last
+    reads of the keys still assigned). Returns, per (topic, partition), the assignment
+    operations that reset a consumer's position there (an assignment's first operation
+    stands for it)."""
     groups: dict[tuple[int, int], list[Op]] = {}
+    touched: dict[int, set[tuple]] = {}
     for op in history.ops:
         if op.f in ("assign", "subscribe") and op.type != "fail":
             groups.setdefault((op.process, op.inv), []).append(op)
-    held: dict[int, set[tuple]] = {}
+        elif op.f == "poll":
+            touched.setdefault(op.process, set()).add((op.topic, op.partition))
     out: dict[tuple, list[Op]] = {}
     for (proc, _), ops in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[1][0].id)):
         now = {(o.topic, o.partition) for o in ops if o.topic is not None}
-        before = held.get(proc, set())
-        for key in sorted(now ^ before, key=repr):
+        for key in sorted(touched.get(proc, set()) - now, key=repr):
             out.setdefault(key, []).append(ops[0])
-        held[proc] = now
     return out
 
 

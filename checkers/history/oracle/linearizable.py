@@ -49,6 +49,15 @@ def effective_appends(part: Part, config: dict[int, dict] | None = None) -> tupl
                                            f"acknowledged at offset {op.offset} of {part.tp}.", part))
                 continue
             at[op.offset] = op
+    # Unacknowledged sends proven to have happened (index.Part.proven) are appends at the
+    # offset they reported, of unknown completion time.
+    for s in part.proven:
+        other = at.get(s.offset)
+        if other is None:
+            at[s.offset] = s
+        elif other is not s:
+            bad.append(_a((other, s), f"sends #{other.id} and #{s.id} both took offset {s.offset} "
+                                      f"of {part.tp}.", part))
     # Reads place info sends (their value read at o) and must agree with acknowledgements.
     # Only records that disagree with the acknowledgements need a look: every other record
     # is an acknowledged send read at its own offset.

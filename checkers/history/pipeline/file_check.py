@@ -413,10 +413,24 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
     return FileCheck(r.verdict, r.ops, r.witness_ops, f"columnar ({k} chunks)")
 
 
+def check_jepsen_file(path: str, deadline: float | None = None, cycle_max_ops: int = 200_000,
+                      producer_config: dict | None = None,
+                      isolation: str = "read_committed") -> FileCheck:
+    """A Jepsen Kafka history.edn, read streaming into format version 2 (traces/history_jepsen.py)
+    and judged by the oracle (the screens do not know transactions yet)."""
+    from traces import history_jepsen
+    h = history_jepsen.load(path, producer_config, isolation)   # HistoryError: exit 3
+    return _judged(h, deadline, cycle_max_ops, "object: Jepsen history (format version 2)")
+
+
 def _object_path(path, fmt, deadline, cycle_max_ops, why) -> FileCheck:
     from traces.history import load
     h = load(path, fmt)          # raises HistoryError on bad input: exit 3 with the place
+    return _judged(h, deadline, cycle_max_ops, f"object: {why}")
+
+
+def _judged(h: History, deadline, cycle_max_ops, engine: str) -> FileCheck:
     v = check_history(h, cycle_max_ops=cycle_max_ops, deadline=deadline)
     by_id = h.by_id()
     wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
-    return FileCheck(v, len(h.ops), wit, f"object: {why}", h)
+    return FileCheck(v, len(h.ops), wit, engine, h)

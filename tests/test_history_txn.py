@@ -1,0 +1,311 @@
+"""Transactions, assignment sets and Jepsen's histories: format version 2 read and refused, the
+oracle's new rules (each through a verdict it changes), the pipeline routing what the screens
+do not know to the oracle, Jepsen's Kafka checker cases (tests/jepsen_cases.py) and the
+`check-history --format jepsen` / `convert` commands."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from checkers.history.oracle.check import check_history
+from checkers.history.pipeline.file_check import check_file
+from kafkaverify.cli import main
+from tests.history_util import B
+from tests.jepsen_cases import CASES
+from traces import history as th
+from traces import history_jepsen as hj
+
+
+class _R:
+    def __init__(self, code, output):
+        self.exit_code, self.output = code, output
+
+
+@pytest.fixture
+def cli(capsys):
+    """Runs the kafkaverify CLI in-process: (exit code, stdout + stderr)."""
+    def run(args):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        out = capsys.readouterr()
+        return _R(e.value.code, out.out + out.err)
+    return run
+
+
+def _v2(b: B) -> th.History:
+    h = b.history()
+    h.header["version"] = th.TXN_VERSION
+    return h
+
+
+def _kinds(h: th.History) -> set[str]:
+    return check_history(h).types()
+
+
+# --- Jepsen's checker cases -------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_jepsen_case(case, tmp_path):
+    """Each case gives our recorded verdict; where it differs from what Jepsen's test asserts,
+    the difference is documented (`why`)."""
+    name, lines, jepsen, ours, notes, why = case
+    p = tmp_path / "history.edn"
+    p.write_text("\n".join(lines) + "\n")
+    v = check_history(hj.load(p))
+    assert v.types() == ours
+    assert {a.type for a in v.notes} == notes
+    if v.types() | {a.type for a in v.notes} != jepsen or (jepsen and v.status != "invalid"
+                                                           and not (jepsen & notes)):
+        assert why, f"{name}: a difference from Jepsen's expectation without a reason"
+    for a in v.anomalies + v.notes:
+        assert a.witness and a.explanation
+
+
+def test_jepsen_cases_table_in_docs_names_every_case():
+    from pathlib import Path
+    text = (Path(__file__).parent.parent / "docs" / "histories.md").read_text()
+    for name, *_ in CASES:
+        assert f"| {name} |" in text, name
+
+
+# --- assignment semantics ----------------------------------------------------------------------
+
+def _consumer(b: B, assigns: list[tuple[int, list[int]]], polls: list[tuple[int, int, list[int]]]):
+    """Sends of offsets 0..9 to partitions 0 and 1; then a consumer's assignments (time, parts)
+    and polls (time, part, offsets)."""
+    for part in (0, 1):
+        for o in range(10):
+            b.send(9, f"v{part}-{o}", o * 10, o * 10 + 5, offset=o, part=part)
+    for t, parts in assigns:
+        for part in parts:
+            b.assign(1, 1000 + t, 1000 + t + 1, gen=1, part=part, group=None)
+    for t, part, offs in polls:
+        b.poll(1, [(o, f"v{part}-{o}") for o in offs], 1000 + t, 1000 + t + 1, part=part)
+    return b
+
+
+def test_reassign_keeping_a_partition_keeps_its_position():
+    """A miss of the one-partition semantics: after an assignment that keeps partition 0, a
+    jump forward there is a poll-skip (version 1 reset the position: nothing found)."""
+    b = _consumer(B(), [(0, [0]), (20, [0, 1])], [(10, 0, [0, 1]), (30, 0, [5, 6])])
+    assert "poll-skip" in _kinds(_v2(b))
+    assert "poll-skip" not in _kinds(b.history())
+
+
+def test_assignment_revokes_what_it_does_not_list():
+    """A false alarm of the one-partition semantics: partition 0 revoked by an assignment of
+    partition 1 alone: its position is forgotten, and a later read of it from the start is no
+    nonmonotonic poll (version 1 kept the position: a false alarm, as in Jepsen's "with
+    intermediate subscribe" cases)."""
+    b = _consumer(B(), [(0, [0]), (20, [1])], [(10, 0, [3, 4]), (30, 1, [0]), (50, 0, [0, 1])])
+    assert _kinds(_v2(b)) & {"nonmonotonic-poll", "poll-skip"} == set()
+    assert "nonmonotonic-poll" in _kinds(b.history())
+
+
+def test_an_assignment_of_no_partition_revokes_all(tmp_path):
+    p = tmp_path / "h.jsonl"
+    evs = [{"id": 0, "type": "invoke", "process": 0, "f": "send", "topic": "t", "partition": 0, "value": f"v{i}",
+            "mono_ns": 0} for i in range(1)]
+    evs = []
+    for i in range(6):
+        evs += [{"id": i, "type": "invoke", "process": 0, "f": "send", "topic": "t", "partition": 0,
+                 "value": f"v{i}", "mono_ns": 10 * i},
+                {"id": i, "type": "ok", "process": 0, "f": "send", "offset": i, "mono_ns": 10 * i + 1}]
+    evs += [{"id": 10, "type": "invoke", "process": 1, "f": "poll", "topic": "t", "partition": 0, "mono_ns": 100},
+            {"id": 10, "type": "ok", "process": 1, "f": "poll", "offsets": [3, 4], "values": ["v3", "v4"], "mono_ns": 101},
+            {"id": 11, "type": "invoke", "process": 1, "f": "assign", "mono_ns": 110},
+            {"id": 11, "type": "ok", "process": 1, "f": "assign", "mono_ns": 111},
+            {"id": 12, "type": "invoke", "process": 1, "f": "poll", "topic": "t", "partition": 0, "mono_ns": 120},
+            {"id": 12, "type": "ok", "process": 1, "f": "poll", "offsets": [0], "values": ["v0"], "mono_ns": 121}]
+    th.write_jsonl(p, th.make_header("t") | {"version": 2}, evs)
+    assert "nonmonotonic-poll" not in check_history(th.load(p)).types()
+    th.write_jsonl(p, th.make_header("t") | {"version": 2}, [e for e in evs if e["id"] != 11])
+    assert "nonmonotonic-poll" in check_history(th.load(p)).types()
+
+
+# --- nothing silently dropped ------------------------------------------------------------------
+
+def _log(b: B, n: int = 6):
+    for o in range(n):
+        b.send(0, f"v{o}", o * 10, o * 10 + 5, offset=o)
+
+
+def test_failed_poll_records_are_evidence():
+    """A poll that failed but returned records: a value at a second offset is a duplicate."""
+    b = B()
+    _log(b, 3)
+    b.poll(1, [(7, "v1")], 100, 110, type="fail")
+    assert "duplicate" in _kinds(b.history())
+    b.ops[-1].offsets, b.ops[-1].values = None, None
+    assert "duplicate" not in _kinds(b.history())
+
+
+def test_info_poll_is_checked_against_the_position_but_does_not_move_it():
+    b = B()
+    _log(b, 6)
+    b.poll(1, [(0, "v0")], 100, 110)
+    b.poll(1, [(3, "v3")], 120, 130, type="info")          # skips 1 and 2
+    assert "poll-skip" in _kinds(b.history())
+    b.ops[-1].offsets, b.ops[-1].values = [1, 2], ["v1", "v2"]
+    b.poll(1, [(1, "v1")], 140, 150)                        # the info poll did not move it
+    assert _kinds(b.history()) & {"poll-skip", "nonmonotonic-poll"} == set()
+
+
+def test_unacknowledged_offset_proven_by_a_read_is_placed():
+    """An info send that reported an offset and whose value was read elsewhere: its record is at
+    both offsets (a duplicate); without the reported offset, nothing to say."""
+    b = B()
+    _log(b, 3)
+    s = b.send(2, "x", 50, 60, type="info")
+    s.offset = 1                                             # reported, unacknowledged
+    b.poll(1, [(0, "v0"), (1, "v1"), (2, "v2"), (3, "x")], 100, 110)
+    kinds = _kinds(b.history())
+    assert {"inconsistent-offsets", "duplicate"} <= kinds
+    s.offset = None
+    assert not _kinds(b.history()) & {"inconsistent-offsets", "duplicate"}
+
+
+def _unacked_reorder(tmp_path, fmt: str):
+    """Process 0 sends a (info: unacknowledged) then b (ok, offset 0) while a is in flight; a
+    is read at offset 1: the producer's order is reversed in the log."""
+    b = B()
+    b.config(0, 0, idempotence=True, retries=5, max_in_flight=5, acks="all")
+    b.send(0, "a", 10, 40, type="info")
+    b.send(0, "b", 20, 30, offset=0)
+    b.send(3, "c", 45, 50, offset=2)
+    b.poll(1, [(0, "b"), (1, "a"), (2, "c")], 100, 110, final=True)
+    h = b.history()
+    p = tmp_path / f"h.{fmt}"
+    th.write(p, h.header, th.history_events(h.ops))
+    return h, p
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_unacknowledged_read_sends_are_ordered_and_the_screens_see_it(tmp_path, fmt):
+    h, p = _unacked_reorder(tmp_path, fmt)
+    assert "send-reorder" in check_history(h).types()
+    r = check_file(str(p))
+    assert "send-reorder" in r.verdict.types() and not r.engine.startswith("object")
+
+
+# --- transactions --------------------------------------------------------------------------------
+
+def _txn_history(tmp_path, isolation="read_committed", commit="fail", txn_on_config=True):
+    evs = [{"id": 0, "type": "invoke", "process": 0, "f": "producer_config", "mono_ns": 0,
+            **({"transactional_id": "tx-0"} if txn_on_config else {})},
+           {"id": 0, "type": "ok", "process": 0, "f": "producer_config", "mono_ns": 1},
+           {"id": 1, "type": "invoke", "process": 0, "f": "send", "topic": "t", "partition": 0, "value": "a",
+            "txn": 7, "mono_ns": 10},
+           {"id": 1, "type": "ok", "process": 0, "f": "send", "offset": 0, "mono_ns": 11},
+           {"id": 2, "type": "invoke", "process": 0, "f": "txn_commit", "txn": 7, "mono_ns": 20},
+           {"id": 2, "type": commit, "process": 0, "f": "txn_commit", "mono_ns": 21},
+           {"id": 3, "type": "invoke", "process": 1, "f": "poll", "topic": "t", "partition": 0,
+            "isolation": isolation, "mono_ns": 30},
+           {"id": 3, "type": "ok", "process": 1, "f": "poll", "offsets": [0], "values": ["a"], "mono_ns": 31}]
+    p = tmp_path / "t.jsonl"
+    th.write_jsonl(p, th.make_header("t") | {"version": 2}, evs)
+    return p
+
+
+def test_aborted_read_needs_read_committed(tmp_path):
+    assert "G1a" in check_file(str(_txn_history(tmp_path))).verdict.types()
+    assert "G1a" not in check_file(str(_txn_history(tmp_path, "read_uncommitted"))).verdict.types()
+    assert check_file(str(_txn_history(tmp_path, commit="ok"))).verdict.types() == set()
+
+
+def test_version_2_goes_to_the_oracle(tmp_path):
+    r = check_file(str(_txn_history(tmp_path)))
+    assert r.engine.startswith("object: format version 2")
+    assert r.verdict.to_json() == check_history(th.load(_txn_history(tmp_path))).to_json()
+
+
+def test_txn_on_a_non_transactional_producer_is_bad_input(tmp_path, cli):
+    p = _txn_history(tmp_path, txn_on_config=False)
+    with pytest.raises(th.HistoryError) as e:
+        th.load(p)
+    assert e.value.where == "line 4" and "'txn'" in e.value.message
+    r = cli(["check-history", str(p)])
+    assert r.exit_code == 3 and "line 4" in r.output and "'txn'" in r.output
+
+
+def test_version_1_refuses_version_2_fields(tmp_path, cli):
+    p = _txn_history(tmp_path)
+    lines = p.read_text().splitlines()
+    lines[0] = json.dumps(th.make_header("t"))
+    p.write_text("\n".join(lines) + "\n")
+    r = cli(["check-history", str(p)])
+    assert r.exit_code == 3 and "needs format version 2" in r.output
+
+
+def test_unknown_commit_is_proven_by_a_read(tmp_path):
+    """A transaction whose commit is unknown counts as committed once one of its records is
+    read: its other send, at an offset below a read one, is then lost."""
+    b = B()
+    b.config(0, 0, transactional_id="tx")
+    a = b.send(0, "a", 10, 20, offset=0, part=0)
+    c = b.send(0, "c", 10, 20, offset=0, part=1)
+    end = b._op(process=0, f="txn_commit", inv=30, comp=40, type="info")
+    for op in (a, c, end):
+        op.txn = 5
+    b.send(2, "d", 50, 60, offset=1, part=1)
+    p0 = b.poll(1, [(0, "a")], 100, 110, part=0)
+    p1 = b.poll(1, [(1, "d")], 100, 110, part=1)
+    for p in (p0, p1):
+        p.isolation = "read_committed"
+    assert {"lost-write", "txn-atomicity"} <= _kinds(_v2(b))
+    p0.isolation = None              # a read_uncommitted read proves nothing
+    assert not {"lost-write", "txn-atomicity"} & _kinds(_v2(b))
+
+
+# --- Jepsen's format and the commands -------------------------------------------------------------
+
+def _edn(tmp_path, lines):
+    p = tmp_path / "history.edn"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_check_history_format_jepsen_exit_codes(tmp_path, cli):
+    case = {c[0]: c for c in CASES}
+    bad = _edn(tmp_path, case["G1a"][1])
+    r = cli(["check-history", "--format", "jepsen", str(bad)])
+    assert r.exit_code == 1 and "G1a" in r.output
+    good = _edn(tmp_path, case["unseen"][1])
+    r = cli(["check-history", "--format", "jepsen", str(good),
+                                  "--producer-config", '{"idempotence": true, "retries": 3}'])
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("line,where,what", [
+    ("{:index 0, :time 0, :type :invoke, :process 0, :f :send, :value [[:send :x 1]]", "line 2", "malformed EDN"),
+    ("{:index 0, :time 0, :type :invoke, :process 0, :f :frob, :value []}", "line 2", "field ':f'"),
+    ("{:index 0, :time 0, :type :weird, :process 0, :f :send, :value []}", "line 2", "field ':type'"),
+])
+def test_bad_jepsen_input_names_line_and_field(tmp_path, cli, line, where, what):
+    p = _edn(tmp_path, ["{:index 9, :time 0, :type :invoke, :process :nemesis, :f :start, :value nil}", line])
+    r = cli(["check-history", "--format", "jepsen", str(p)])
+    assert r.exit_code == 3 and where in r.output and what in r.output, r.output
+
+
+def test_convert_from_jepsen_round_trips(tmp_path, cli):
+    case = {c[0]: c for c in CASES}["lost-write: atomic, proven by a read"]
+    src = _edn(tmp_path, case[1])
+    out = tmp_path / "h.parquet"
+    r = cli(["convert", str(src), "--from", "jepsen", "--to", "parquet", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert check_file(str(out)).verdict.types() == case[3]
+    back = tmp_path / "h.jsonl"
+    assert cli(["convert", str(out), "--from", "parquet", "--to", "jsonl",
+                                     "--out", str(back)]).exit_code == 0
+    assert check_file(str(back)).verdict.types() == case[3]
+
+
+def test_edn_reader_subset():
+    v = hj.parse_line('#jepsen.history.Op{:index 3, :f :txn, :value [[:poll {[:t 1] [[0 -2] [1 "s\\"q"]]}] '
+                      '[:send 3 nil]], :x #{1 2}, :y (1 2.5), :z true, :e #error{:m "x"}}')
+    assert v[":value"] == [[":poll", {(":t", 1): [[0, -2], [1, 's"q']]}], [":send", 3, None]]
+    assert v[":x"] == [1, 2] and v[":y"] == [1, 2.5] and v[":z"] is True and v[":e"] == {":m": "x"}
+    for bad in ("{:a}", "[1 2", "{:a 1]"):
+        with pytest.raises(hj.EdnError):
+            hj.parse_line(bad)
