@@ -12,4 +12,5 @@ SCREENS = "checkers/history/screens"
 setup(ext_modules=[Extension("checkers.history.screens._scan", sources=[f"{SCREENS}/_scan.c"],
                              depends=[f"{SCREENS}/_arrow.h"], extra_compile_args=FLAGS),
                    Extension("checkers.history.screens._fused", sources=[f"{SCREENS}/_fused.c"],
-                             depends=[f"{SCREENS}/_arrow.h"], extra_compile_args=FLAGS)])
+                             depends=[f"{SCREENS}/_arrow.h"], extra_compile_args=FLAGS),
+                   Extension("traces._edn", sources=["traces/_edn.c"], extra_compile_args=FLAGS)])

@@ -301,11 +301,26 @@ def test_convert_from_jepsen_round_trips(tmp_path, cli):
     assert check_file(str(back)).verdict.types() == case[3]
 
 
-def test_edn_reader_subset():
-    v = hj.parse_line('#jepsen.history.Op{:index 3, :f :txn, :value [[:poll {[:t 1] [[0 -2] [1 "s\\"q"]]}] '
-                      '[:send 3 nil]], :x #{1 2}, :y (1 2.5), :z true, :e #error{:m "x"}}')
+SAMPLE = ('#jepsen.history.Op{:index 3, :f :txn, :value [[:poll {[:t 1] [[0 -2] [1 "s\\"q"]]}] '
+          '[:send 3 nil]], :x #{1 2}, :y (1 2.5), :z true, :e #error{:m "x\\u00e9"}, :n 12N}')
+
+
+@pytest.mark.parametrize("parse", [hj.parse_line, hj.parse_line_py], ids=["compiled", "python"])
+def test_edn_reader_subset(parse):
+    v = parse(SAMPLE)
     assert v[":value"] == [[":poll", {(":t", 1): [[0, -2], [1, 's"q']]}], [":send", 3, None]]
-    assert v[":x"] == [1, 2] and v[":y"] == [1, 2.5] and v[":z"] is True and v[":e"] == {":m": "x"}
-    for bad in ("{:a}", "[1 2", "{:a 1]"):
+    assert v[":x"] == [1, 2] and v[":y"] == [1, 2.5] and v[":z"] is True and v[":e"] == {":m": "xé"}
+    assert v[":n"] == 12
+    for bad in ("{:a}", "[1 2", "{:a 1]", "[1 2)", "]", "1 2", "[1e]"):
         with pytest.raises(hj.EdnError):
-            hj.parse_line(bad)
+            parse(bad)
+
+
+def test_compiled_edn_reader_is_the_python_one(tmp_path):
+    from benchmarks.jepsen_edn import write_history
+    assert hj._edn is not None, "traces/_edn.c is not built: python setup.py build_ext --inplace"
+    p = tmp_path / "h.edn"
+    write_history(p, 3000, 4, 0.3)
+    lines = p.read_text().splitlines() + [c for case in CASES for c in case[1]]
+    assert [hj.parse_line(x) for x in lines] == [hj.parse_line_py(x) for x in lines]
+

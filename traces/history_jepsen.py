@@ -3,9 +3,10 @@ kafkaverify history format (version 2), streaming, one line at a time.
 
 The reader understands the EDN that Jepsen's kafka histories use, not EDN in general: maps,
 vectors, lists, sets, keywords, integers, floats, strings, nil/true/false, symbols and tagged
-literals (`#jepsen.history.Op{...}` reads as its map). It tokenises a line with one regular
-expression and builds values by recursive descent: no general-purpose parser, whose speed here
-was about 1,000 lines/s. docs/history-format.md ("Jepsen's Kafka histories") says how each op
+literals (`#jepsen.history.Op{...}` reads as its map): no general-purpose parser, whose speed
+here was about 1,000 lines/s. `parse_line_py` tokenises a line with one regular expression and
+builds values by recursive descent (the reference); traces/_edn.c does the same in C (what
+`parse_line` uses when built; tests hold the two to the same values and refusals). docs/history-format.md ("Jepsen's Kafka histories") says how each op
 maps; in short:
 
 - A client op (integer :process) is an invoke and its completion (paired by process, as
@@ -34,6 +35,11 @@ from typing import Any, Iterator
 
 from traces.history import TXN_VERSION, HistoryError, FORMAT
 
+try:
+    from traces import _edn       # the compiled twin of parse_line_py (setup.py builds it)
+except ImportError:               # not built: the regular-expression reader alone
+    _edn = None
+
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|#\{|#[A-Za-z][\w.\-/]*|[\[\](){}]|[^\s,\[\](){}"#;]+')
 _CLOSE = {"]", ")", "}"}
 TOPIC = "jepsen"
@@ -45,7 +51,20 @@ class EdnError(ValueError):
 
 
 def parse_line(line: str) -> Any:
-    """One EDN value from one line (the subset Jepsen's kafka histories use)."""
+    """One EDN value from one line (the subset Jepsen's kafka histories use): the compiled
+    reader (traces/_edn.c) when built, else the regular-expression one (`parse_line_py`)."""
+    if _edn is None:
+        return parse_line_py(line)
+    try:
+        return _edn.parse_line(line)
+    except _edn.Fallback:
+        return parse_line_py(line)
+    except ValueError as e:
+        raise EdnError(str(e)) from None
+
+
+def parse_line_py(line: str) -> Any:
+    """The reference reader: one regular expression to tokens, then recursive descent."""
     toks = _TOKEN.findall(line)
     if not toks:
         raise EdnError("no value")

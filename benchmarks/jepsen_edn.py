@@ -1,0 +1,135 @@
+"""Reading a Jepsen Kafka history.edn, against a bare read of the same file in the same run:
+`python -m benchmarks.jepsen_edn [--ops N] [--seed S] [--txn-rate R] [--check]`.
+
+Writes a Jepsen-style history (seeded: clients sending single records and transactions of two
+to four sends, polls of one to three keys returning runs of records, assigns, a nemesis op and
+a crash now and then) of N client operations (2N lines), then times on one core, in this
+process, each stage on the same file:
+  bare      the file's lines read and split into tokens by nothing (a `for line in f` loop)
+  edn       traces.history_jepsen.parse_line on every line (the EDN reader alone)
+  convert   the reader and the conversion to our events (history_jepsen.events)
+  load      the above and pairing into a History (history_jepsen.load)
+  check     (--check) load and the oracle, end to end (check-history --format jepsen)
+Each figure is CPU seconds (time.process_time) and Jepsen operations per CPU second.
+Prints seed= and the options first."""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+
+def write_history(path: Path, ops: int, seed: int, txn_rate: float, keys: int = 8) -> int:
+    """A plausible Jepsen Kafka history of `ops` client operations; returns the lines written."""
+    rng = random.Random(seed)
+    logs: dict[int, list[int]] = {k: [] for k in range(keys)}
+    pos: dict[tuple[int, int], int] = {}
+    t, idx, val, lines = 0, 0, 0, 0
+    with open(path, "w") as f:
+        def w(proc, typ, fn, value, extra=""):
+            nonlocal idx, t, lines
+            t += rng.randint(1, 1000)
+            f.write(f"#jepsen.history.Op{{:index {idx}, :time {t}, :type :{typ}, :process {proc}, "
+                    f":f :{fn}, :value {value}{extra}}}\n")
+            idx += 1
+            lines += 1
+        for i in range(ops):
+            proc = rng.randrange(10)
+            r = rng.random()
+            if i and i % 5000 == 0:
+                t += 5
+                f.write(f"{{:index {idx}, :time {t}, :type :info, :process :nemesis, :f :kill, "
+                        ":value {\"n1\" :killed}}\n")
+                idx += 1
+                lines += 1
+            if r < 0.5:
+                n = rng.randint(2, 4) if rng.random() < txn_rate else 1
+                mops = []
+                for _ in range(n):
+                    k = rng.randrange(keys)
+                    val += 1
+                    logs[k].append(val)
+                    mops.append((k, val, len(logs[k]) - 1))
+                w(proc, "invoke", "send", "[" + " ".join(f"[:send {k} {v}]" for k, v, _ in mops) + "]")
+                w(proc, "ok", "send", "[" + " ".join(f"[:send {k} [{o} {v}]]" for k, v, o in mops) + "]")
+            elif r < 0.97:
+                ks = rng.sample(range(keys), rng.randint(1, 3))
+                parts = []
+                for k in ks:
+                    p = pos.get((proc, k), 0)
+                    n = min(len(logs[k]) - p, rng.randint(0, 6))
+                    recs = " ".join(f"[{o} {logs[k][o]}]" for o in range(p, p + n))
+                    pos[(proc, k)] = p + n
+                    parts.append(f"{k} [{recs}]")
+                w(proc, "invoke", "poll", "[[:poll]]")
+                w(proc, "ok", "poll", "[[:poll {" + ", ".join(parts) + "}]]")
+            else:
+                ks = sorted(rng.sample(range(keys), rng.randint(1, keys)))
+                for k in range(keys):
+                    if k not in ks:
+                        pos.pop((proc, k), None)
+                w(proc, "invoke", "assign", "[" + " ".join(map(str, ks)) + "]")
+                w(proc, "ok", "assign", "[" + " ".join(map(str, ks)) + "]")
+    return lines
+
+
+def _timed(fn):
+    c0 = time.process_time()
+    out = fn()
+    return time.process_time() - c0, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ops", type=int, default=200_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--txn-rate", type=float, default=0.3)
+    ap.add_argument("--check", action="store_true", help="also the oracle, end to end")
+    a = ap.parse_args()
+    print(f"seed={a.seed} ops={a.ops} txn_rate={a.txn_rate} check={a.check}", flush=True)
+    from traces import history_jepsen as hj
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "history.edn"
+        lines = write_history(path, a.ops, a.seed, a.txn_rate)
+        size = path.stat().st_size
+        print(f"{lines} lines, {size / 2**20:.1f} MiB", flush=True)
+
+        def bare():
+            n = 0
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    n += len(line)
+            return n
+
+        def edn():
+            with open(path, encoding="utf-8") as f:
+                return sum(1 for line in f if hj.parse_line(line) is not None)
+
+        def convert():
+            _, evs = hj.events(path)
+            return sum(1 for _ in evs)
+
+        def load():
+            return len(hj.load(path).ops)
+
+        stages = [("bare", bare), ("edn", edn), ("convert", convert), ("load", load)]
+        if a.check:
+            from checkers.history.oracle.check import check_history
+
+            def check():
+                return check_history(hj.load(path)).status
+            stages.append(("check", check))
+        print(f"{'stage':8} {'CPU s':>8} {'Jepsen ops/CPU-s':>17} {'x bare':>7}  result")
+        base = None
+        for name, fn in stages:
+            secs, out = _timed(fn)
+            base = base or secs
+            print(f"{name:8} {secs:8.3f} {a.ops / secs:17,.0f} {secs / base:7.1f}  {out}", flush=True)
+        print(f"cpu={os.cpu_count()} (single process, one core)")
+
+
+if __name__ == "__main__":
+    main()
