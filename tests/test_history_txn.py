@@ -324,3 +324,16 @@ def test_compiled_edn_reader_is_the_python_one(tmp_path):
     lines = p.read_text().splitlines() + [c for case in CASES for c in case[1]]
     assert [hj.parse_line(x) for x in lines] == [hj.parse_line_py(x) for x in lines]
 
+
+
+def test_shrink_keeps_a_transactional_history_valid_input(tmp_path):
+    """A shrunk transactional history keeps its producers' transactional producer_config, so it
+    reads back (and still shows the anomaly)."""
+    from pathlib import Path
+    from checkers.history.shrink import shrink
+    h = hj.load(Path(__file__).parent.parent / "traces" / "corpus" / "jepsen-kafka-atomic.edn")
+    r = shrink(h, kind="lost-write")
+    assert len(r.history.ops) < len(h.ops)
+    p = tmp_path / "s.jsonl"
+    th.write(p, r.history.header, th.history_events(r.history.ops))
+    assert "lost-write" in check_history(th.load(p)).types()

@@ -65,10 +65,25 @@ def shrink(h: History, kind: str | None = None, max_checks: int = 5000,
             break
     assert start is not None, "the full history shows the anomaly"
 
+    # A sub-history must stay valid input: a process's transactions need its producer_config
+    # (with the transactional_id), which is kept whenever one of its transactions' ops is.
+    configs: dict[int, list[Op]] = {}
+    for o in h.ops:
+        if o.f == "producer_config":
+            configs.setdefault(o.process, []).append(o)
+
+    def closed(ops: list[Op]) -> list[Op]:
+        need = {o.process for o in ops if o.txn is not None}
+        if not need:
+            return ops
+        have = {o.id for o in ops}
+        extra = [c for p in need for c in configs.get(p, []) if c.id not in have]
+        return sorted(ops + extra, key=lambda o: (o.inv, o.id)) if extra else ops
+
     def test(ops: list[Op]) -> bool:
         nonlocal checks
         checks += 1
-        return _shows(h.header, ops, kind) is not None
+        return _shows(h.header, closed(ops), kind) is not None
 
     items, minimal = start, True
     n = 2
@@ -93,5 +108,6 @@ def shrink(h: History, kind: str | None = None, max_checks: int = 5000,
     meta = dict(header.get("meta", {}))
     meta["shrunk"] = {"from_ops": len(h.ops), "to_ops": len(items), "anomaly": kind}
     header["meta"] = meta
+    items = closed(items)
     final = History(header, items)
     return Shrunk(final, _shows(h.header, items, kind), checks, minimal)
