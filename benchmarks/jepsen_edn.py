@@ -2,11 +2,12 @@
 `python -m benchmarks.jepsen_edn [--ops N] [--seed S] [--txn-rate R] [--check]`.
 
 Writes a Jepsen-style history (seeded: clients sending single records and transactions of two
-to four sends, polls of one to three keys returning runs of records, assigns, a nemesis op and
-a crash now and then) of N client operations (2N lines), then times on one core, in this
+to four sends, polls of one to three keys returning runs of records, assigns, and a nemesis op
+now and then) of N client operations (2N lines), then times on one core, in this
 process, each stage on the same file:
   bare      the file's lines read and split into tokens by nothing (a `for line in f` loop)
-  edn       traces.history_jepsen.parse_line on every line (the EDN reader alone)
+  edn       traces.history_jepsen.parse_line on every line (the compiled EDN reader alone)
+  edn-py    parse_line_py, the regular-expression reader it falls back to
   convert   the reader and the conversion to our events (history_jepsen.events)
   load      the above and pairing into a History (history_jepsen.load)
   check     (--check) load and the oracle, end to end (check-history --format jepsen)
@@ -88,6 +89,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--txn-rate", type=float, default=0.3)
     ap.add_argument("--check", action="store_true", help="also the oracle, end to end")
+    ap.add_argument("--only", default="", help="comma-separated stages to run (default: all)")
     a = ap.parse_args()
     print(f"seed={a.seed} ops={a.ops} txn_rate={a.txn_rate} check={a.check}", flush=True)
     from traces import history_jepsen as hj
@@ -108,6 +110,10 @@ def main() -> None:
             with open(path, encoding="utf-8") as f:
                 return sum(1 for line in f if hj.parse_line(line) is not None)
 
+        def edn_py():
+            with open(path, encoding="utf-8") as f:
+                return sum(1 for line in f if hj.parse_line_py(line) is not None)
+
         def convert():
             _, evs = hj.events(path)
             return sum(1 for _ in evs)
@@ -115,13 +121,16 @@ def main() -> None:
         def load():
             return len(hj.load(path).ops)
 
-        stages = [("bare", bare), ("edn", edn), ("convert", convert), ("load", load)]
+        stages = [("bare", bare), ("edn", edn), ("edn-py", edn_py), ("convert", convert), ("load", load)]
         if a.check:
             from checkers.history.oracle.check import check_history
 
             def check():
                 return check_history(hj.load(path)).status
             stages.append(("check", check))
+        if a.only:
+            keep = set(a.only.split(",")) | {"bare"}
+            stages = [x for x in stages if x[0] in keep]
         print(f"{'stage':8} {'CPU s':>8} {'Jepsen ops/CPU-s':>17} {'x bare':>7}  result")
         base = None
         for name, fn in stages:

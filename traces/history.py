@@ -71,12 +71,16 @@ FIELDS: dict[str, tuple[type, str]] = {
     "error": (str, "string"),
     "mono_ns": (int, "int64"),
     "wall_ns": (int, "int64"),
-    # Version 2 (after the version-1 columns, so version-1 files keep their bytes).
+}
+# Version 2's fields, after version 1's: a version-1 file keeps its columns and bytes (its
+# Parquet schema is FIELDS alone, which every earlier reader and the columnar screens read).
+V2_TYPES: dict[str, tuple[type, str]] = {
     "txn": (int, "int64"),
     "isolation": (str, "string"),
     "transactional_id": (str, "string"),
 }
-_ORDER = {n: i for i, n in enumerate(FIELDS)}
+ALL_FIELDS = {**FIELDS, **V2_TYPES}
+_ORDER = {n: i for i, n in enumerate(ALL_FIELDS)}
 REQUIRED = ("id", "type", "process", "f", "mono_ns")
 # Fields an operation's invoke must carry, by operation.
 INVOKE_NEEDS: dict[str, tuple[str, ...]] = {
@@ -218,7 +222,7 @@ def check_event(path: str, where: str, ev: Any) -> None:
     if not isinstance(ev, dict):
         raise HistoryError(path, where, "an event must be a JSON object")
     for name, val in ev.items():
-        spec = FIELDS.get(name)
+        spec = ALL_FIELDS.get(name)
         if spec is None:
             raise HistoryError(path, where, f"unknown field {name!r}")
         want = spec[0]
@@ -442,12 +446,14 @@ def write_jsonl(path: str | Path, header: dict[str, Any], events: Iterable[dict[
 # ---------------------------------------------------------------------------------------------
 # Parquet (pyarrow imported lazily: the JSONL path does not need it).
 
-def arrow_schema(trace_column: bool = True):
+def arrow_schema(trace_column: bool = True, v2: bool = False):
+    """The Parquet columns: version 1's, and version 2's after them when `v2`."""
     import pyarrow as pa
     types = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_(),
              "list<int64>": pa.list_(pa.int64()), "list<string>": pa.list_(pa.string())}
     cols = [pa.field("trace_id", pa.string())] if trace_column else []
-    cols += [pa.field(n, types[t], nullable=n not in REQUIRED) for n, (_, t) in FIELDS.items()]
+    cols += [pa.field(n, types[t], nullable=n not in REQUIRED)
+             for n, (_, t) in (ALL_FIELDS if v2 else FIELDS).items()]
     return pa.schema(cols)
 
 
@@ -455,12 +461,14 @@ def events_to_table(header: dict[str, Any], events: list[dict[str, Any]], trace_
     """The events as an Arrow table of the schema's columns, led by a `trace_id` column (the
     header's, on every row) unless `trace_column` is false; the header in the metadata."""
     import pyarrow as pa
-    schema = arrow_schema(trace_column)
+    v2 = header.get("version", VERSION) >= TXN_VERSION
+    schema = arrow_schema(trace_column, v2)
     cols: dict[str, list] = {n: [] for n in schema.names}
     if trace_column:
         cols["trace_id"] = [header.get("trace_id")] * len(events)
+    names = list(ALL_FIELDS if v2 else FIELDS)
     for ev in events:
-        for n in FIELDS:
+        for n in names:
             cols[n].append(ev.get(n))
     meta = {PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()}
     return pa.Table.from_pydict(cols, schema=schema.with_metadata(meta))
@@ -515,7 +523,7 @@ def read_events_parquet(path: str | Path) -> tuple[dict[str, Any], list[tuple[st
     missing = [n for n in REQUIRED if n not in table.column_names]
     if missing:
         raise HistoryError(p, "", f"missing column(s) {', '.join(missing)}")
-    unknown = sorted(set(table.column_names) - set(FIELDS) - {"trace_id"})
+    unknown = sorted(set(table.column_names) - set(ALL_FIELDS) - {"trace_id"})
     if unknown:
         raise HistoryError(p, "", f"unknown column(s) {', '.join(unknown)}")
     if "trace_id" in table.column_names:

@@ -58,6 +58,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     --low-memory): above CHUNK_EVENTS, the fused screen in groups of partitions of about that
     many events (see screens/fused.py SCREEN_GROUP_EVENTS)."""
     from traces import history_columnar as hc
+    if _version(path, fmt) >= TXN_VERSION:
+        return _object_path(path, fmt, deadline, cycle_max_ops, V2_WHY)
     try:
         header, src, where = hc.read(path, fmt, deadline, lazy=True)
     except hc.TimeUp:
@@ -197,12 +199,32 @@ class _Watch:
             yield f
 
 
+V2_WHY = "format version 2: transactions and assignment sets are judged by the oracle"
+
+
+def _version(path: str, fmt: str | None) -> int:
+    """The header's format version, from the first line or the Parquet footer (1 if it cannot
+    be told here: the readers then say what is wrong)."""
+    import json
+    from traces.history import PARQUET_META_KEY, detect_format
+    try:
+        if detect_format(path, fmt) == "parquet":
+            h = json.loads(pl.read_parquet_metadata(str(path))[PARQUET_META_KEY.decode()])
+        else:
+            with open(path, "rb") as f:
+                h = json.loads(f.readline())
+        v = h.get("version", VERSION)
+        return v if isinstance(v, int) else VERSION
+    except (OSError, ValueError, KeyError, AttributeError, pl.exceptions.PolarsError):
+        return VERSION
+
+
 def _oracle_only(header: dict, src: pl.LazyFrame, path: str, where: str) -> str:
     """Why the history goes to the oracle whole before any screen, or "": format version 2
     (transactions and assignment sets, which the screens do not know), or version-2 fields in
     a version-1 file (the object reader then names the line or row)."""
     if header.get("version", VERSION) >= TXN_VERSION:
-        return "format version 2: transactions and assignment sets are judged by the oracle"
+        return V2_WHY
     names = (pl.read_parquet_schema(str(path)) if where == "row" else src.collect_schema()).keys()
     cols = [n for n in V2_FIELDS if n in names]
     if not cols:            # (transaction operations in a version-1 file: _EVIDENCE)

@@ -142,9 +142,7 @@ def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
 # every row rule of the reader. It is lazy, so a Parquet scan decodes only what it needs.
 
 # The columns `encode` reads (never key's text, error, wall clocks or trace_id).
-# Version-2 fields (transactions) are not screened: the pipeline hands version-2 histories to
-# the oracle (pipeline/file_check.py).
-NEEDED = tuple(n for n in FIELDS if n not in ("error", "wall_ns") and n not in V2_FIELDS)
+NEEDED = tuple(n for n in FIELDS if n not in ("error", "wall_ns"))
 # Fields the screens read for their presence only: no operation needs them on its invoke or
 # has them as a result, so their one rule (a completion must not carry them) needs one flag,
 # `extra`. Everything else the screens read is a column of the encoded frame.
@@ -218,6 +216,8 @@ def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
         bad = bad | (c(n) < 0) | (c(n) >= LIMIT32)
     bad = bad | (c("partition") < 0).fill_null(False)
     for op, need in INVOKE_NEEDS.items():
+        # (the transaction operations' needs are version-2 fields, not columns here: the
+        # pipeline hands a history that has them to the oracle, pipeline/file_check.py)
         if need and not any(n in V2_FIELDS for n in need):
             bad = bad | (inv & (c("f") == op) & pl.any_horizontal([~has(n) for n in need]))
     # A completion may carry only its operation's result fields (restating a request field is
@@ -225,7 +225,7 @@ def prepare(lf: pl.LazyFrame) -> pl.LazyFrame:
     # Fields with the same owners are tested together: one membership test per owner set.
     by_owners: dict[tuple, list[pl.Expr]] = {(): [c("extra")]}   # PRESENCE_ONLY: no owner
     for n in FIELDS:
-        if n in ALWAYS_OWN or n in PRESENCE_ONLY or n in V2_FIELDS:
+        if n in ALWAYS_OWN or n in PRESENCE_ONLY:
             continue
         owners = tuple(o for o, res in RESULT_FIELDS.items() if n in res)
         by_owners.setdefault(owners, []).append(has(n))
