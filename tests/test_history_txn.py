@@ -337,3 +337,22 @@ def test_shrink_keeps_a_transactional_history_valid_input(tmp_path):
     p = tmp_path / "s.jsonl"
     th.write(p, r.history.header, th.history_events(r.history.ops))
     assert "lost-write" in check_history(th.load(p)).types()
+
+
+def test_recorder_writes_transactions_and_evidence(tmp_path):
+    """The recorder writes version 2 on request; a failed poll's records and a transaction
+    reach the checkers (an aborted read)."""
+    from traces.history_recorder import HistoryRecorder
+    t = iter(range(0, 10_000, 10))
+    p = tmp_path / "r.jsonl"
+    with HistoryRecorder(p, "rec", clock=lambda: next(t), version=2) as rec:
+        rec.producer_config(0, idempotence=True, transactional_id="tx-0")
+        s = rec.invoke(0, "send", topic="t", partition=0, value="a", txn=1)
+        rec.ok(s, offset=0)
+        rec.info(rec.invoke(0, "txn_abort", txn=1))
+        q = rec.invoke(1, "poll", topic="t", partition=0, isolation="read_committed")
+        rec.fail(q, error="TIMEOUT", offsets=[0], values=["a"])
+        q = rec.invoke(1, "poll", topic="t", partition=0, isolation="read_committed")
+        rec.ok(q, offsets=[0], values=["a"])
+    v = check_history(th.load(p))
+    assert "G1a" in v.types()

@@ -192,8 +192,8 @@ class History:
         return len(self.ops)
 
 
-def make_header(trace_id: str | None = None, **meta: Any) -> dict[str, Any]:
-    h: dict[str, Any] = {"format": FORMAT, "version": VERSION}
+def make_header(trace_id: str | None = None, version: int = VERSION, **meta: Any) -> dict[str, Any]:
+    h: dict[str, Any] = {"format": FORMAT, "version": version}
     if trace_id is not None:
         h["trace_id"] = trace_id
     if meta:

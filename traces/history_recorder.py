@@ -20,20 +20,23 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from traces.history import FS, HistoryError, check_event, make_header
+from traces.history import FS, VERSION, HistoryError, check_event, make_header
 
 
 class HistoryRecorder:
     def __init__(self, path: str | Path, trace_id: str | None = None,
                  clock: Callable[[], int] = time.monotonic_ns,
-                 wall: Callable[[], int] = time.time_ns, **meta: Any):
+                 wall: Callable[[], int] = time.time_ns, version: int = VERSION, **meta: Any):
+        """`version`: 2 to record transactions (txn, txn_commit / txn_abort, isolation,
+        transactional_id) and assignment sets (docs/history-format.md)."""
         self.path = Path(path)
         self._f = open(self.path, "w", encoding="utf-8")
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._open: dict[int, tuple[int, str]] = {}     # id -> (process, f)
         self._clock, self._wall = clock, wall
-        self._write(make_header(trace_id, **meta))
+        self.version = version
+        self._write(make_header(trace_id, version=version, **meta))
 
     def _write(self, ev: dict[str, Any]) -> None:
         line = json.dumps(ev, separators=(",", ":")) + "\n"
@@ -67,16 +70,19 @@ class HistoryRecorder:
     def ok(self, oid: int, **result: Any) -> None:
         self._complete(oid, "ok", **result)
 
-    def fail(self, oid: int, error: str | None = None) -> None:
-        """Use only when the operation certainly did not happen (e.g. a non-retriable error)."""
-        self._complete(oid, "fail", error=error)
+    def fail(self, oid: int, error: str | None = None, **result: Any) -> None:
+        """Use only when the operation certainly did not happen (e.g. a non-retriable error).
+        A poll may still pass the records it returned (`offsets`, `values`): evidence."""
+        self._complete(oid, "fail", error=error, **result)
 
-    def info(self, oid: int, error: str | None = None) -> None:
-        """The outcome is unknown (timeout, disconnect): it may or may not have happened."""
-        self._complete(oid, "info", error=error)
+    def info(self, oid: int, error: str | None = None, **result: Any) -> None:
+        """The outcome is unknown (timeout, disconnect): it may or may not have happened. A
+        send may pass the offset it was told, a poll the records it returned."""
+        self._complete(oid, "info", error=error, **result)
 
     def producer_config(self, process: int, **settings: Any) -> None:
-        unknown = sorted(set(settings) - {"retries", "max_in_flight", "idempotence", "acks"})
+        unknown = sorted(set(settings) - {"retries", "max_in_flight", "idempotence", "acks",
+                                          "transactional_id"})
         if unknown:
             raise ValueError(f"unknown producer setting(s) {', '.join(unknown)}")
         self.ok(self.invoke(process, "producer_config", **settings))
