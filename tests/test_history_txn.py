@@ -356,3 +356,37 @@ def test_recorder_writes_transactions_and_evidence(tmp_path):
         rec.ok(q, offsets=[0], values=["a"])
     v = check_history(th.load(p))
     assert "G1a" in v.types()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("what", ["failed poll", "info send offset"])
+def test_evidence_goes_to_the_oracle_through_the_pipeline(tmp_path, fmt, what):
+    """The screens do not use these fields: the fused screen counts them and the pipeline hands
+    the history to the oracle, whose verdict uses them."""
+    b = B()
+    _log(b, 3)
+    if what == "failed poll":
+        b.poll(1, [(7, "v1")], 100, 110, type="fail")
+        kind = "duplicate"
+    else:
+        s = b.send(2, "x", 50, 60, type="info")
+        s.offset = 1
+        b.poll(1, [(0, "v0"), (1, "v1"), (2, "v2"), (3, "x")], 100, 110)
+        kind = "inconsistent-offsets"
+    h = b.history()
+    p = tmp_path / f"h.{fmt}"
+    th.write(p, h.header, th.history_events(h.ops))
+    r = check_file(str(p))
+    assert kind in r.verdict.types() and r.engine.startswith("object: records of info/fail polls")
+
+
+def test_transaction_operation_in_a_version_1_file_is_bad_input(tmp_path, cli):
+    b = B()
+    _log(b, 2)
+    h = b.history()
+    evs = th.history_events(h.ops) + [{"id": 99, "type": "invoke", "process": 0, "f": "txn_commit",
+                                        "mono_ns": 10_000}]
+    p = tmp_path / "h.jsonl"
+    th.write_jsonl(p, h.header, evs)
+    r = cli(["check-history", str(p)])
+    assert r.exit_code == 3 and "needs format version 2" in r.output

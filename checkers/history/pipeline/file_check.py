@@ -69,7 +69,6 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
     why = _oracle_only(header, src, path, where)
     if why:
         return _object_path(path, fmt, deadline, cycle_max_ops, why)
-    watch = _Watch()
     # `_i`: the event's position in the file; `row` is for messages. Only the lean columns
     # are decoded (Parquet: scanned); the full rows are fetched again for flagged partitions.
     full = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i"))
@@ -88,9 +87,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                           for off in range(0, n_events, SLICE_EVENTS))
             group_events = screen_group_events or fused.SCREEN_GROUP_EVENTS
             k = min(fused.SCREEN_GROUPS_MAX, -(-n_events // group_events)) if group_events else 1
-            slices = watch.frames(slices)
             fr = grouped_screen(slices, k, deadline) if k > 1 else fused_screen(slices, deadline)
-            if watch.hit:
+            if fr is not None and fr.counts.get("evidence"):
                 return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
             if fr is not None and fr.clean:
                 return decide_unflagged(fr, header, deadline, f"columnar (fused screen, {-(-n_events // SLICE_EVENTS)} slices"
@@ -123,8 +121,8 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
             # per 10^6 operations, next to the kernel's seconds on any flagged history).
             slices = (hc.scan_parquet(str(path), None, off, SCREEN_SLICE_EVENTS)[1].select(*NEEDED).collect(
                           engine="streaming") for off in range(0, n_events, SCREEN_SLICE_EVENTS))
-            fr, screened = (fused_screen(watch.frames(slices), deadline) if n_events else None), True
-            if watch.hit:
+            fr, screened = (fused_screen(slices, deadline) if n_events else None), True
+            if fr is not None and fr.counts.get("evidence"):
                 return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
             if fr is not None and fr.clean:
                 return decide_unflagged(fr, header, deadline)
@@ -139,10 +137,10 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
         return FileCheck(_all_unknown("time limit reached while reading"), raw.height, {}, "columnar")
     if raw.height == 0:
         return _object_path(path, fmt, deadline, cycle_max_ops, "no events")
-    if not screened and _evidence(raw):
-        return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
     if not screened:
         fr = fused_screen([raw], deadline)
+    if (fr.counts.get("evidence") if fr is not None else _evidence(raw)):
+        return _object_path(path, fmt, deadline, cycle_max_ops, EVIDENCE_WHY)
     if fr is not None and fr.clean:
         return decide_unflagged(fr, header, deadline)
     if deadline is not None and time.monotonic() > deadline:
@@ -175,28 +173,16 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
 # Evidence the screens do not use yet, which only the oracle judges: the records of polls that
 # ended info or fail, and the offsets of unacknowledged sends. A history with any goes to the
 # oracle whole (as does any history of format version 2: transactions and assignment sets).
+# The fused screen counts them as it reads (its "evidence" count); _EVIDENCE is the same test
+# on decoded columns, for when the fused screen did not run.
 EVIDENCE_WHY = "records of info/fail polls or offsets of info sends (judged by the oracle)"
-_EVIDENCE = (pl.col("f").is_in(list(TXN_FS))
-             | ((pl.col("f") == "send") & (pl.col("type") == "info") & pl.col("offset").is_not_null())
+_EVIDENCE = (((pl.col("f") == "send") & (pl.col("type") == "info") & pl.col("offset").is_not_null())
              | ((pl.col("f") == "poll") & pl.col("type").is_in(["info", "fail"])
                 & pl.col("offsets").is_not_null()))
 
 
 def _evidence(df: pl.DataFrame) -> bool:
     return bool(df.select(_EVIDENCE.any()).item())
-
-
-class _Watch:
-    """Passes decoded slices on to a screen, noting whether any holds _EVIDENCE."""
-
-    def __init__(self):
-        self.hit = False
-
-    def frames(self, frames):
-        for f in frames:
-            if not self.hit and _evidence(f):
-                self.hit = True
-            yield f
 
 
 V2_WHY = "format version 2: transactions and assignment sets are judged by the oracle"
@@ -389,7 +375,7 @@ def _check_chunked(path, fmt, full: pl.LazyFrame, part: Callable[[int, int], pl.
         for n, off in enumerate(range(0, n_events, SLICE_EVENTS)):
             raise_if_late(deadline)
             ev = lean(part(off, SLICE_EVENTS))
-            if ev.get_column("bad").any():
+            if ev.get_column("bad").any() or _evidence(ev):
                 raise _Fallback()
             codes |= set(ev.get_column("tc").drop_nulls().unique().to_list())
             pmax = max(pmax, (ev.get_column("partition").max() or 0) + 1)

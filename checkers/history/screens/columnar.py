@@ -38,7 +38,7 @@ from typing import Callable
 import polars as pl
 
 from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED,
-                            RESULT_FIELDS, TYPES, V2_FIELDS)
+                            RESULT_FIELDS, TXN_FS, TYPES, V2_FIELDS)
 
 def _scan_missing(e: ImportError) -> str:
     """Why the compiled scans cannot be imported, and what to do: a checkout never built, or a
@@ -143,6 +143,9 @@ def _dup_runs(df: pl.DataFrame, key: str) -> set[int]:
 
 # The columns `encode` reads (never key's text, error, wall clocks or trace_id).
 NEEDED = tuple(n for n in FIELDS if n not in ("error", "wall_ns"))
+# Version 1's operations: a transaction operation is unknown here (the row is flagged, and the
+# object reader refuses it in a version-1 file; a version-2 file never reaches the screens).
+V1_FS = tuple(f for f in FS if f not in TXN_FS)
 # Fields the screens read for their presence only: no operation needs them on its invoke or
 # has them as a result, so their one rule (a completion must not carry them) needs one flag,
 # `extra`. Everything else the screens read is a column of the encoded frame.
@@ -183,7 +186,7 @@ def encode(lf: pl.LazyFrame) -> pl.LazyFrame:
     dl = _enum("delivery", DELIVERY_MODES)
     return lf.select(
         "run", "_i", "id", _enum("type", TYPES), "process",
-        _enum("f", FS), h("topic").alias("tc"), "partition",
+        _enum("f", V1_FS), h("topic").alias("tc"), "partition",
         h("value").alias("vh"), "offset", "offsets", c("values").list.eval(pl.element().hash()).alias("vhs"),
         h("group").alias("group"), "generation", "final", dl.alias("delivery"),
         (c("delivery").is_not_null() & dl.is_null()).alias("dunk"),

@@ -201,7 +201,7 @@ def grouped_screen(frames, k: int, deadline: float | None = None) -> Fused | Non
                 merged = r
             else:
                 merged["pool"] = max(merged["pool"], r["pool"])
-                for n in ("ops", "sends", "polls", "records", "undecided", "consumer_examined"):
+                for n in ("ops", "sends", "polls", "records", "undecided", "consumer_examined", "evidence"):
                     merged[n] += r[n]
         if merged is None:
             return None
