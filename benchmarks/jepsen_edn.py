@@ -83,14 +83,14 @@ def _timed(fn):
     return time.process_time() - c0, out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ops", type=int, default=200_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--txn-rate", type=float, default=0.3)
     ap.add_argument("--check", action="store_true", help="also the oracle, end to end")
     ap.add_argument("--only", default="", help="comma-separated stages to run (default: all)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     print(f"seed={a.seed} ops={a.ops} txn_rate={a.txn_rate} check={a.check}", flush=True)
     from traces import history_jepsen as hj
     with tempfile.TemporaryDirectory() as d:
