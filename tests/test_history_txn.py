@@ -390,3 +390,14 @@ def test_transaction_operation_in_a_version_1_file_is_bad_input(tmp_path, cli):
     th.write_jsonl(p, h.header, evs)
     r = cli(["check-history", str(p)])
     assert r.exit_code == 3 and "needs format version 2" in r.output
+
+
+def test_rebalance_log_is_an_assignment(tmp_path):
+    """A rebalance during a poll (Jepsen's :rebalance-log) that took :x away forgets the
+    consumer's position there: reading x from the start again is then no nonmonotonic poll."""
+    from tests.jepsen_cases import _nm_poll
+    assert check_history(hj.load(_edn(tmp_path, _nm_poll))).types() == {"nonmonotonic-poll"}
+    moved = _nm_poll[:5] + [_nm_poll[5][:-1] + ", :rebalance-log [{:keys [:y]}]}"]
+    assert check_history(hj.load(_edn(tmp_path, moved))).types() == set()
+    kept = _nm_poll[:5] + [_nm_poll[5][:-1] + ", :rebalance-log [{:keys [:x :y]}]}"]
+    assert check_history(hj.load(_edn(tmp_path, kept))).types() == {"nonmonotonic-poll"}

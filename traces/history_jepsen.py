@@ -23,8 +23,10 @@ maps; in short:
   abort). A lone send is `ok` (with its offset), `info` or `fail` as the op.
 - `:rebalance-log` [{:keys [k ...]} ...] on a completion: each entry is an assignment
   (subscribe events) at the op's invoke.
-- Times: Jepsen's :time t (ns) becomes mono_ns 4t (+1 for a transaction's operations, +1/+2
-  after the completion for its commit), which keeps every real-time order and tie.
+- Times: Jepsen's :time t (ns) becomes mono_ns 4t; a transaction (invoked at t0, completed at
+  t1) has its operations from 4t0+1 to 4t1+1 and its commit from 4t0+2 to 4t1+2 (when its
+  client began to commit is not recorded: any time after the transaction began). Every
+  real-time order and tie of Jepsen's ops is kept.
 """
 from __future__ import annotations
 
@@ -267,7 +269,11 @@ class Converter:
         elif proc not in self.configured and self.config:
             out += self._config(proc, t0, transactional=False)
         tid = self.next_id if txn else None      # named after its first operation
-        a, b = (t0 + 1, (t1 if t1 is not None else None)) if txn else (t0, t1)
+        # A transaction's operations: invoked at 4t0+1, completed at 4t1+1; its commit invoked
+        # at 4t0+2 (Jepsen does not say when the client began to commit: any time after the
+        # transaction began, so no read is taken for precommitted on a guess), completed at
+        # 4t1+2.
+        a, b = (t0 + 1, (t1 + 1 if t1 is not None else None)) if txn else (t0, t1)
         for mop in mops:
             kind = mop[0]
             if kind == ":send":
@@ -316,7 +322,7 @@ class Converter:
                 raise HistoryError(self.path, where, f"field ':value': unknown micro-op {kind!r}")
         if txn:
             end = {"id": None, "type": "invoke", "process": proc, "f": "txn_commit",
-                   "mono_ns": (t1 + 1) if t1 is not None else t0 + 2}
+                   "mono_ns": t0 + 2}
             out += self._emit(iwhere, where, end, typ, (t1 + 2) if t1 is not None else None, {}, tid)
         return out
 
