@@ -7,8 +7,8 @@ APT_PKGS := zookeeper chromium nftables iproute2
 
 .PHONY: check test bench mutate system-deps setup clean
 
-# setup.py builds the C extensions (checkers/history/screens/_scan.c, _fused.c) in place: a change to any reinstalls.
-$(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/history/screens/_fused.c checkers/history/screens/_arrow.h
+# setup.py builds the C extensions (checkers/history/screens/_scan.c, _fused.c, traces/_edn.c) in place: a change to any reinstalls.
+$(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/history/screens/_fused.c checkers/history/screens/_arrow.h traces/_edn.c
 	@command -v cc >/dev/null || { echo "no C compiler (cc): kafkaverify builds checkers/history/screens/_scan.c; run make system-deps (or apt-get install build-essential python3-dev)"; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
