@@ -457,3 +457,31 @@ def test_screens_see_unacknowledged_reorders_the_oracle_reports(tmp_path, seed):
         assert not r.engine.startswith("object"), r.engine
         assert _fingerprint(r.verdict) == _fingerprint(oracle)
     assert planted
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_failed_send_with_an_offset_is_bad_input(tmp_path, fmt, cli):
+    b = B()
+    _log(b, 2)
+    s = b.send(2, "x", 50, 60, type="fail")
+    s.offset = 1
+    h = b.history()
+    p = tmp_path / f"h.{fmt}"
+    th.write(p, h.header, th.history_events(h.ops))
+    r = cli(["check-history", str(p)])
+    assert r.exit_code == 3 and "field 'offset'" in r.output and ("line" in r.output or "row" in r.output)
+
+
+def test_transactional_offset_commit_counts_only_if_committed(tmp_path):
+    """An offset commit inside a transaction takes effect with it: a regression by a committed
+    transaction's commit is reported, by an aborted one's not."""
+    def hist(commit_type):
+        b = B()
+        b.config(5, 0, transactional_id="tx")
+        b.commit(5, 10, 20, gen=1, offset=5)
+        c = b.commit(5, 30, 40, gen=1, offset=2)
+        end = b._op(process=5, f="txn_commit", inv=50, comp=60, type=commit_type)
+        c.txn = end.txn = 3
+        return _v2(b)
+    assert "commit-regression" in _kinds(hist("ok"))
+    assert "commit-regression" not in _kinds(hist("fail"))

@@ -365,6 +365,9 @@ def _make_op(path: str, where: str, iwhere: str, inv: dict, comp: dict | None) -
         for n in RESULT_FIELDS[f]:
             if n in comp:
                 merged[n] = comp[n]
+    if kind == "fail" and f == "send" and comp is not None and "offset" in comp:
+        raise HistoryError(path, where, "field 'offset': a failed send did not happen and has no "
+                                        "offset (record a send whose outcome is unknown as info)")
     if kind == "ok":
         if f == "send" and "offset" not in merged:
             raise HistoryError(path, where, "an ok send must carry the acknowledged 'offset' "

@@ -315,7 +315,9 @@ def build(history: History) -> Index:
                 part.evidence.append(op)
                 part.consumer_ops.append(op)
         elif f == "commit":
-            if op.type == "ok":
+            # A transactional offset commit (sendOffsetsToTransaction) takes effect with its
+            # transaction: only a committed one's counts.
+            if op.type == "ok" and (op.txn is None or _committed(op, txns)):
                 part.commits.append(op)
         elif op.type != "fail":          # assign / subscribe
             part.assigns.append(op)

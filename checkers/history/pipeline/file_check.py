@@ -171,12 +171,13 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
 
 
 # Evidence the screens do not use yet, which only the oracle judges: the records of polls that
-# ended info or fail, and the offsets of unacknowledged sends. A history with any goes to the
+# ended info or fail, and the offsets of unacknowledged sends (of failed sends: which the
+# object reader refuses, naming the line). A history with any goes to the
 # oracle whole (as does any history of format version 2: transactions and assignment sets).
 # The fused screen counts them as it reads (its "evidence" count); _EVIDENCE is the same test
 # on decoded columns, for when the fused screen did not run.
 EVIDENCE_WHY = "records of info/fail polls or offsets of info sends (judged by the oracle)"
-_EVIDENCE = (((pl.col("f") == "send") & (pl.col("type") == "info") & pl.col("offset").is_not_null())
+_EVIDENCE = (((pl.col("f") == "send") & pl.col("type").is_in(["info", "fail"]) & pl.col("offset").is_not_null())
              | ((pl.col("f") == "poll") & pl.col("type").is_in(["info", "fail"])
                 & pl.col("offsets").is_not_null()))
 

@@ -818,6 +818,8 @@ static void on_complete(State *s, Col *c, int64_t i, uint32_t slot, int type, in
             info_send(s, op);
             if (c && lvalid(&c[C_OFFSET].v, i))
                 s->n_evidence++;        /* the oracle's to judge (pipeline/file_check.py) */
+        } else if (c && lvalid(&c[C_OFFSET].v, i)) {
+            s->n_evidence++;            /* a failed send with an offset: the reader refuses it */
         }
     } else if (op->f == F_POLL && type != T_OK) {
         if (c && lvalid(&c[C_OFFSETS].v, i))
