@@ -34,7 +34,7 @@ from checkers.history.screens import fused
 from checkers.history.screens.columnar import (LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen, TimeUp,
                                                lean, pair, raise_if_late, screen, unspill)
 from checkers.history.screens.fused import Fused, fused_screen, grouped_screen
-from traces.history import TXN_FS, TXN_VERSION, V2_FIELDS, VERSION, History, Op
+from traces.history import TXN_VERSION, VERSION, History, Op
 
 
 @dataclass
@@ -208,20 +208,12 @@ def _version(path: str, fmt: str | None) -> int:
 
 def _oracle_only(header: dict, src: pl.LazyFrame, path: str, where: str) -> str:
     """Why the history goes to the oracle whole before any screen, or "": format version 2
-    (transactions and assignment sets, which the screens do not know), or version-2 fields in
-    a version-1 file (the object reader then names the line or row)."""
+    (transactions and assignment sets, which the screens do not know; `_version` usually said
+    so before reading). Version-2 fields in a version-1 file never get here: the columnar
+    readers' schema is version 1's, so such a file is not plainly columnar and the object
+    reader names the line or row."""
     if header.get("version", VERSION) >= TXN_VERSION:
         return V2_WHY
-    names = (pl.read_parquet_schema(str(path)) if where == "row" else src.collect_schema()).keys()
-    cols = [n for n in V2_FIELDS if n in names]
-    if not cols:            # (transaction operations in a version-1 file: _EVIDENCE)
-        return ""
-    probe = [pl.col(n).is_not_null().any() for n in cols]
-    try:
-        if src.select(pl.any_horizontal(probe)).collect().item():
-            return "version-2 fields in a version-1 file"
-    except (pl.exceptions.PolarsError, OSError):
-        return "not plainly columnar"
     return ""
 
 
