@@ -8,6 +8,7 @@ Entry point: checkers.history.oracle.check.check_history(history) -> Verdict (ev
 fixed order, under one time limit); check_per_partition without the cycle search.
 Rules: index.py (the per-partition facts every rule reads), log_checks.py (Jepsen's Kafka
 checker's log rules), linearizable.py (offset-witness linearizability, O(n log n)),
-consumer.py (consumer-group offset rules), cycles.py (Elle-style dependency cycles across
-partitions). wgl.py is the exhaustive Wing & Gong search, the oracle's own oracle for
+consumer.py (consumer-group offset rules), txns.py (transactions: aborted and precommitted
+reads, atomicity, internal send skips), cycles.py (Elle-style dependency cycles across
+partitions, transactions as nodes). wgl.py is the exhaustive Wing & Gong search, the oracle's own oracle for
 linearizable.py on small histories."""
