@@ -485,3 +485,31 @@ def test_transactional_offset_commit_counts_only_if_committed(tmp_path):
         return _v2(b)
     assert "commit-regression" in _kinds(hist("ok"))
     assert "commit-regression" not in _kinds(hist("fail"))
+
+
+def test_edn_readers_agree_on_mangled_lines():
+    """Seeded mutations of Jepsen lines (brackets, tags, quotes, escapes inserted, characters
+    dropped, lines cut): the compiled reader and the Python one give the same value or both
+    refuse with EdnError (never another exception)."""
+    import random
+    lines = [c for case in CASES for c in case[1]] + [SAMPLE]
+    alphabet = list('[]{}()#":\\ ,-+0123456789abcNMe.;') + ["nil", "#{", "#jepsen.history.Op", ":k", '"s"', "\\u00e9"]
+    rng = random.Random(7)
+
+    def run(f, s):
+        try:
+            return ("ok", f(s))
+        except hj.EdnError:
+            return ("refused",)
+    for _ in range(3000):
+        s = list(rng.choice(lines))
+        for _ in range(rng.randint(1, 4)):
+            i, r = rng.randrange(len(s) + 1), rng.random()
+            if r < 0.4 and s:
+                del s[min(i, len(s) - 1)]
+            elif r < 0.8:
+                s.insert(i, rng.choice(alphabet))
+            else:
+                s = s[:i]
+        s = "".join(s)
+        assert run(hj.parse_line, s) == run(hj.parse_line_py, s), s

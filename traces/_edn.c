@@ -25,6 +25,11 @@ static int is_delim(char c) {
            c == '"' || c == '#' || c == ';' || c == '\f' || c == '\v';
 }
 
+static int is_tag_char(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-' || c == '/';
+}
+
 static void skip(P *s) {
     while (s->p < s->end && (is_ws(*s->p) || *s->p == '\f' || *s->p == '\v'))
         s->p++;
@@ -121,6 +126,10 @@ static PyObject *map(P *s, int depth) {
         PyObject *fk = v ? frozen(k) : NULL;
         Py_DECREF(k);
         if (!fk || PyDict_SetItem(out, fk, v) < 0) {
+            if (fk && PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "a map as a map key");
+            }
             Py_XDECREF(fk);
             Py_XDECREF(v);
             Py_DECREF(out);
@@ -237,7 +246,7 @@ static PyObject *value(P *s, int depth) {
         }
         if (s->p >= s->end || !((*s->p >= 'A' && *s->p <= 'Z') || (*s->p >= 'a' && *s->p <= 'z')))
             return err("a '#' that is neither a set nor a tag");
-        while (s->p < s->end && !is_delim(*s->p))
+        while (s->p < s->end && is_tag_char(*s->p))     /* the tag: [A-Za-z][\w.\-/]* */
             s->p++;
         return value(s, depth + 1);           /* a tagged literal reads as its value */
     default:

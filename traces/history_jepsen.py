@@ -42,8 +42,11 @@ try:
 except ImportError:               # not built: the regular-expression reader alone
     _edn = None
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|#\{|#[A-Za-z][\w.\-/]*|[\[\](){}]|[^\s,\[\](){}"#;]+')
+# The last alternative catches any other character (a stray '#', an unterminated '"', a ';'):
+# an error, never skipped.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|#\{|#[A-Za-z][A-Za-z0-9_.\-/]*|[\[\](){}]|[^\s,\[\](){}"#;]+|[^\s,]')
 _CLOSE = {"]", ")", "}"}
+_CLOSER = {"[": "]", "(": ")", "#{": "}"}
 TOPIC = "jepsen"
 SCALE = 4
 
@@ -61,7 +64,7 @@ def parse_line(line: str) -> Any:
         return _edn.parse_line(line)
     except _edn.Fallback:
         return parse_line_py(line)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         raise EdnError(str(e)) from None
 
 
@@ -93,9 +96,8 @@ def _value(toks: list[str], i: int) -> tuple[Any, int]:
             except IndexError:
                 raise EdnError("unexpected end of line (an unclosed bracket)") from None
             if u in _CLOSE:
-                if (u == "]") != (c == "["):
-                    if not (u == ")" and c == "(") and not (u == "}" and t == "#{"):
-                        raise EdnError(f"{t!r} closed by {u!r}")
+                if u != _CLOSER[t]:
+                    raise EdnError(f"{t!r} closed by {u!r}")
                 return out, i + 1
             v, i = _value(toks, i)
             out.append(v)
@@ -115,11 +117,23 @@ def _value(toks: list[str], i: int) -> tuple[Any, int]:
             if i < len(toks) and toks[i] == "}":
                 raise EdnError("a map with an odd number of forms")
             v, i = _value(toks, i)
-            out[k if not isinstance(k, list) else tuple(_frozen(x) for x in k)] = v
+            try:
+                out[k if not isinstance(k, list) else tuple(_frozen(x) for x in k)] = v
+            except TypeError:
+                raise EdnError("a map as a map key") from None
     if c == "#":
+        if len(t) == 1:
+            raise EdnError("a '#' that is neither a set nor a tag")
         return _value(toks, i + 1)          # a tagged literal reads as its value
     if c == '"':
-        return json.loads(t), i + 1
+        if len(t) == 1:
+            raise EdnError("an unterminated string")
+        try:
+            return json.loads(t, strict=False), i + 1
+        except ValueError:
+            raise EdnError(f"a bad escape in the string {t[:40]!r}") from None
+    if c == ";":
+        raise EdnError("unexpected character ';'")
     if c in _CLOSE:
         raise EdnError(f"unexpected {t!r}")
     if c.isdigit() or (c in "-+" and len(t) > 1 and t[1].isdigit()):
