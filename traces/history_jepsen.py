@@ -73,7 +73,10 @@ def parse_line_py(line: str) -> Any:
     toks = _TOKEN.findall(line)
     if not toks:
         raise EdnError("no value")
-    v, i = _value(toks, 0)
+    try:
+        v, i = _value(toks, 0)
+    except RecursionError:
+        raise EdnError("nested too deeply") from None
     if i != len(toks):
         raise EdnError(f"unexpected {toks[i]!r} after the value")
     return v
