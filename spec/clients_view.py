@@ -3,7 +3,7 @@
 model but the answer codes' names, so the state module can use it."""
 from __future__ import annotations
 
-from spec.codes import CODE_NAMES
+from spec.codes import CODE_NAMES, TXN_PHASES, TXN_STATES
 
 
 def _out(o: int) -> str:
@@ -37,7 +37,45 @@ def client_lines(s) -> list[str]:
     out = [producer_line(i, p) for i, p in enumerate(s.prods)]
     if s.grp:
         out += group_lines(s)
+    if s.txn:
+        out += txn_lines(s)
     return out
+
+
+_ENTRY = {0: "", 1: "COMMIT", 2: "ABORT"}
+_OUTCOME = ("open", "committed", "aborted")
+
+
+def txn_lines(s) -> list[str]:
+    """Transactional producers, the data partitions (batches as t<id>/e<epoch>/T<transaction>,
+    markers), their LSO, and each transaction's outcome."""
+    t = s.txn
+    lines = []
+    for ci, c in enumerate(t.clients):
+        line = f"x{ci} t{c.tid}#{c.inst} {TXN_PHASES[c.phase]}"
+        if c.pe >= 0:
+            line += f" epoch={c.pe}"
+        if c.g >= 0:
+            line += f" in T{c.g} added={_parts(c.added)} sent={_parts(c.sent)}"
+        if c.waiting:
+            line += f" awaiting={_parts(c.waiting)}"
+        if c.req:
+            line += " awaiting the coordinator"
+        lines.append(line)
+    for d, log in enumerate(t.logs):
+        ents = " ".join(f"t{tid}/e{e}/T{a}" + ("(fenced instance)" if b else "") if k == 0
+                        else f"{_ENTRY[k]}(t{tid}/e{e}/ce{a})" for k, tid, e, a, b in log)
+        lines.append(f"d{d} [{ents}] lso={t.lso[d]}")
+    if t.ghosts:
+        lines.append("transactions: " + " ".join(f"T{g}=t{tid}#{inst}:{_OUTCOME[o]}"
+                                                 for g, (tid, inst, o, _) in enumerate(t.ghosts)))
+    if t.net:
+        lines.append(f"in flight: {len(t.net)} request(s)")
+    return lines
+
+
+def _parts(mask: int) -> str:
+    return "{" + ",".join(f"d{d}" for d in range(8) if (mask >> d) & 1) + "}"
 
 
 def group_lines(s) -> list[str]:
