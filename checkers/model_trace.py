@@ -85,7 +85,7 @@ def config_args(cfg: Config) -> str:
                  "txn_partitions", "isolation", "txn_rounds", "txn_timeouts", "txn_dups", "zombies"):
         if getattr(cfg, name) != getattr(d, name):
             parts.append(f"--{name.replace('_', '-')} {getattr(cfg, name)}")
-    for flag in ("unclean", "unflushed_loss", "disk_loss"):
+    for flag in ("unclean", "unflushed_loss", "disk_loss", "consume_transform_produce"):
         if getattr(cfg, flag):
             parts.append("--" + flag.replace("_", "-"))
     return " ".join(parts)

@@ -50,6 +50,7 @@ def txn_lines(s) -> list[str]:
     """Transactional producers, the data partitions (batches as t<id>/e<epoch>/T<transaction>,
     markers), their LSO, and each transaction's outcome."""
     t = s.txn
+    offsets = any(g[4] >= 0 for g in t.ghosts)     # consume-transform-produce: inputs consumed
     lines = []
     for ci, c in enumerate(t.clients):
         line = f"x{ci} t{c.tid}#{c.inst} {TXN_PHASES[c.phase]}"
@@ -65,10 +66,12 @@ def txn_lines(s) -> list[str]:
     for d, log in enumerate(t.logs):
         ents = " ".join(f"t{tid}/e{e}/T{a}" + ("(fenced instance)" if b else "") if k == 0
                         else f"{_ENTRY[k]}(t{tid}/e{e}/ce{a})" for k, tid, e, a, b in log)
-        lines.append(f"d{d} [{ents}] lso={t.lso[d]}")
+        name = f"d{d}" + (" (__consumer_offsets)" if d == len(t.logs) - 1 and offsets else "")
+        lines.append(f"{name} [{ents}] lso={t.lso[d]}")
     if t.ghosts:
-        lines.append("transactions: " + " ".join(f"T{g}=t{tid}#{inst}:{_OUTCOME[o]}"
-                                                 for g, (tid, inst, o, _) in enumerate(t.ghosts)))
+        lines.append("transactions: " + " ".join(
+            f"T{g}=t{tid}#{inst}:{_OUTCOME[o]}" + (f"(input {i})" if i >= 0 else "")
+            for g, (tid, inst, o, _, i) in enumerate(t.ghosts)))
     if t.net:
         lines.append(f"in flight: {len(t.net)} request(s)")
     return lines

@@ -90,7 +90,7 @@ GENERATIONS: dict[str, frozenset[str]] = {
 
 
 TXN_SETTINGS = ("transactions", "txn_partitions", "isolation", "txn_rounds", "txn_timeouts",
-                "txn_dups", "zombies")
+                "txn_dups", "zombies", "consume_transform_produce")
 
 
 class ConfigError(ValueError):
@@ -135,6 +135,9 @@ class Config:
     txn_timeouts: int = 1     # client-side batch timeouts and coordinator transaction timeouts
     txn_dups: int = 1         # marker requests the coordinator resends while the first is in flight
     zombies: int = 0          # new instances of a transactional.id (the old one keeps running)
+    consume_transform_produce: bool = False  # each transaction consumes an input record and
+                              # commits its offset in the transaction (AddOffsetsToTxn,
+                              # TxnOffsetCommit to a __consumer_offsets log)
 
     @property
     def idempotence(self) -> bool:
@@ -239,6 +242,8 @@ def _check_transactions(cfg: Config) -> None:
                           "replicated partition is then __transaction_state)")
     if not 1 <= cfg.txn_partitions <= 3:
         raise ConfigError("txn_partitions must be between 1 and 3")
+    if cfg.consume_transform_produce not in (True, False):
+        raise ConfigError("consume_transform_produce must be true or false")
     if cfg.isolation not in ("read_committed", "read_uncommitted"):
         raise ConfigError("isolation must be 'read_committed' or 'read_uncommitted'")
     for name in ("txn_rounds", "txn_timeouts", "txn_dups", "zombies"):

@@ -365,7 +365,7 @@ def txn_zombie_fenced(cfg: Config, s: State) -> str | None:
     """KIP-98's zombie fencing: once a newer instance of a transactional.id got its epoch,
     nothing the older instance writes, or commits, is ever committed."""
     t = s.txn
-    for g, (tid, inst, outcome, zombie) in enumerate(t.ghosts):
+    for g, (tid, inst, outcome, zombie, _inp) in enumerate(t.ghosts):
         if outcome == 1 and zombie:
             return f"transaction T{g} of the fenced instance t{tid}#{inst} was committed"
     for d, log in enumerate(t.logs):
@@ -373,6 +373,29 @@ def txn_zombie_fenced(cfg: Config, s: State) -> str | None:
             if f == 1 and log[off][4]:
                 return (f"d{d} offset {off}: a record the fenced instance of t{log[off][1]} wrote "
                         f"is committed")
+    return None
+
+
+def txn_exactly_once(cfg: Config, s: State) -> str | None:
+    """Consume-transform-produce (KIP-98, KIP-447): every input offset below the group's
+    committed offset has its output exactly once in committed data, on every output partition
+    (a batch counts once its transaction committed: its marker may still be on its way)."""
+    t = s.txn
+    p = cfg.txn_partitions
+    values = tuple(g[4] + 1 for g in t.ghosts)
+    for tid in range(cfg.transactions):
+        committed = rules.txn_committed_offset(t.logs[p], values, tid)
+        for d in range(p):
+            log = t.logs[d]
+            fates = rules.txn_fates(log)
+            for i in range(committed):
+                # committed, or of a committed transaction whose marker is on its way
+                n = sum(1 for o, e in enumerate(log) if e[0] == 0 and e[1] == tid
+                        and t.ghosts[e[3]][4] == i
+                        and (fates[o] == 1 or fates[o] == 0 and t.ghosts[e[3]][2] == 1))
+                if n != 1:
+                    return (f"t{tid}'s input offset {i} is below its committed offset {committed} "
+                            f"but its output is committed {n} times on d{d}")
     return None
 
 
@@ -504,6 +527,10 @@ INVARIANTS: tuple[Invariant, ...] = (
               "coordinator will not end", txn_no_hanging_transaction, False, promise=lambda c: None),
     Invariant("TxnZombieFenced", "nothing a fenced producer instance writes is committed",
               txn_zombie_fenced, False, promise=lambda c: None),
+    Invariant("TxnExactlyOnce", "consume-transform-produce: each input below the committed "
+              "offset has its output exactly once", txn_exactly_once, False,
+              promise=lambda c: None if c.consume_transform_produce else
+              "not promised: no consume-transform-produce"),
     Invariant("TxnLsoMonotonic", "a partition's last stable offset never goes back",
               txn_lso_monotonic, False, promise=lambda c: None),
     Invariant("EpochCacheMatchesLog", "each leader-epoch cache describes its log",
@@ -523,6 +550,8 @@ def applies(inv: Invariant, cfg: Config) -> bool:
         return True
     if inv.name.startswith("Producer"):
         return bool(cfg.producers)
+    if inv.name == "TxnExactlyOnce":
+        return bool(cfg.transactions and cfg.consume_transform_produce)
     if inv.name.startswith("Txn"):
         return bool(cfg.transactions)
     return bool(cfg.consumers)

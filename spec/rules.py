@@ -538,6 +538,19 @@ def txn_marker_verdict(partition_epoch: int, open_epoch: int, last_coordinator_e
     return "append"
 
 
+def txn_committed_offset(log: tuple, values: tuple, tid: int) -> int:
+    """GroupMetadataManager with transactional offset commits (KIP-98, KIP-447): an offset
+    committed in a transaction becomes the group's once its COMMIT marker is written (an aborted
+    one is dropped); the last committed one wins. `values` gives each transaction's committed
+    offset. 0 (the start of the input) when none."""
+    fates = txn_fates(log)
+    off = 0
+    for o, (kind, t, _e, g, _b) in enumerate(log):
+        if kind == 0 and t == tid and fates[o] == 1:
+            off = values[g]
+    return off
+
+
 def promises_txn_atomicity(isolation: str) -> str | None:
     """KIP-98: a read_committed consumer sees all or none of a transaction's records and never an
     aborted one; read_uncommitted promises nothing of the kind."""

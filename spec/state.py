@@ -137,7 +137,9 @@ class Txn(NamedTuple):
     pend: tuple     # per tid: (coordinator epoch, ghost, partitions not yet acknowledged) for
                     # markers the coordinator sent, or ()
     ghosts: tuple   # per transaction begun: (tid, instance, outcome 0 open / 1 commit / 2 abort,
-                    # 1 if committed by an instance already fenced)
+                    # 1 if committed by an instance already fenced, the input offset it
+                    # consumed or -1); with consume-transform-produce the last log is the
+                    # group's __consumer_offsets partition, its batches the offset commits
     begun: tuple    # per tid: transactions begun (bounded by txn_rounds)
     newest: tuple   # per tid: the newest instance
     timeouts: int   # client and coordinator timeouts so far
@@ -222,7 +224,7 @@ def initial(cfg) -> State:
 
 def initial_txn(cfg) -> Txn:
     """One instance per transactional.id, not yet initialised; empty data partitions."""
-    n, parts = cfg.transactions, cfg.txn_partitions
+    n, parts = cfg.transactions, cfg.txn_partitions + int(cfg.consume_transform_produce)
     return Txn(clients=tuple(TxnClient(t, 0, -1, 0, -1, 0, 0, 0, ()) for t in range(n)),
                logs=((),) * parts, net=(), pend=((),) * n, ghosts=(), begun=(0,) * n,
                newest=(0,) * n, timeouts=0, dups=0, zombies=0, lso=(0,) * parts)

@@ -110,7 +110,9 @@ def enabled(cfg, s: State) -> list[Action]:
             if coord_ready and rules.txn_init_action(v[1]) != "wait":
                 out.append(Action("TxnInitProducerId", ci))
         elif c.phase == READY:
-            if t.begun[c.tid] < cfg.txn_rounds:
+            if t.begun[c.tid] < cfg.txn_rounds and (
+                    not cfg.consume_transform_produce
+                    or 0 <= input_position(cfg, s, c.tid) < cfg.txn_rounds):
                 out.append(Action("TxnBegin", ci))
         elif c.phase == IN_TXN:
             d = _next_partition(cfg, c)
@@ -156,7 +158,9 @@ def enabled(cfg, s: State) -> list[Action]:
 
 
 def _next_partition(cfg, c: TxnClient) -> int:
-    for d in range(cfg.txn_partitions):
+    """Partitions in order; with consume-transform-produce the last is the group's offsets
+    partition (AddOffsetsToTxn, then TxnOffsetCommit as a transactional batch there)."""
+    for d in range(cfg.txn_partitions + int(cfg.consume_transform_produce)):
         if not (c.sent >> d) & 1:
             return d
     return -1
@@ -208,8 +212,8 @@ def _request(cfg, s: State, ci: int, kind: int, answer: int, record: tuple) -> S
 
 
 def _decide(s: State, g: int, outcome: int, zombie: int = 0) -> State:
-    tid, inst, _, _ = s.txn.ghosts[g]
-    return _sett(s, ghosts=replace_at(s.txn.ghosts, g, (tid, inst, outcome, zombie)))
+    tid, inst, _, _, inp = s.txn.ghosts[g]
+    return _sett(s, ghosts=replace_at(s.txn.ghosts, g, (tid, inst, outcome, zombie, inp)))
 
 
 def _fence(s: State, ci: int) -> State:
@@ -233,12 +237,25 @@ def txn_init_producer_id(cfg, s, ci, _):
     return _request(cfg, s, ci, _INIT_REQ, epoch + 1, (c.tid, epoch + 1, EMPTY, 0, -1))
 
 
+def input_position(cfg, s: State, tid: int) -> int:
+    """Consume-transform-produce: where the transactional.id's consumer reads its input next, the
+    group's committed offset (the client resumes from it after every transaction; an aborted one
+    rewinds it); -1 while a transactional offset commit of the id is pending on the offsets
+    partition (KIP-447: OffsetFetch with require_stable waits for it)."""
+    log = s.txn.logs[cfg.txn_partitions]
+    if rules.txn_partition_state(log, tid)[1] >= 0:
+        return -1
+    return rules.txn_committed_offset(log, tuple(g[4] + 1 for g in s.txn.ghosts), tid)
+
+
 def txn_begin(cfg, s, ci, _):
-    """beginTransaction: local to the client; the ghost table gets the transaction."""
+    """beginTransaction: local to the client; the ghost table gets the transaction and, with
+    consume-transform-produce, the input offset it consumes."""
     t = s.txn
     c = t.clients[ci]
     g = len(t.ghosts)
-    s = _sett(s, ghosts=t.ghosts + ((c.tid, c.inst, 0, 0),),
+    inp = input_position(cfg, s, c.tid) if cfg.consume_transform_produce else -1
+    s = _sett(s, ghosts=t.ghosts + ((c.tid, c.inst, 0, 0, inp),),
               begun=replace_at(t.begun, c.tid, t.begun[c.tid] + 1))
     return _setc(s, ci, c._replace(phase=IN_TXN, g=g, added=0, sent=0, waiting=0))
 

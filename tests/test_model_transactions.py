@@ -202,3 +202,27 @@ def test_cli_explores_transactions_and_refuses_bad_settings():
                        (["--producers", "1"], "without --producers and --consumers")):
         bad = subprocess.run(base + extra, capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert bad.returncode == 3 and msg in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+
+
+def test_consume_transform_produce_is_exactly_once_with_the_fixes():
+    """Each transaction consumes one input record and commits its offset in the transaction
+    (AddOffsetsToTxn, TxnOffsetCommit to the offsets partition): kip-966 is exactly once, also
+    with a zombie instance."""
+    cfg = make_config("kip-966", consume_transform_produce=True, **TXN_BOUNDS)
+    assert "TxnExactlyOnce" in {i.name for i in active(cfg)}
+    assert "TxnExactlyOnce" not in {i.name for i in active(make_config("kip-966", **TXN_BOUNDS))}
+    r = _explore("kip-966", consume_transform_produce=True, **TXN_BOUNDS)
+    assert r.status == "exhausted", (r.invariant, r.message)
+    z = _explore("kip-966", invariants=("TxnZombieFenced", "TxnExactlyOnce"),
+                 consume_transform_produce=True,
+                 **{**TXN_BOUNDS, "zombies": 1, "txn_dups": 0, "txn_timeouts": 0})
+    assert z.status == "exhausted", (z.invariant, z.message)
+
+
+def test_without_the_timeout_bump_an_input_is_processed_twice():
+    """KAFKA-14053's bug seen by consume-transform-produce: the aborted transaction's late batch
+    joins the retry of the same input, which commits it: the input's output is committed twice."""
+    r = _explore("current", ("txn-timeout-bump",), ("TxnExactlyOnce",),
+                 consume_transform_produce=True, **TXN_LATE_PRODUCE_BOUNDS)
+    assert r.status == "violation" and r.invariant == "TxnExactlyOnce", r.status
+    assert "committed 2 times" in r.message, r.message

@@ -59,6 +59,9 @@ def _model_options(f):
                      help="marker requests resent while the first copy is in flight [1]"),
         click.option("--zombies", type=int, default=None,
                      help="new instances of a transactional.id while the old one runs [1]"),
+        click.option("--consume-transform-produce", is_flag=True,
+                     help="each transaction consumes an input record and commits its offset in "
+                          "the transaction (TxnExactlyOnce)"),
     ]
     for o in reversed(opts):
         f = o(f)

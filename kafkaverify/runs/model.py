@@ -61,7 +61,8 @@ def print_bounds(cfg, extra: str = "") -> None:
     if cfg.transactions:
         click.echo(f"transactions={cfg.transactions} txn_partitions={cfg.txn_partitions} "
                    f"isolation={cfg.isolation} txn_rounds={cfg.txn_rounds} "
-                   f"txn_timeouts={cfg.txn_timeouts} txn_dups={cfg.txn_dups} zombies={cfg.zombies}")
+                   f"txn_timeouts={cfg.txn_timeouts} txn_dups={cfg.txn_dups} zombies={cfg.zombies}"
+                   + (" consume_transform_produce" if cfg.consume_transform_produce else ""))
 
 
 def print_promises(cfg, asked) -> None:
