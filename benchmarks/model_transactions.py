@@ -5,7 +5,8 @@ transaction fields). Every case states what it must find; another result is mark
 
     python -m benchmarks.model_transactions [--time-limit S]
 
-The figures go to docs/model-checking.md (transactions) and BENCHMARKS.md.
+The figures go to docs/benchmarks/model.md (transactions) and BENCHMARKS.md. The coordinator
+fail-over case does not exhaust: it runs to the time limit and must find nothing.
 """
 from __future__ import annotations
 
@@ -36,6 +37,13 @@ CASES = [
      TXN_LATE_PRODUCE_BOUNDS, None, "TxnAtomicVisibility"),
     ("kip-966, two transactional.ids, 1 partition, 1 round", "kip-966", (),
      {**TXN_BOUNDS, "transactions": 2, "txn_rounds": 1, "txn_dups": 0}, None, "exhausted"),
+    ("kip-966, consume-transform-produce, golden bounds and a zombie", "kip-966", (),
+     {**TXN_BOUNDS, "consume_transform_produce": True, "zombies": 1}, None, "exhausted"),
+    ("current without txn-timeout-bump, consume-transform-produce (TxnExactlyOnce asked)", "current",
+     ("txn-timeout-bump",), {**TXN_LATE_PRODUCE_BOUNDS, "consume_transform_produce": True},
+     ("TxnExactlyOnce",), "TxnExactlyOnce"),
+    ("kip-966, coordinator fail-over (2 brokers, 1 crash, 1 election), golden bounds", "kip-966", (),
+     {**TXN_BOUNDS, "brokers": 2, "crashes": 1, "elections": 1}, None, "time-limit"),
 ]
 BASELINE = ("baseline: current, no clients, 1 record", "current", (), {"records": 1}, None, "exhausted")
 
