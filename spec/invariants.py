@@ -324,6 +324,8 @@ def txn_atomic_visibility(cfg: Config, s: State) -> str | None:
     on every partition it wrote to, and never a record of an aborted or undecided one. A batch's
     fate is the next marker of its producer on that partition."""
     t = s.txn
+    if not t:
+        return None
     for d, log in enumerate(t.logs):
         for off, f in enumerate(rules.txn_fates(log)):
             if f <= 0:
@@ -344,7 +346,7 @@ def txn_no_hanging_transaction(cfg: Config, s: State) -> str | None:
     """No partition holds an open transactional batch that its coordinator will not end: the
     coordinator has no ongoing (or preparing) transaction for that id holding the partition, so
     no marker comes and the LSO is stuck (KIP-664's hanging transaction)."""
-    cb = coordinator(s)
+    cb = coordinator(s) if s.txn else -1
     if cb < 0:
         return None
     for d, log in enumerate(s.txn.logs):
@@ -365,6 +367,8 @@ def txn_zombie_fenced(cfg: Config, s: State) -> str | None:
     """KIP-98's zombie fencing: once a newer instance of a transactional.id got its epoch,
     nothing the older instance writes, or commits, is ever committed."""
     t = s.txn
+    if not t:
+        return None
     for g, (tid, inst, outcome, zombie, _inp) in enumerate(t.ghosts):
         if outcome == 1 and zombie:
             return f"transaction T{g} of the fenced instance t{tid}#{inst} was committed"
@@ -381,6 +385,8 @@ def txn_exactly_once(cfg: Config, s: State) -> str | None:
     committed offset has its output exactly once in committed data, on every output partition
     (a batch counts once its transaction committed: its marker may still be on its way)."""
     t = s.txn
+    if not t or not cfg.consume_transform_produce:
+        return None
     p = cfg.txn_partitions
     values = tuple(g[4] + 1 for g in t.ghosts)
     for tid in range(cfg.transactions):
@@ -403,6 +409,8 @@ def txn_lso_monotonic(cfg: Config, s: State) -> str | None:
     """A partition's last stable offset never goes back (read_committed consumers have read up
     to it)."""
     t = s.txn
+    if not t:
+        return None
     for d, log in enumerate(t.logs):
         lso = rules.last_stable_offset(log)
         if lso < t.lso[d]:
