@@ -474,6 +474,16 @@ def txn_request_fenced(request_epoch: int, coordinator_epoch: int) -> bool:
     return request_epoch < coordinator_epoch
 
 
+def txn_bump_fenced(request_epoch: int, coordinator_epoch: int, own_abort: bool) -> bool:
+    """KIP-360's InitProducerId with the producer's current epoch (the KAFKA-14053 bump): fenced
+    unless it carries the coordinator's epoch or, when the coordinator itself aborted this
+    producer's transaction with a bump (on this request or on timeout), the epoch before it
+    (TransactionMetadata.lastProducerEpoch lets the retry through)."""
+    if own_abort and request_epoch == coordinator_epoch - 1:
+        return False
+    return request_epoch < coordinator_epoch
+
+
 def txn_init_action(state: int) -> str:
     """TransactionCoordinator.handleInitProducerId on the transactional.id's state: "wait" while
     a transaction completes (Prepare*: CONCURRENT_TRANSACTIONS, the client retries); "abort" an

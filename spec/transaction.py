@@ -228,7 +228,8 @@ def txn_init_producer_id(cfg, s, ci, _):
     fenced if the coordinator has moved past it. An Ongoing transaction is aborted first."""
     c = s.txn.clients[ci]
     epoch, st, parts, g, _ = txn_state(s, coordinator(s), c.tid)
-    if c.phase == MUST_BUMP and rules.txn_request_fenced(c.pe, epoch):
+    own_abort = g == c.g and st in (PREPARE_ABORT, COMPLETE_ABORT)
+    if c.phase == MUST_BUMP and rules.txn_bump_fenced(c.pe, epoch, own_abort):
         return _fence(s, ci)
     if rules.txn_init_action(st) == "abort":
         s = _decide(s, g, 2)

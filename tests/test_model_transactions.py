@@ -235,3 +235,19 @@ def test_transactional_invariants_hold_vacuously_without_transactions():
     for inv in INVARIANTS:
         if inv.name.startswith("Txn"):
             assert inv.check(cfg, s) is None, inv.name
+
+
+@pytest.mark.parametrize("generation", ["current", "kip-966"])
+def test_the_timeout_bump_aborts_and_the_producer_goes_on(generation):
+    """KAFKA-14053 with KIP-360: after a client-side timeout the producer sends InitProducerId
+    with its epoch; the coordinator aborts the transaction with the epoch bumped and lets the
+    retry through (lastProducerEpoch): the producer goes on, and the late batch is fenced."""
+    m = Model(make_config(generation, **{**TXN_BOUNDS, "txn_dups": 0}))
+    s = _walk(m, [("TxnInitProducerId", 0, None), ("TxnBegin", 0, None), ("TxnAddPartition", 0, 0),
+                  ("TxnProduce", 0, 0), ("TxnTimeout", 0, 0), ("TxnInitProducerId", 0, None),
+                  ("TxnSendMarkers", 0, None), ("TxnDeliver", None, lambda x: x[0] == 1),
+                  ("TxnCompleteTransaction", 0, None), ("TxnInitProducerId", 0, None)])
+    c = s.txn.clients[0]
+    assert c.phase == READY and c.pe == 2, c
+    s = _walk_from(m, s, [("TxnDeliver", None, None)])             # the late batch: fenced
+    assert rules.txn_fates(s.txn.logs[0]) == (-1,), s.txn.logs
