@@ -89,7 +89,7 @@ TABLE: dict[str, Row] = {
     "kip-966 transactions without txn-epoch-bump (a resent marker arrives late)": Row("kip-890", 0.1, Q),
     "current transactions without txn-timeout-bump (a timed-out batch joins the next transaction)": Row("kafka-14053", 0.1, Q),
     "current transactions without txn-partition-verification and txn-timeout-bump (hanging)": Row("kip-890", 0.1, Q),
-    "clean: txn-epoch-bump, txn-partition-verification and txn-timeout-bump (two partitions, a zombie)": Row("kip-890", 18.0, F),
+    "clean: txn-epoch-bump, txn-partition-verification and txn-timeout-bump (two partitions, a zombie)": Row("kip-890", 24.0, F),
     "current consume-transform-produce without txn-timeout-bump (an input processed twice)": Row("kafka-14053", 0.1, Q),
     "clean: txn-epoch-bump across a transaction coordinator fail-over (two brokers, one transaction)": Row("kip-890", 26.0, F),
 }
