@@ -251,3 +251,18 @@ def test_the_timeout_bump_aborts_and_the_producer_goes_on(generation):
     assert c.phase == READY and c.pe == 2, c
     s = _walk_from(m, s, [("TxnDeliver", None, None)])             # the late batch: fenced
     assert rules.txn_fates(s.txn.logs[0]) == (-1,), s.txn.logs
+
+
+def test_broker_renaming_reaches_the_pending_coordinator_request():
+    """The symmetry reduction renames the broker a pending coordinator request names, and
+    renaming back gives the state again (its fingerprint)."""
+    from checkers.fingerprint import fingerprint
+    from spec.symmetry import permute
+    m = Model(make_config("kip-966", **{**TXN_BOUNDS, "brokers": 2, "min_isr": 1}))
+    s = _walk_from(m, m.initial(), [("TxnInitProducerId", 0, None)])
+    assert s.txn.clients[0].req and s.txn.clients[0].req[1] == 0
+    swap, masks = (1, 0), (0, 2, 1, 3)          # b0 <-> b1, and the broker masks with them
+    renamed = permute(s, swap, masks, swap)
+    assert renamed[17][0][0][8][1] == 1
+    assert fingerprint(permute(renamed, swap, masks, swap)) == fingerprint(s)
+    assert fingerprint(renamed) != fingerprint(s)
