@@ -25,7 +25,12 @@ def fingerprint(c: tuple) -> int:
     """The 64-bit fingerprint of a canonical state (a State or the plain tuple it stands for)."""
     try:
         # Field 0 (brokers) and 1 (coordination store) are NamedTuples; the rest plain tuples.
-        b = marshal.dumps((tuple(map(tuple, c[0])), tuple(c[1])) + tuple(c[2:]), 2)
+        t = c[17] if len(c) > 17 else ()
+        if t:       # transactions: the client list is the one field of NamedTuples inside
+            b = marshal.dumps((tuple(map(tuple, c[0])), tuple(c[1])) + tuple(c[2:17])
+                              + (((tuple(map(tuple, t[0])),) + tuple(t[1:])),), 2)
+        else:
+            b = marshal.dumps((tuple(map(tuple, c[0])), tuple(c[1])) + tuple(c[2:]), 2)
     except ValueError:          # a NamedTuple further down (a field added later): go generic
         b = marshal.dumps(_plain(c), 2)
     return int.from_bytes(blake2b(b, digest_size=8).digest(), "little") or 1   # 0 marks a free slot

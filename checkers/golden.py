@@ -83,6 +83,12 @@ PRODUCER_CONNECTION_BOUNDS = {"producers": 1, "records": 1, "max_in_flight": 1, 
                               "crashes": 0, "elections": 0, "losses": 1}
 GROUP_BOUNDS = {"consumers": 2, "records": 2, "crashes": 0, "elections": 0, "losses": 0}
 GROUP_FAILOVER_BOUNDS = {"consumers": 1, "records": 1, "crashes": 2, "elections": 2, "losses": 0}
+# Transactions (spec/transaction.py): one transactional.id, one data partition, two rounds, the
+# coordinator on one broker; late requests come from one client timeout or one resent marker.
+TXN_BOUNDS = {"transactions": 1, "brokers": 1, "min_isr": 1, "records": 0, "crashes": 0,
+              "elections": 0, "losses": 0, "txn_partitions": 1, "txn_rounds": 2,
+              "txn_timeouts": 1, "txn_dups": 1, "zombies": 0}
+TXN_LATE_PRODUCE_BOUNDS = {**TXN_BOUNDS, "txn_dups": 0}
 
 
 def run_script(model: Model, script: list[Step], invariants: tuple[str, ...] | None = None):
@@ -195,6 +201,22 @@ RECIPES: tuple[Recipe, ...] = (
            "__consumer_offsets on v0.10: an acknowledged commit is truncated away by KIP-101 "
            "scenario 1 and the new coordinator serves the older offset",
            "v0.10", bounds=GROUP_FAILOVER_BOUNDS, invariants=("GroupCommittedOffsetNeverBack",)),
+    # Transactions (spec/transaction.py).
+    Recipe("model-txn-late-marker.jsonl", "txn-epoch-bump",
+           "KIP-890 part 2: the coordinator resends a COMMIT marker; the late first copy reaches the "
+           "partition after the next transaction wrote to it, under the same epoch, and commits "
+           "that record before its transaction decides",
+           "kip-966", without=("txn-epoch-bump",), bounds=TXN_BOUNDS),
+    Recipe("model-txn-late-produce-joins-next.jsonl", "txn-timeout-bump",
+           "KAFKA-14053: a batch times out on the client, which aborts under the same epoch; the "
+           "batch still in flight passes verification into the next transaction, which commits "
+           "a record of the aborted one",
+           "current", without=("txn-timeout-bump",), bounds=TXN_LATE_PRODUCE_BOUNDS),
+    Recipe("model-txn-hanging.jsonl", "txn-partition-verification",
+           "KIP-890 part 1: a batch times out on the client, which aborts; the batch lands after "
+           "the abort marker and nothing will ever end it: the partition's LSO is stuck",
+           "current", without=("txn-timeout-bump", "txn-partition-verification"),
+           bounds=TXN_LATE_PRODUCE_BOUNDS),
 )
 
 

@@ -23,12 +23,16 @@ class Action(NamedTuple):
         if k == "ControllerReact":
             return (f"controller b{b} handles broker changes; partition leader now "
                     + (f"b{a}" if a >= 0 else "none (offline)"))
+        if k == "TxnDeliver":
+            return describe_txn_message(a)
         if k in _CLIENT_TEMPLATES:
             return _CLIENT_TEMPLATES[k].format(b=b, a=a)
         lossy = {1: " losing its unflushed writes", 2: " and loses its disk"}.get(a, "")
         return _TEMPLATES[k].format(b=b, a=a, lossy=lossy)
 
     def to_json(self) -> dict:
+        if self.kind == "TxnDeliver":
+            return {"type": self.kind, "partition": self.b, "message": list(self.arg)}
         if self.kind in _CLIENT_TEMPLATES:
             # Client actions name the client; `broker` only where a broker is chosen.
             d = {"type": self.kind, "client": self.b}
@@ -45,6 +49,12 @@ class Action(NamedTuple):
     @staticmethod
     def from_json(d: dict) -> "Action":
         kind = d.get("type")
+        if kind == "TxnDeliver":
+            p, m = d.get("partition"), d.get("message")
+            if (not isinstance(p, int) or not isinstance(m, list) or len(m) != 7
+                    or not all(isinstance(x, int) for x in m)):
+                raise ValueError("TxnDeliver needs an integer 'partition' and a 'message' of 7 integers")
+            return Action(kind, p, tuple(m))
         if kind in _CLIENT_TEMPLATES:
             c, t = d.get("client"), d.get("broker", -1)
             if not isinstance(c, int) or not isinstance(t, int):
@@ -115,6 +125,40 @@ GROUP_TEMPLATES = {
     "ConsumerRestart": "consumer c{b} restarts",
 }
 
-_CLIENT_TEMPLATES = {**PRODUCER_TEMPLATES, **GROUP_TEMPLATES}
+# spec/transaction.py's transitions: {b} is the producer instance (t: its place in the client
+# list) or, for the coordinator's actions, the transactional.id; {a} a data partition.
+TXN_TEMPLATES = {
+    "TxnInitProducerId": "transactional producer x{b} sends InitProducerId to the coordinator",
+    "TxnBegin": "transactional producer x{b} begins a transaction",
+    "TxnAddPartition": "transactional producer x{b} adds partition d{a} to its transaction "
+                       "(AddPartitionsToTxn)",
+    "TxnProduce": "transactional producer x{b} sends its record for d{a}",
+    "TxnCommit": "transactional producer x{b} commits (EndTxn COMMIT)",
+    "TxnAbort": "transactional producer x{b} aborts (EndTxn ABORT)",
+    "TxnTimeout": "transactional producer x{b}'s batch for d{a} times out on the client; the "
+                  "request is still in the network",
+    "TxnAnswer": "transactional producer x{b} gets the coordinator's answer",
+    "TxnNewInstance": "a new instance of transactional.id t{b} starts; the old one keeps running "
+                      "(a zombie)",
+    "TxnSendMarkers": "the coordinator sends WriteTxnMarkers for t{b}'s transaction",
+    "TxnResendMarker": "the coordinator resends t{b}'s marker request to d{a}; the first copy "
+                       "is still on its way",
+    "TxnCompleteTransaction": "every marker of t{b}'s transaction is written: the coordinator "
+                              "completes it",
+    "TxnExpire": "t{b}'s transaction times out at the coordinator, which aborts it with the "
+                 "epoch bumped",
+}
+
+
+def describe_txn_message(m: tuple) -> str:
+    if m[0] == 0:
+        _, d, ci, pe, g, _, _ = m
+        return f"x{ci}'s Produce (epoch {pe}, transaction T{g}) reaches d{d}"
+    _, d, tid, pe, g, commit, cep = m
+    return (f"WriteTxnMarkers({'COMMIT' if commit else 'ABORT'} for t{tid}, epoch {pe}, coordinator "
+            f"epoch {cep}) of transaction T{g} reaches d{d}")
+
+
+_CLIENT_TEMPLATES = {**PRODUCER_TEMPLATES, **GROUP_TEMPLATES, **TXN_TEMPLATES}
 _ARG_NAMES = {"Crash": "lose_unflushed", "ControllerReact": "new_leader",
               "ControllerAlterIsr": "leader", "ProposeShrink": "follower", "ZombieElect": "new_leader"}

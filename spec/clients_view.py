@@ -3,7 +3,7 @@
 model but the answer codes' names, so the state module can use it."""
 from __future__ import annotations
 
-from spec.codes import CODE_NAMES
+from spec.codes import CODE_NAMES, TXN_PHASES, TXN_STATES
 
 
 def _out(o: int) -> str:
@@ -37,7 +37,48 @@ def client_lines(s) -> list[str]:
     out = [producer_line(i, p) for i, p in enumerate(s.prods)]
     if s.grp:
         out += group_lines(s)
+    if s.txn:
+        out += txn_lines(s)
     return out
+
+
+_ENTRY = {0: "", 1: "COMMIT", 2: "ABORT"}
+_OUTCOME = ("open", "committed", "aborted")
+
+
+def txn_lines(s) -> list[str]:
+    """Transactional producers, the data partitions (batches as t<id>/e<epoch>/T<transaction>,
+    markers), their LSO, and each transaction's outcome."""
+    t = s.txn
+    offsets = any(g[4] >= 0 for g in t.ghosts)     # consume-transform-produce: inputs consumed
+    lines = []
+    for ci, c in enumerate(t.clients):
+        line = f"x{ci} t{c.tid}#{c.inst} {TXN_PHASES[c.phase]}"
+        if c.pe >= 0:
+            line += f" epoch={c.pe}"
+        if c.g >= 0:
+            line += f" in T{c.g} added={_parts(c.added)} sent={_parts(c.sent)}"
+        if c.waiting:
+            line += f" awaiting={_parts(c.waiting)}"
+        if c.req:
+            line += " awaiting the coordinator"
+        lines.append(line)
+    for d, log in enumerate(t.logs):
+        ents = " ".join(f"t{tid}/e{e}/T{a}" + ("(fenced instance)" if b else "") if k == 0
+                        else f"{_ENTRY[k]}(t{tid}/e{e}/ce{a})" for k, tid, e, a, b in log)
+        name = f"d{d}" + (" (__consumer_offsets)" if d == len(t.logs) - 1 and offsets else "")
+        lines.append(f"{name} [{ents}] lso={t.lso[d]}")
+    if t.ghosts:
+        lines.append("transactions: " + " ".join(
+            f"T{g}=t{tid}#{inst}:{_OUTCOME[o]}" + (f"(input {i})" if i >= 0 else "")
+            for g, (tid, inst, o, _, i) in enumerate(t.ghosts)))
+    if t.net:
+        lines.append(f"in flight: {len(t.net)} request(s)")
+    return lines
+
+
+def _parts(mask: int) -> str:
+    return "{" + ",".join(f"d{d}" for d in range(8) if (mask >> d) & 1) + "}"
 
 
 def group_lines(s) -> list[str]:

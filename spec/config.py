@@ -44,6 +44,21 @@ FIXES: dict[str, tuple[str, str]] = {
     "group-generation-fencing": ("KIP-62 / GroupCoordinator.handleCommitOffsets",
                                  "the coordinator refuses an offset commit whose generation is not "
                                  "the group's current one (ILLEGAL_GENERATION)"),
+    # Transactions (KIP-98, spec/transaction.py): three later defences against late requests.
+    "txn-timeout-bump": ("KAFKA-14053", "a transactional producer whose batch timed out on the "
+                                        "client bumps its epoch (InitProducerId) instead of "
+                                        "aborting, so the batch still in flight is fenced"),
+    "txn-partition-verification": ("KIP-890 part 1", "before a producer's first transactional "
+                                                     "append to a partition, the leader verifies "
+                                                     "with the coordinator that the transaction "
+                                                     "is ongoing, of that epoch, and holds the "
+                                                     "partition"),
+    "txn-epoch-bump": ("KIP-890 part 2 (transaction version 2)", "the coordinator bumps the "
+                                                                 "producer epoch at the end of "
+                                                                 "every transaction and writes "
+                                                                 "its markers with it; a marker "
+                                                                 "must carry an epoch above the "
+                                                                 "open transaction's"),
 }
 
 _V010 = frozenset({"controller-epoch-fencing"})
@@ -51,13 +66,18 @@ _V010 = frozenset({"controller-epoch-fencing"})
 # generation fence on commits dates from the group protocol's start, but v0.10 is kept as the
 # generation without the client fixes so that it shows what each prevents.
 _KIP101 = _V010 | {"epoch-truncation", "idempotent-producer", "group-generation-fencing"}
+# Transactions (KIP-98) also came with 0.11; their later defences ship as: KAFKA-14053's client
+# epoch bump in 3.4 and KIP-890 part 1's verification in 3.6 (both in `current`), and KIP-890
+# part 2 with transaction version 2 in 4.0 (`kip-966`).
 _KIP279 = _KIP101 | {"epoch-end-offset"}
 _KIP320 = _KIP279 | {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
 # Kafka 3.x as deployed today (KIP-903's broker epoch check shipped in 3.5).
-_CURRENT = _KIP320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
-CLIENT_FIXES = frozenset({"idempotent-producer", "group-generation-fencing"})
-# Kafka 4.x with eligible leader replicas enabled.
-_KIP966 = _CURRENT | {"eligible-leader-replicas"}
+_CURRENT = _KIP320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch", "txn-timeout-bump",
+                      "txn-partition-verification"}
+TXN_FIXES = frozenset({"txn-timeout-bump", "txn-partition-verification", "txn-epoch-bump"})
+CLIENT_FIXES = frozenset({"idempotent-producer", "group-generation-fencing"}) | TXN_FIXES
+# Kafka 4.x with eligible leader replicas enabled, and transaction version 2.
+_KIP966 = _CURRENT | {"eligible-leader-replicas", "txn-epoch-bump"}
 
 GENERATIONS: dict[str, frozenset[str]] = {
     "v0.10": _V010,
@@ -67,6 +87,10 @@ GENERATIONS: dict[str, frozenset[str]] = {
     "current": _CURRENT,
     "kip-966": _KIP966,
 }
+
+
+TXN_SETTINGS = ("transactions", "txn_partitions", "isolation", "txn_rounds", "txn_timeouts",
+                "txn_dups", "zombies", "consume_transform_produce")
 
 
 class ConfigError(ValueError):
@@ -102,6 +126,18 @@ class Config:
     consumers: int = 0        # members of one consumer group (the replicated partition is then
                               # the group's __consumer_offsets partition)
     commit: str = "after"     # "after" processing (at least once) or "before" (at most once)
+    # Transactions (spec/transaction.py): the replicated partition is then __transaction_state
+    # and its acting leader the transaction coordinator; data partitions are single-replica logs.
+    transactions: int = 0     # transactional.ids, one producer instance each to begin with
+    txn_partitions: int = 1   # data partitions a transaction may write to
+    isolation: str = "read_committed"   # the consumers' isolation.level
+    txn_rounds: int = 2       # transactions per transactional.id, in all
+    txn_timeouts: int = 1     # client-side batch timeouts and coordinator transaction timeouts
+    txn_dups: int = 1         # marker requests the coordinator resends while the first is in flight
+    zombies: int = 0          # new instances of a transactional.id (the old one keeps running)
+    consume_transform_produce: bool = False  # each transaction consumes an input record and
+                              # commits its offset in the transaction (AddOffsetsToTxn,
+                              # TxnOffsetCommit to a __consumer_offsets log)
 
     @property
     def idempotence(self) -> bool:
@@ -126,13 +162,15 @@ class Config:
                        retries=self.retries)
         if self.consumers:
             out.update(consumers=self.consumers, commit=self.commit)
+        if self.transactions:
+            out.update({k: getattr(self, k) for k in TXN_SETTINGS})
         return out
 
     @staticmethod
     def from_json(d: dict) -> "Config":
         try:
             extra = {"disk_loss": d.get("disk_loss", False)}     # absent in format-1 traces
-            for k in ("producers", "max_in_flight", "retries", "consumers", "commit"):
+            for k in ("producers", "max_in_flight", "retries", "consumers", "commit") + TXN_SETTINGS:
                 if k in d:
                     extra[k] = d[k]
             return make_config(d["generation"], fixes=frozenset(d["fixes"]), **extra,
@@ -163,6 +201,8 @@ def make_config(generation: str = "current", without: tuple[str, ...] = (), *,
         chosen.discard("idempotent-producer")
     if not bounds.get("consumers"):
         chosen.discard("group-generation-fencing")
+    if not bounds.get("transactions"):
+        chosen -= TXN_FIXES
     cfg = Config(generation=generation, fixes=frozenset(chosen), **bounds)
     if not 1 <= cfg.brokers <= 5:
         raise ConfigError("brokers must be between 1 and 5")
@@ -185,8 +225,29 @@ def make_config(generation: str = "current", without: tuple[str, ...] = (), *,
         raise ConfigError("max_in_flight must be between 1 and 8, retries between 0 and 5")
     if cfg.commit not in ("after", "before"):
         raise ConfigError("commit must be 'after' or 'before'")
+    if cfg.transactions:
+        _check_transactions(cfg)
     if cfg.producers and cfg.idempotence and cfg.acks != "all":
         # KafkaProducer refuses enable.idempotence with acks other than all (ConfigException).
         raise ConfigError("idempotence needs acks all (say --idempotence off, or "
                           "--without idempotent-producer)")
     return cfg
+
+
+def _check_transactions(cfg: Config) -> None:
+    if not 0 <= cfg.transactions <= 2:
+        raise ConfigError("transactions must be between 0 and 2")
+    if cfg.producers or cfg.consumers:
+        raise ConfigError("transactions are explored without --producers and --consumers (the "
+                          "replicated partition is then __transaction_state)")
+    if not 1 <= cfg.txn_partitions <= 3:
+        raise ConfigError("txn_partitions must be between 1 and 3")
+    if cfg.consume_transform_produce not in (True, False):
+        raise ConfigError("consume_transform_produce must be true or false")
+    if cfg.isolation not in ("read_committed", "read_uncommitted"):
+        raise ConfigError("isolation must be 'read_committed' or 'read_uncommitted'")
+    for name in ("txn_rounds", "txn_timeouts", "txn_dups", "zombies"):
+        if not 0 <= getattr(cfg, name) <= 4:
+            raise ConfigError(f"{name} must be between 0 and 4")
+    if "idempotent-producer" not in GENERATIONS[cfg.generation]:
+        raise ConfigError(f"generation {cfg.generation} has no transactions (KIP-98 came with kip-101)")

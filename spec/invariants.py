@@ -19,7 +19,9 @@ from typing import Callable, NamedTuple
 
 from spec import rules
 from spec.config import Config
+from spec.codes import TXN_STATES
 from spec.state import LEADER, State, bits, mask_str
+from spec.transaction import coordinator, txn_state
 
 
 class Invariant(NamedTuple):
@@ -314,6 +316,108 @@ def group_at_most_once(cfg: Config, s: State) -> str | None:
     return None
 
 
+# --- transactions (spec/transaction.py): the data partitions' logs as read_committed consumers
+# will read them, against the ghost table of each transaction's outcome ----------------------------
+
+def txn_atomic_visibility(cfg: Config, s: State) -> str | None:
+    """KIP-98: a read_committed consumer sees all or none of a committed transaction's records,
+    on every partition it wrote to, and never a record of an aborted or undecided one. A batch's
+    fate is the next marker of its producer on that partition."""
+    t = s.txn
+    if not t:
+        return None
+    for d, log in enumerate(t.logs):
+        for off, f in enumerate(rules.txn_fates(log)):
+            if f <= 0:
+                continue
+            _, tid, e, g, _ = log[off]
+            outcome = t.ghosts[g][2]
+            if f == 1 and outcome != 1:
+                return (f"d{d} offset {off}: a record of transaction T{g} (t{tid}, epoch {e}) is "
+                        f"committed for read_committed consumers, but T{g} "
+                        + ("was aborted" if outcome == 2 else "has not committed"))
+            if f == 2 and outcome == 1:
+                return (f"transaction T{g} committed, but its record at d{d} offset {off} was "
+                        f"aborted: read_committed consumers see only part of it")
+    return None
+
+
+def txn_no_hanging_transaction(cfg: Config, s: State) -> str | None:
+    """No partition holds an open transactional batch that its coordinator will not end: the
+    coordinator has no ongoing (or preparing) transaction for that id holding the partition, so
+    no marker comes and the LSO is stuck (KIP-664's hanging transaction)."""
+    cb = coordinator(s) if s.txn else -1
+    if cb < 0:
+        return None
+    for d, log in enumerate(s.txn.logs):
+        for tid in sorted({e[1] for e in log}):
+            first = rules.txn_partition_state(log, tid)[1]
+            if first < 0:
+                continue
+            _e, st, parts, _g, _c = txn_state(s, cb, tid)
+            if not (st in (1, 2, 3) and (parts >> d) & 1):
+                return (f"d{d} holds t{tid}'s open batch at offset {first} (transaction "
+                        f"T{log[first][3]}), but the coordinator's t{tid} is {TXN_STATES[st]}"
+                        f"{' without d' + str(d) if st in (1, 2, 3) else ''}: no marker will end "
+                        f"it, the LSO is stuck at {first}")
+    return None
+
+
+def txn_zombie_fenced(cfg: Config, s: State) -> str | None:
+    """KIP-98's zombie fencing: once a newer instance of a transactional.id got its epoch,
+    nothing the older instance writes, or commits, is ever committed."""
+    t = s.txn
+    if not t:
+        return None
+    for g, (tid, inst, outcome, zombie, _inp) in enumerate(t.ghosts):
+        if outcome == 1 and zombie:
+            return f"transaction T{g} of the fenced instance t{tid}#{inst} was committed"
+    for d, log in enumerate(t.logs):
+        for off, f in enumerate(rules.txn_fates(log)):
+            if f == 1 and log[off][4]:
+                return (f"d{d} offset {off}: a record the fenced instance of t{log[off][1]} wrote "
+                        f"is committed")
+    return None
+
+
+def txn_exactly_once(cfg: Config, s: State) -> str | None:
+    """Consume-transform-produce (KIP-98, KIP-447): every input offset below the group's
+    committed offset has its output exactly once in committed data, on every output partition
+    (a batch counts once its transaction committed: its marker may still be on its way)."""
+    t = s.txn
+    if not t or not cfg.consume_transform_produce:
+        return None
+    p = cfg.txn_partitions
+    values = tuple(g[4] + 1 for g in t.ghosts)
+    for tid in range(cfg.transactions):
+        committed = rules.txn_committed_offset(t.logs[p], values, tid)
+        for d in range(p):
+            log = t.logs[d]
+            fates = rules.txn_fates(log)
+            for i in range(committed):
+                # committed, or of a committed transaction whose marker is on its way
+                n = sum(1 for o, e in enumerate(log) if e[0] == 0 and e[1] == tid
+                        and t.ghosts[e[3]][4] == i
+                        and (fates[o] == 1 or fates[o] == 0 and t.ghosts[e[3]][2] == 1))
+                if n != 1:
+                    return (f"t{tid}'s input offset {i} is below its committed offset {committed} "
+                            f"but its output is committed {n} times on d{d}")
+    return None
+
+
+def txn_lso_monotonic(cfg: Config, s: State) -> str | None:
+    """A partition's last stable offset never goes back (read_committed consumers have read up
+    to it)."""
+    t = s.txn
+    if not t:
+        return None
+    for d, log in enumerate(t.logs):
+        lso = rules.last_stable_offset(log)
+        if lso < t.lso[d]:
+            return f"d{d}'s last stable offset went back from {t.lso[d]} to {lso}"
+    return None
+
+
 # --- internal consistency -------------------------------------------------------------------
 # The model's own bookkeeping, which no client-visible invariant watches directly: a change that
 # breaks it would otherwise go unnoticed unless it happened to reach a durability invariant within
@@ -424,6 +528,19 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("GroupAtMostOnce", "commit before processing: no record is processed twice",
               group_at_most_once, False,
               promise=lambda c: rules.promises_delivery(c.commit, "at-most-once")),
+    Invariant("TxnAtomicVisibility", "read_committed consumers see all or none of a committed "
+              "transaction and nothing of an aborted one", txn_atomic_visibility, False,
+              promise=lambda c: rules.promises_txn_atomicity(c.isolation)),
+    Invariant("TxnNoHangingTransaction", "no partition holds an open transactional batch its "
+              "coordinator will not end", txn_no_hanging_transaction, False, promise=lambda c: None),
+    Invariant("TxnZombieFenced", "nothing a fenced producer instance writes is committed",
+              txn_zombie_fenced, False, promise=lambda c: None),
+    Invariant("TxnExactlyOnce", "consume-transform-produce: each input below the committed "
+              "offset has its output exactly once", txn_exactly_once, False,
+              promise=lambda c: None if c.consume_transform_produce else
+              "not promised: no consume-transform-produce"),
+    Invariant("TxnLsoMonotonic", "a partition's last stable offset never goes back",
+              txn_lso_monotonic, False, promise=lambda c: None),
     Invariant("EpochCacheMatchesLog", "each leader-epoch cache describes its log",
               epoch_cache_matches_log, False),
     Invariant("FetchResponseMatchesEpoch", "an in-flight fetch response is its epoch's leader's",
@@ -441,6 +558,10 @@ def applies(inv: Invariant, cfg: Config) -> bool:
         return True
     if inv.name.startswith("Producer"):
         return bool(cfg.producers)
+    if inv.name == "TxnExactlyOnce":
+        return bool(cfg.transactions and cfg.consume_transform_produce)
+    if inv.name.startswith("Txn"):
+        return bool(cfg.transactions)
     return bool(cfg.consumers)
 
 

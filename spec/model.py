@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from spec import group as _group
 from spec import producer as _producer
+from spec import transaction as _transaction
 from spec import rules
 from spec.actions import Action
 from spec.config import Config
@@ -74,7 +75,8 @@ def enabled(cfg: Config, s: State, prune_noop_fetches: bool = True) -> list[Acti
         if b.role == LEADER:
             if b.resp != -1:
                 out.append(Action("AlterIsrResponse", i))
-            if (not cfg.producers and not cfg.consumers and s.produced < cfg.records
+            if (not cfg.producers and not cfg.consumers and not cfg.transactions
+                    and s.produced < cfg.records
                     and rules.produce_allowed(b, cfg.acks, cfg.min_isr, cfg.fixes)):
                 out.append(Action("Produce", i))
             if b.pending < 0:
@@ -122,6 +124,8 @@ def enabled(cfg: Config, s: State, prune_noop_fetches: bool = True) -> list[Acti
         out.extend(_producer.enabled(cfg, s))
     if s.grp:
         out.extend(_group.enabled(cfg, s))
+    if s.txn:
+        out.extend(_transaction.enabled(cfg, s))
     return out
 
 
@@ -557,4 +561,5 @@ _STEPS = {
 # Clients compose with the replication model; their transitions live in their own modules.
 _STEPS.update(_producer.STEPS)
 _STEPS.update(_group.STEPS)
+_STEPS.update(_transaction.STEPS)
 ACTION_KINDS = tuple(sorted(_STEPS))

@@ -403,3 +403,167 @@ def promises_delivery(commit: str, mode: str) -> str | None:
     what `commit` promises."""
     promised = "at-least-once" if commit == "after" else "at-most-once"
     return None if mode == promised else f"not promised: commit {commit} processing is {promised}"
+
+
+# --- transactions (KIP-98: TransactionCoordinator, TransactionStateManager, ProducerStateManager;
+# KIP-890; KAFKA-14053). A data partition's log holds (kind, tid, epoch, a, b) entries: kind 0 a
+# transactional batch, 1 a COMMIT marker, 2 an ABORT marker (a: the coordinator epoch). ----------
+
+def txn_partition_state(log: tuple, tid: int) -> tuple[int, int, int, int]:
+    """ProducerStateManager for one transactional producer, as a fold over a data partition's
+    log (rebuilt from the log on recovery, like `producer_state`): (its epoch, the first offset
+    of its open transaction or -1, the epoch of that transaction's latest batch or -1, the last
+    coordinator epoch of its markers or -1). A marker ends whatever is open
+    (ProducerAppendInfo.appendEndTxnMarker)."""
+    epoch, first, open_epoch, cepoch = -1, -1, -1, -1
+    for off, (kind, t, e, a, _) in enumerate(log):
+        if t != tid:
+            continue
+        epoch = max(epoch, e)
+        if kind == 0:
+            first = off if first < 0 else first
+            open_epoch = e
+        else:
+            first, open_epoch, cepoch = -1, -1, max(cepoch, a)
+    return epoch, first, open_epoch, cepoch
+
+
+def last_stable_offset(log: tuple) -> int:
+    """ProducerStateManager.firstUnstableOffset: the LSO is the first offset of a transaction
+    still open on the partition, or the log end (the data partitions have one replica: HW = LEO)."""
+    opened: dict[int, int] = {}
+    for off, (kind, t, *_rest) in enumerate(log):
+        if kind == 0:
+            opened.setdefault(t, off)
+        else:
+            opened.pop(t, None)
+    return min(opened.values(), default=len(log))
+
+
+def txn_fates(log: tuple) -> tuple:
+    """What becomes of each entry for a reader: 1 committed, 2 aborted, 0 still open (a batch is
+    decided by the next marker of its producer: the transaction index lists aborted ranges,
+    TransactionIndex / FetchResponse.abortedTransactions), -1 a control record."""
+    out = [-1] * len(log)
+    opened: dict[int, list[int]] = {}
+    for off, (kind, t, *_rest) in enumerate(log):
+        if kind == 0:
+            out[off] = 0
+            opened.setdefault(t, []).append(off)
+        else:
+            for o in opened.pop(t, []):
+                out[o] = kind
+    return tuple(out)
+
+
+def read_committed(log: tuple, isolation: str) -> tuple:
+    """The data offsets a consumer returns (Fetch with isolation.level): read_committed stops at
+    the LSO and drops aborted batches; read_uncommitted returns every batch up to the HW (the
+    log end here). Control records are never returned."""
+    fates = txn_fates(log)
+    if isolation == "read_uncommitted":
+        return tuple(o for o, f in enumerate(fates) if f >= 0)
+    lso = last_stable_offset(log)
+    return tuple(o for o in range(lso) if fates[o] == 1)
+
+
+def txn_request_fenced(request_epoch: int, coordinator_epoch: int) -> bool:
+    """TransactionCoordinator (handleAddPartitionsToTransaction, handleEndTransaction, the
+    KIP-360 InitProducerId with an epoch): a request of an older producer epoch than the
+    coordinator's gets PRODUCER_FENCED (KIP-98's zombie fencing)."""
+    return request_epoch < coordinator_epoch
+
+
+def txn_bump_fenced(request_epoch: int, coordinator_epoch: int, own_abort: bool) -> bool:
+    """KIP-360's InitProducerId with the producer's current epoch (the KAFKA-14053 bump): fenced
+    unless it carries the coordinator's epoch or, when the coordinator itself aborted this
+    producer's transaction with a bump (on this request or on timeout), the epoch before it
+    (TransactionMetadata.lastProducerEpoch lets the retry through)."""
+    if own_abort and request_epoch == coordinator_epoch - 1:
+        return False
+    return request_epoch < coordinator_epoch
+
+
+def txn_init_action(state: int) -> str:
+    """TransactionCoordinator.handleInitProducerId on the transactional.id's state: "wait" while
+    a transaction completes (Prepare*: CONCURRENT_TRANSACTIONS, the client retries); "abort" an
+    ongoing one first, with the epoch bumped so the old instance is fenced
+    (prepareFenceProducerEpoch; CONCURRENT_TRANSACTIONS meanwhile); otherwise "bump" the epoch
+    and answer it."""
+    if state in (2, 3):
+        return "wait"
+    return "abort" if state == 1 else "bump"
+
+
+def txn_end_epoch(epoch: int, fixes: frozenset) -> int:
+    """The epoch EndTxn's Prepare* record and markers carry (TransactionMetadata.prepareAbortOrCommit).
+    `txn-epoch-bump` (KIP-890 part 2, transaction version 2): bumped at the end of every
+    transaction, and the producer goes on with the new epoch; before, unchanged."""
+    return epoch + 1 if "txn-epoch-bump" in fixes else epoch
+
+
+def txn_timeout_reaction(fixes: frozenset) -> str:
+    """What a transactional producer does when a batch timed out on the client (it may still be
+    in flight): `txn-timeout-bump` (KAFKA-14053, TransactionManager.handleFailedBatch) bumps the
+    epoch with InitProducerId, which fences the late batch; before, it aborts the transaction
+    under the same epoch."""
+    return "bump" if "txn-timeout-bump" in fixes else "abort"
+
+
+def txn_produce_verdict(partition_epoch: int, epoch: int, coordinator: tuple, partition: int,
+                        fixes: frozenset) -> str:
+    """A data partition leader's check of a transactional batch. `coordinator` is the
+    coordinator's committed (epoch, state, partitions mask) for the producer's transactional.id.
+    - "fenced": an epoch below the one the partition knows (ProducerAppendInfo.checkProducerEpoch,
+      INVALID_PRODUCER_EPOCH);
+    - "unverified": with `txn-partition-verification` (KIP-890 part 1, AddPartitionsToTxnManager
+      and the verification guard), unless the coordinator has an Ongoing transaction of that
+      epoch holding the partition (INVALID_TXN_STATE);
+    - "append" otherwise."""
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-partition-verification" in fixes:
+        c_epoch, state, parts = coordinator
+        if not (state == 1 and c_epoch == epoch and (parts >> partition) & 1):
+            return "unverified"
+    return "append"
+
+
+def txn_marker_verdict(partition_epoch: int, open_epoch: int, last_coordinator_epoch: int,
+                       epoch: int, coordinator_epoch: int, fixes: frozenset) -> str:
+    """A partition leader's check of a WriteTxnMarkers entry (ProducerAppendInfo.appendEndTxnMarker):
+    - "coordinator-fenced": from an older coordinator epoch than the producer's last marker
+      (TransactionCoordinatorFencedException);
+    - "fenced": an epoch below the producer's (INVALID_PRODUCER_EPOCH); with `txn-epoch-bump`
+      (KIP-890 part 2) also a marker whose epoch is not above the open transaction's batches:
+      transaction version 2 writes markers with the bumped epoch, so an equal one belongs to an
+      earlier transaction, delivered late;
+    - "append" otherwise: the marker ends the producer's open transaction."""
+    if coordinator_epoch < last_coordinator_epoch:
+        return "coordinator-fenced"
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-epoch-bump" in fixes and open_epoch >= 0 and epoch <= open_epoch:
+        return "fenced"
+    return "append"
+
+
+def txn_committed_offset(log: tuple, values: tuple, tid: int) -> int:
+    """GroupMetadataManager with transactional offset commits (KIP-98, KIP-447): an offset
+    committed in a transaction becomes the group's once its COMMIT marker is written (an aborted
+    one is dropped); the last committed one wins. `values` gives each transaction's committed
+    offset. 0 (the start of the input) when none."""
+    fates = txn_fates(log)
+    off = 0
+    for o, (kind, t, _e, g, _b) in enumerate(log):
+        if kind == 0 and t == tid and fates[o] == 1:
+            off = values[g]
+    return off
+
+
+def promises_txn_atomicity(isolation: str) -> str | None:
+    """KIP-98: a read_committed consumer sees all or none of a transaction's records and never an
+    aborted one; read_uncommitted promises nothing of the kind."""
+    if isolation == "read_committed":
+        return None
+    return "not promised: read_uncommitted returns open and aborted transactions' records"

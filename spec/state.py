@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from spec.clients_view import client_lines
+from spec.codes import TXN_STATES, txn_record
 
 NONE, FOLLOWER, LEADER = 0, 1, 2
 ROLE_NAMES = ("-", "follower", "leader")
@@ -106,6 +107,47 @@ class Grp(NamedTuple):
     fenced: int     # ghost: 1 once a commit of a fenced generation was acknowledged
 
 
+class TxnClient(NamedTuple):
+    """One producer instance with a transactional.id (spec/transaction.py owns the transitions).
+    A new instance of the same id (`zombies`) leaves the old one running: the zombie."""
+    tid: int        # its transactional.id (an index)
+    inst: int       # incarnation of that id: the newest one is live, older ones are zombies
+    pe: int         # producer epoch it holds (-1: InitProducerId not yet answered)
+    phase: int      # TXN_PHASES: init, ready, in-txn, must-abort, must-bump, fenced
+    g: int          # ghost: its current transaction (index into Txn.ghosts), -1 none
+    added: int      # partitions the coordinator confirmed for this transaction (mask)
+    sent: int       # partitions it has written to in this transaction (mask)
+    waiting: int    # partitions whose produce awaits its answer (mask)
+    req: tuple      # coordinator request awaiting the __transaction_state HW:
+                    # (kind, broker, leader epoch, log offset, answer) or ()
+
+
+class Txn(NamedTuple):
+    """Transactions: clients, data partitions, the network between them, the coordinator's
+    in-memory marker bookkeeping, and ghosts. The coordinator's transaction state itself lives
+    only in the __transaction_state log (the replicated partition), so a new coordinator has
+    exactly what its log holds."""
+    clients: tuple  # (TxnClient, ...)
+    logs: tuple     # per data partition: ((kind, tid, epoch, a, b), ...): kind 0 data (a: ghost
+                    # transaction, b: 1 if written by an already fenced instance), 1 COMMIT
+                    # marker, 2 ABORT marker (a: coordinator epoch)
+    net: tuple      # requests in flight, sorted, with repeats: (0, partition, client, epoch,
+                    # ghost, 0, 0) a Produce; (1, partition, tid, epoch, ghost, commit,
+                    # coordinator epoch) a WriteTxnMarkers
+    pend: tuple     # per tid: (coordinator epoch, ghost, partitions not yet acknowledged) for
+                    # markers the coordinator sent, or ()
+    ghosts: tuple   # per transaction begun: (tid, instance, outcome 0 open / 1 commit / 2 abort,
+                    # 1 if committed by an instance already fenced, the input offset it
+                    # consumed or -1); with consume-transform-produce the last log is the
+                    # group's __consumer_offsets partition, its batches the offset commits
+    begun: tuple    # per tid: transactions begun (bounded by txn_rounds)
+    newest: tuple   # per tid: the newest instance
+    timeouts: int   # client and coordinator timeouts so far
+    dups: int       # marker resends so far
+    zombies: int    # new instances so far
+    lso: tuple      # ghost: per partition, the highest last stable offset so far
+
+
 class State(NamedTuple):
     brokers: tuple      # (Broker, ...)
     zk: Zk
@@ -130,6 +172,7 @@ class State(NamedTuple):
                         # producer state from its log
     prods: tuple = ()   # (Prod, ...)
     grp: tuple = ()     # consumer group (spec/group.py), () without consumers
+    txn: tuple = ()     # transactions (spec/transaction.py), () without them
 
 
 def bits(mask: int) -> list[int]:
@@ -174,7 +217,17 @@ def initial(cfg) -> State:
               doomed=0, damaged=0, prods=prods)
     if getattr(cfg, "consumers", 0):
         s = s._replace(grp=initial_group(cfg))
+    if getattr(cfg, "transactions", 0):
+        s = s._replace(txn=initial_txn(cfg))
     return s
+
+
+def initial_txn(cfg) -> Txn:
+    """One instance per transactional.id, not yet initialised; empty data partitions."""
+    n, parts = cfg.transactions, cfg.txn_partitions + int(cfg.consume_transform_produce)
+    return Txn(clients=tuple(TxnClient(t, 0, -1, 0, -1, 0, 0, 0, ()) for t in range(n)),
+               logs=((),) * parts, net=(), pend=((),) * n, ghosts=(), begun=(0,) * n,
+               newest=(0,) * n, timeouts=0, dups=0, zombies=0, lso=(0,) * parts)
 
 
 def initial_group(cfg) -> Grp:
@@ -191,6 +244,10 @@ def write_name(r: int, writes: tuple = ()) -> str:
     if r >= len(writes):
         return f"r{r}"
     p, k, pe, seq = writes[r]
+    if p == -2:
+        state, parts, g = txn_record(seq)
+        return (f"t{k}:{TXN_STATES[state]}/e{pe}" + (f"/T{g}" if g >= 0 else "")
+                + ("{" + ",".join(f"d{d}" for d in bits(parts)) + "}" if parts else ""))
     if p < 0:
         return f"commit{k}/g{pe}"
     return f"p{p}.{k}" + (f"#{pe}.{seq}" if seq >= 0 else "")
@@ -236,7 +293,7 @@ def summary(s: State) -> dict:
         "acked": [f"r{r}" for r in bits(s.acked)],
         "in_flight": len(s.msgs),
     }
-    if s.prods or s.grp:
+    if s.prods or s.grp or s.txn:
         out["clients"] = client_lines(s)
     return out
 

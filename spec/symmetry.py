@@ -72,7 +72,11 @@ def permute(s: State, p: tuple, mt: tuple, inv: tuple) -> tuple:
     if grp:
         from spec.group import permute_brokers
         grp = permute_brokers(grp, p)
-    return head + (s[14], prods, grp)
+    txn = s[17]
+    if txn:
+        from spec.transaction import permute_brokers as permute_txn
+        txn = permute_txn(txn, p)
+    return head + (s[14], prods, grp, txn)
 
 
 _IDENTITY = {n: tuple(range(n)) for n in range(1, 8)}
@@ -100,7 +104,7 @@ def canonical(s: State) -> State:
         for o, n in enumerate(q):
             inv[n] = o
         w = tuple((q[x[0]],) + x[1:] if x[0] >= 0 else x for x in writes)
-        t = c[:14] + (w, tuple(prods[inv[n]] for n in range(len(q))), c[16])
+        t = c[:14] + (w, tuple(prods[inv[n]] for n in range(len(q))), c[16]) + tuple(c[17:])
         if best is None or t < best:
             best = t
     return best
@@ -120,7 +124,7 @@ def _canonical_consumers(c: tuple) -> tuple:
             inv[n] = o
         w = tuple(x[:3] + (q[x[3]],) if x[0] < 0 else x for x in writes)
         g = (grp[0], q[grp[1]] if grp[1] >= 0 else -1, tuple(cons[inv[n]] for n in range(len(q))))
-        t = c[:14] + (w, c[15], g + tuple(grp[3:]))
+        t = c[:14] + (w, c[15], g + tuple(grp[3:])) + tuple(c[17:])
         if best is None or t < best:
             best = t
     return best

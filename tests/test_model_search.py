@@ -20,6 +20,12 @@ SMALL = [
     ("current", ("min-isr-hw",), {}, None),
     ("current", ("maximal-isr",), dict(min_isr=1), None),
     ("v0.10", (), dict(unflushed_loss=True, min_isr=1), ("LogMatching",)),
+    # transactions: __transaction_state on two brokers (a pending coordinator request names a
+    # broker, renamed by the symmetry reduction), and a transactional counterexample
+    ("kip-966", (), dict(transactions=1, brokers=2, min_isr=1, records=0, crashes=0, elections=0,
+                         losses=0, txn_rounds=1, txn_dups=0), None),
+    ("kip-966", ("txn-epoch-bump",), dict(transactions=1, brokers=1, min_isr=1, records=0,
+                                          crashes=0, elections=0, losses=0), None),
 ]
 
 

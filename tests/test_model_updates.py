@@ -4,7 +4,7 @@ module uses (spec/updates.py)."""
 from __future__ import annotations
 
 from spec import ACTION_KINDS, Action, initial, make_config, step
-from spec.actions import GROUP_TEMPLATES, PRODUCER_TEMPLATES
+from spec.actions import GROUP_TEMPLATES, PRODUCER_TEMPLATES, TXN_TEMPLATES
 from spec.updates import advance_hw, durable, is_up, replace_at
 
 
@@ -12,15 +12,21 @@ def test_every_kind_the_model_steps_has_a_description():
     broker_kinds = {"Deliver", "Lose", "ControllerReact"}
     for kind in ACTION_KINDS:
         arg = (1, 1, 0, 3, 1) if kind in ("Deliver", "Lose") else 1
+        if kind == "TxnDeliver":        # a WriteTxnMarkers request in flight
+            arg = (1, 0, 0, 1, 0, 1, 0)
         text = Action(kind, 0, arg).describe()
         assert text and "{b}" not in text and "{a}" not in text, (kind, text)
-        if kind not in broker_kinds and kind not in PRODUCER_TEMPLATES and kind not in GROUP_TEMPLATES:
+        if kind == "TxnDeliver":
+            assert "COMMIT" in text and "d0" in text, text
+        elif (kind not in broker_kinds and kind not in PRODUCER_TEMPLATES
+              and kind not in GROUP_TEMPLATES and kind not in TXN_TEMPLATES):
             assert "b0" in text, (kind, text)
 
 
 def test_actions_round_trip_through_json():
     for a in (Action("Crash", 1, 2), Action("Deliver", 2, (1, 3, 0, 5, 4)), Action("Restart", 0),
-              Action("Send", 0, 1), Action("Poll", 1), Action("ControllerReact", 2, -1)):
+              Action("Send", 0, 1), Action("Poll", 1), Action("ControllerReact", 2, -1),
+              Action("TxnAddPartition", 1, 0), Action("TxnDeliver", 1, (0, 1, 0, 2, 3, 0, 0))):
         assert Action.from_json(a.to_json()) == a
 
 

@@ -44,6 +44,24 @@ def _model_options(f):
                      help="members of one consumer group (the replicated partition is then __consumer_offsets) [0]"),
         click.option("--commit", type=click.Choice(["after", "before"]), default=None,
                      help="commit after processing (at least once) or before (at most once) [after]"),
+        click.option("--transactions", type=int, default=None,
+                     help="transactional.ids (the replicated partition is then __transaction_state "
+                          "on 1 broker by default) [0]"),
+        click.option("--txn-partitions", type=int, default=None,
+                     help="data partitions each transaction writes to [2 with --transactions]"),
+        click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]),
+                     default=None, help="the consumers' isolation.level [read_committed]"),
+        click.option("--txn-rounds", type=int, default=None,
+                     help="transactions per transactional.id [2 with --transactions]"),
+        click.option("--txn-timeouts", type=int, default=None,
+                     help="client batch timeouts and coordinator transaction timeouts in all [1]"),
+        click.option("--txn-dups", type=int, default=None,
+                     help="marker requests resent while the first copy is in flight [1]"),
+        click.option("--zombies", type=int, default=None,
+                     help="new instances of a transactional.id while the old one runs [1]"),
+        click.option("--consume-transform-produce", is_flag=True,
+                     help="each transaction consumes an input record and commits its offset in "
+                          "the transaction (TxnExactlyOnce)"),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -40,7 +40,7 @@ def build_config(generation, without, **bounds):
             raise InputError(f"generation {generation} has no idempotent producer (KIP-98 came with kip-101)")
         if idem == "off" and has and "idempotent-producer" not in without:
             without = tuple(without) + ("idempotent-producer",)
-    given = {**cli_defaults(given.get("brokers", 2)), **given}
+    given = {**cli_defaults(given.get("brokers"), given.get("transactions", 0)), **given}
     try:
         return make_config(generation, tuple(without), **given)
     except ConfigError as e:
@@ -58,6 +58,11 @@ def print_bounds(cfg, extra: str = "") -> None:
     if cfg.consumers:
         click.echo(f"consumers={cfg.consumers} records={cfg.records} commit={cfg.commit} "
                    f"generation_fencing={'on' if 'group-generation-fencing' in cfg.fixes else 'off'}")
+    if cfg.transactions:
+        click.echo(f"transactions={cfg.transactions} txn_partitions={cfg.txn_partitions} "
+                   f"isolation={cfg.isolation} txn_rounds={cfg.txn_rounds} "
+                   f"txn_timeouts={cfg.txn_timeouts} txn_dups={cfg.txn_dups} zombies={cfg.zombies}"
+                   + (" consume_transform_produce" if cfg.consume_transform_produce else ""))
 
 
 def print_promises(cfg, asked) -> None:

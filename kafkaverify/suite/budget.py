@@ -82,6 +82,16 @@ TABLE: dict[str, Row] = {
     "without fetch-epoch-fencing (swarm walks, three brokers)":  Row("kip-320",          15.0, F),
     "without isr-expand-epoch-start (swarm walks, three brokers)": Row("kafka-7128",      2.0, F),
     "clean: fetch-epoch-fencing and isr-expand-epoch-start (swarm walks, three brokers)": Row("kip-320", 35.0, F),
+    # transactions (spec/transaction.py)
+    "golden model-txn-late-marker.jsonl":                        Row("kip-890",           0.2, Q),
+    "golden model-txn-late-produce-joins-next.jsonl":            Row("kafka-14053",       0.2, Q),
+    "golden model-txn-hanging.jsonl":                            Row("kip-890",           0.2, Q),
+    "kip-966 transactions without txn-epoch-bump (a resent marker arrives late)": Row("kip-890", 0.1, Q),
+    "current transactions without txn-timeout-bump (a timed-out batch joins the next transaction)": Row("kafka-14053", 0.1, Q),
+    "current transactions without txn-partition-verification and txn-timeout-bump (hanging)": Row("kip-890", 0.1, Q),
+    "clean: txn-epoch-bump, txn-partition-verification and txn-timeout-bump (two partitions, a zombie)": Row("kip-890", 24.0, F),
+    "current consume-transform-produce without txn-timeout-bump (an input processed twice)": Row("kafka-14053", 0.1, Q),
+    "clean: txn-epoch-bump across a transaction coordinator fail-over (two brokers, one transaction)": Row("kip-890", 26.0, F),
 }
 UNCLASSIFIED = Row("unclassified", 0.0, F)
 

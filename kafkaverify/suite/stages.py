@@ -32,6 +32,7 @@ from checkers.golden import (GROUP_BOUNDS, GROUP_FAILOVER_BOUNDS, PRODUCER_CONNE
 from checkers.history.gen_runs import generate_dataset, planted_mismatches
 from checkers.history.mine import mine_local
 from checkers.history.oracle.check import check_history
+from checkers.golden import TXN_BOUNDS, TXN_LATE_PRODUCE_BOUNDS
 from checkers.model_trace import cli_defaults, config_args, replay
 from checkers.portfolio import ROUND_STEPS, swarm
 from checkers.shrink_trace import shrink_path
@@ -125,6 +126,30 @@ CLEAN: list[tuple[str, str, str, dict, dict]] = [
     ("consumer group clean with generation fencing", "group-generation-fencing", "explore", GROUP_BOUNDS, {}),
     ("consumer group clean across a coordinator fail-over", "group-generation-fencing", "explore",
      {**GROUP_FAILOVER_BOUNDS, "crashes": 1, "elections": 1}, {}),
+]
+# Transactions (spec/transaction.py; bounds: checkers/golden.py). KIP-890's two parts and
+# KAFKA-14053 overlap against a late batch: in kip-966 the epoch bump alone fences it, so the
+# teeth of the two older defences remove them where they shipped, in `current`.
+TEETH += [
+    ("kip-966 transactions without txn-epoch-bump (a resent marker arrives late)", "kip-966",
+     ("txn-epoch-bump",), TXN_BOUNDS, None, "TxnAtomicVisibility"),
+    ("current transactions without txn-timeout-bump (a timed-out batch joins the next transaction)",
+     "current", ("txn-timeout-bump",), TXN_LATE_PRODUCE_BOUNDS, None, "TxnAtomicVisibility"),
+    ("current transactions without txn-partition-verification and txn-timeout-bump (hanging)",
+     "current", ("txn-partition-verification", "txn-timeout-bump"), TXN_LATE_PRODUCE_BOUNDS, None,
+     "TxnNoHangingTransaction"),
+    ("current consume-transform-produce without txn-timeout-bump (an input processed twice)",
+     "current", ("txn-timeout-bump",), {**TXN_LATE_PRODUCE_BOUNDS, "consume_transform_produce": True},
+     ("TxnExactlyOnce",), "TxnExactlyOnce"),
+]
+CLEAN += [
+    ("clean: txn-epoch-bump, txn-partition-verification and txn-timeout-bump (two partitions, a zombie)",
+     "txn-epoch-bump", "explore", {**TXN_BOUNDS, "txn_partitions": 2, "zombies": 1}, {}),
+    # One transaction across any fail-over of the coordinator (__transaction_state on two
+    # brokers): 105 k states; with two rounds it does not exhaust in 5 minutes.
+    ("clean: txn-epoch-bump across a transaction coordinator fail-over (two brokers, one transaction)",
+     "txn-epoch-bump", "explore", {**TXN_BOUNDS, "brokers": 2, "crashes": 1, "elections": 1,
+                                   "txn_rounds": 1, "txn_dups": 0, "txn_timeouts": 0}, {}),
 ]
 # Three replicas and deeper schedules than breadth-first search exhausts in minutes: these
 # fixes are shown by seeded random walks (their shrunk walks are golden traces);
