@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,6 +37,7 @@ from checkers.model_trace import cli_defaults, config_args, replay
 from checkers.portfolio import ROUND_STEPS, swarm
 from checkers.shrink_trace import shrink_path
 from checkers.simulate import simulate
+from kafkaverify.nemesis.errors import error_text
 from kafkaverify.nemesis.stage import SEED, check_stage
 from kafkaverify.runs.prove import prove_stage
 from spec import Model, make_config
@@ -166,10 +168,23 @@ class StageResult:
     # for golden stages. Never serialised as is.
     reproduce: str = ""
     evidence: Any = field(default=None, repr=False, compare=False)
+    cause: str = ""     # a harness failure's traceback (the stage ended in an exception)
 
     def to_json(self) -> dict:
         return {"name": self.name, "verdict": self.verdict, "seconds": self.seconds,
-                "detail": self.detail, "reproduce": self.reproduce}
+                "detail": self.detail, "reproduce": self.reproduce,
+                **({"cause": self.cause} if self.cause else {})}
+
+
+def harness_failure(name: str, exc: BaseException, seconds: float) -> StageResult:
+    """A stage whose harness raised (a client timeout, a broker that did not start, a fault
+    command that failed) decided nothing: its verdict is unknown, with the exception and where
+    it was raised as the detail and the traceback as the cause."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno} in {tb[-1].name})" if tb else ""
+    detail = f"harness error, no verdict: {error_text(exc)}{where}"
+    cause = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return StageResult(name, "unknown", seconds, detail, cause=cause)
 
 
 def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
