@@ -38,6 +38,7 @@ from checkers.portfolio import ROUND_STEPS, swarm
 from checkers.shrink_trace import shrink_path
 from checkers.simulate import simulate
 from kafkaverify.nemesis.errors import error_text
+from kafkaverify.suite.broker_stages import BROKER_CLEAN, BROKER_TEETH, broker_clean, broker_tooth
 from kafkaverify.nemesis.stage import SEED, check_stage
 from kafkaverify.runs.prove import prove_stage
 from spec import Model, make_config
@@ -384,6 +385,12 @@ def _nemesis_stage() -> StageResult:
                                  "--faults crash,pause --consumers 0")
 
 
+def _broker_stage(name: str, run: Callable[[], tuple[str, float, str]]) -> StageResult:
+    """An arranged conformance scenario on real brokers (kafkaverify/suite/broker_stages.py)."""
+    verdict, secs, detail = run()
+    return StageResult(name, verdict, secs, detail)
+
+
 def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out: list[tuple[str, Callable[[], StageResult]]] = [
         ("current exhausted", lambda: _explore_stage(
@@ -412,4 +419,10 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
                         _simulate_stage(n, w, sd, st, i, e)))
         for name, without, expect in SWARM_TEETH:
             out.append((name, lambda n=name, w=without, e=expect: _swarm_stage(n, "current", w, e)))
+    # the broker's teeth and clean stages: arranged conformance scenarios on real brokers
+    for name, without, scenario, expect in BROKER_TEETH:
+        out.append((name, lambda n=name, w=without, sc=scenario, e=expect:
+                    _broker_stage(n, lambda: broker_tooth(w, sc, e))))
+    for name, scenario in BROKER_CLEAN:
+        out.append((name, lambda n=name, sc=scenario: _broker_stage(n, lambda: broker_clean(sc))))
     return out
