@@ -91,12 +91,12 @@ def test_a_broker_without_a_fix_fails_its_clean_stage_naming_the_divergence(toot
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_check_runs_a_broker_tooth_and_its_clean_stage_with_a_junit_case_each(tmp_path):
-    teeth = "broker without fetch-epoch-fencing (follower-drop)"
+    teeth = "real brokers without fetch-epoch-fencing (follower-drop)"
     r = subprocess.run([sys.executable, "-m", "kafkaverify", "check", "--stage", teeth, "--stage",
-                        "broker clean: follower-drop", "--junit", str(tmp_path / "r.xml")],
+                        "real brokers clean: follower-drop", "--junit", str(tmp_path / "r.xml")],
                        capture_output=True, text=True, cwd=ROOT, timeout=280)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     cases = ET.parse(tmp_path / "r.xml").getroot().findall("./testsuite/testcase")
-    assert [c.get("name") for c in cases] == [teeth, "broker clean: follower-drop"]
+    assert [c.get("name") for c in cases] == [teeth, "real brokers clean: follower-drop"]
     assert [c.get("classname") for c in cases] == ["kafkaverify.kip-320", "kafkaverify.kafka-7164"]
     assert "served a Fetch" in cases[0].find("system-out").text

@@ -21,26 +21,26 @@ from kafkaverify.nemesis.scenarios import SCENARIOS, Clusters, divergences
 # (stage name, fix the brokers are built without, scenario, what the divergence says: every
 # divergence must say one of them, and the first must show)
 BROKER_TEETH: list[tuple[str, str, str, tuple[str, ...]]] = [
-    ("broker without truncate-on-epoch-change (follower-drop)", "truncate-on-epoch-change", "follower-drop",
+    ("real brokers without truncate-on-epoch-change (follower-drop)", "truncate-on-epoch-change", "follower-drop",
      ("kept its log without truncating",)),
-    ("broker without fetch-epoch-fencing (follower-drop)", "fetch-epoch-fencing", "follower-drop",
+    ("real brokers without fetch-epoch-fencing (follower-drop)", "fetch-epoch-fencing", "follower-drop",
      ("served a Fetch",)),
-    ("broker without min-isr-hw (min-isr-shrink)", "min-isr-hw", "min-isr-shrink",
+    ("real brokers without min-isr-hw (min-isr-shrink)", "min-isr-hw", "min-isr-shrink",
      ("below min.insync.replicas 2",)),
-    ("broker without isr-expand-epoch-start (min-isr-rejoin)", "isr-expand-epoch-start", "min-isr-rejoin",
+    ("real brokers without isr-expand-epoch-start (min-isr-rejoin)", "isr-expand-epoch-start", "min-isr-rejoin",
      ("below the start offset 6 of its epoch",)),
-    ("broker without epoch-end-offset (unseen-epoch)", "epoch-end-offset", "unseen-epoch",
+    ("real brokers without epoch-end-offset (unseen-epoch)", "epoch-end-offset", "unseen-epoch",
      ("answered OffsetsForLeaderEpoch",)),
-    ("broker without maximal-isr (pending-shrink)", "maximal-isr", "pending-shrink", ("past ISR member",)),
+    ("real brokers without maximal-isr (pending-shrink)", "maximal-isr", "pending-shrink", ("past ISR member",)),
     # the ineligible addition, then what it lets happen: the empty replica, electable, is elected
-    ("broker without isr-broker-epoch (empty-disk-rejoin)", "isr-broker-epoch", "empty-disk-rejoin",
+    ("real brokers without isr-broker-epoch (empty-disk-rejoin)", "isr-broker-epoch", "empty-disk-rejoin",
      ("into the ISR on a fetch made with broker epoch", "(LeaderCandidateCompleteness)",
       "(LeaderCompleteness)")),
 ]
 # (stage name, scenario): every fix on
 # (min-isr-rejoin runs min-isr-shrink's steps first: its clean stage judges both fixes' decisions)
 BROKER_CLEAN: list[tuple[str, str]] = [
-    (f"broker clean: {name}", name) for name in ("follower-drop", "min-isr-rejoin", "unseen-epoch",
+    (f"real brokers clean: {name}", name) for name in ("follower-drop", "min-isr-rejoin", "unseen-epoch",
                                                  "pending-shrink", "empty-disk-rejoin")
 ]
 

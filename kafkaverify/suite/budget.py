@@ -84,18 +84,18 @@ TABLE: dict[str, Row] = {
     "clean: fetch-epoch-fencing and isr-expand-epoch-start (swarm walks, three brokers)": Row("kip-320", 35.0, F),
     # the broker's arranged conformance scenarios on real brokers (kafkaverify/suite/broker_stages.py);
     # wall seconds measured at load 2 on 28 Nov 2026 (one three-broker cluster each, mostly waiting)
-    "broker without truncate-on-epoch-change (follower-drop)":   Row("kafka-7164",        5.0, F),
-    "broker without fetch-epoch-fencing (follower-drop)":        Row("kip-320",           5.0, Q),
-    "broker without min-isr-hw (min-isr-shrink)":                Row("kafka-15583",       3.5, Q),
-    "broker without isr-expand-epoch-start (min-isr-rejoin)":    Row("kafka-7128",        3.5, F),
-    "broker without epoch-end-offset (unseen-epoch)":            Row("kip-279",           7.5, F),
-    "broker without maximal-isr (pending-shrink)":               Row("kip-497",           3.0, F),
-    "broker without isr-broker-epoch (empty-disk-rejoin)":       Row("kip-903",           8.0, F),
-    "broker clean: follower-drop":                               Row("kafka-7164",        4.5, Q),
-    "broker clean: min-isr-rejoin":                              Row("kafka-7128",        3.0, Q),
-    "broker clean: unseen-epoch":                                Row("kip-279",           6.5, F),
-    "broker clean: pending-shrink":                              Row("kip-497",           3.0, F),
-    "broker clean: empty-disk-rejoin":                           Row("kip-903",           6.0, F),
+    "real brokers without truncate-on-epoch-change (follower-drop)":   Row("kafka-7164",        5.0, F),
+    "real brokers without fetch-epoch-fencing (follower-drop)":        Row("kip-320",           5.0, Q),
+    "real brokers without min-isr-hw (min-isr-shrink)":                Row("kafka-15583",       3.5, Q),
+    "real brokers without isr-expand-epoch-start (min-isr-rejoin)":    Row("kafka-7128",        3.5, F),
+    "real brokers without epoch-end-offset (unseen-epoch)":            Row("kip-279",           7.5, F),
+    "real brokers without maximal-isr (pending-shrink)":               Row("kip-497",           3.0, F),
+    "real brokers without isr-broker-epoch (empty-disk-rejoin)":       Row("kip-903",           8.0, F),
+    "real brokers clean: follower-drop":                               Row("kafka-7164",        4.5, Q),
+    "real brokers clean: min-isr-rejoin":                              Row("kafka-7128",        3.0, Q),
+    "real brokers clean: unseen-epoch":                                Row("kip-279",           6.5, F),
+    "real brokers clean: pending-shrink":                              Row("kip-497",           3.0, F),
+    "real brokers clean: empty-disk-rejoin":                           Row("kip-903",           6.0, F),
 }
 UNCLASSIFIED = Row("unclassified", 0.0, F)
 
