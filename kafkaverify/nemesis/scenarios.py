@@ -10,7 +10,7 @@ tests/test_conformance_fixes.py, which asserts more of each run.
                           the leader stays; then a Fetch of the old epoch         fetch-epoch-fencing
     min-isr-rejoin        RF 2, min ISR 2; the follower stops fetching and leaves min-isr-hw
                           the ISR; the leader appends; it restarts (a new epoch   isr-expand-epoch-start
-                          starting above the HW) and the follower fetches again
+                          starting above the HW) and the follower fetches again   epoch-truncation
     unseen-epoch          RF 3; the leader writes in an epoch one follower never  epoch-end-offset
                           saw, dies; that follower leads and answers the old
                           leader's OffsetsForLeaderEpoch for the unseen epoch

@@ -7,7 +7,9 @@
 - a **clean** stage per scenario: every fix on, and no divergence. A broker that lost one of its
   fixes (or weakened one) fails the clean stage of that fix's scenario, naming the divergence.
 
-epoch-truncation (KIP-101) is the nemesis stage's tooth (kafkaverify/nemesis/stage.py).
+Every fix the broker can be built without has its tooth here but controller-epoch-fencing,
+which conformance cannot judge (the controller's requests are not in the brokers' traces).
+epoch-truncation (KIP-101) is also the nemesis stage's tooth (kafkaverify/nemesis/stage.py).
 """
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ BROKER_TEETH: list[tuple[str, str, str, tuple[str, ...]]] = [
      ("served a Fetch",)),
     ("real brokers without min-isr-hw (min-isr-shrink)", "min-isr-hw", "min-isr-shrink",
      ("below min.insync.replicas 2",)),
+    # the restarted leader's follower cuts to its HW, not to the leader's epoch end (KIP-101)
+    ("real brokers without epoch-truncation (min-isr-rejoin)", "epoch-truncation", "min-isr-rejoin",
+     ("(hw); the model's rule for this state truncates to",)),
     ("real brokers without isr-expand-epoch-start (min-isr-rejoin)", "isr-expand-epoch-start", "min-isr-rejoin",
      ("below the start offset 6 of its epoch",)),
     ("real brokers without epoch-end-offset (unseen-epoch)", "epoch-end-offset", "unseen-epoch",

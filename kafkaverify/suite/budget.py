@@ -87,6 +87,7 @@ TABLE: dict[str, Row] = {
     "real brokers without truncate-on-epoch-change (follower-drop)":   Row("kafka-7164",        5.0, F),
     "real brokers without fetch-epoch-fencing (follower-drop)":        Row("kip-320",           5.0, Q),
     "real brokers without min-isr-hw (min-isr-shrink)":                Row("kafka-15583",       3.5, Q),
+    "real brokers without epoch-truncation (min-isr-rejoin)":          Row("kip-101",           3.0, F),
     "real brokers without isr-expand-epoch-start (min-isr-rejoin)":    Row("kafka-7128",        3.5, F),
     "real brokers without epoch-end-offset (unseen-epoch)":            Row("kip-279",           7.5, F),
     "real brokers without maximal-isr (pending-shrink)":               Row("kip-497",           3.0, F),
