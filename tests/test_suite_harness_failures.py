@@ -162,3 +162,28 @@ def test_a_fault_command_that_fails_makes_the_run_unknown(monkeypatch, tmp_path)
     assert r.reason == ("the fault +500 ms crash 0 for 500 ms could not be applied: "
                         "ProcessLookupError: [Errno 3] No such process"), r.reason
     load(str(tmp_path / "run" / "history.jsonl"))                    # still a readable history
+
+
+def test_a_producer_that_cannot_flush_is_still_closed():
+    """kafka-python's close flushes first; on a partition with no leader the flush times out and
+    the producer would stay open, its __del__ printing the timeout later. The workload's close
+    stops its sender and marks it closed."""
+    class Sender:
+        forced = False
+
+        def force_close(self):
+            self.forced = True
+
+    class Stuck:
+        def __init__(self):
+            self._sender, self._closed = Sender(), False
+
+        def flush(self, timeout=None):
+            raise KafkaTimeoutError("Timeout waiting for future")
+
+        close = flush
+
+    p = workload.Producer.__new__(workload.Producer)
+    p.client, p.p = "kafka-python", Stuck()
+    p.close(0.1)
+    assert p.p._closed and p.p._sender.forced

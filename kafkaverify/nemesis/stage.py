@@ -52,5 +52,7 @@ def check_stage(out_dir: str | Path | None = None) -> tuple[str, float, str]:
     if not teeth.divergences:
         return "fail", secs, detail + " (expected the broker without epoch-truncation to diverge)"
     if bad or len(summ.runs) < 2:
-        return "unknown", secs, detail
+        why = next((r.reason for _, r in bad if r.reason), "")
+        more = f"; first undecided: {why}" if why else ("" if bad else " (fewer than 2 schedules ran in the time limit)")
+        return "unknown", secs, detail + more
     return "pass", secs, detail

@@ -132,8 +132,18 @@ class Producer:
         """Waits up to timeout_s for unanswered sends, then closes (those stay unknown)."""
         try:
             if self.client == "kafka-python":
-                self.p.flush(timeout_s)
-                self.p.close(5)
+                try:
+                    self.p.flush(timeout_s)
+                    self.p.close(5)
+                except Exception:
+                    # kafka-python's close flushes first and, while sends are pending on a
+                    # partition with no leader, times out before closing; its __del__ would
+                    # then try again and print that timeout. Stop its sender and mark it closed.
+                    sender = getattr(self.p, "_sender", None)
+                    if sender is not None:
+                        sender.force_close()
+                    self.p._closed = True
+                    raise
             elif self.client == "confluent-kafka":
                 self.p.flush(timeout_s)
                 self._stop.set()
