@@ -8,7 +8,12 @@ Stages:
   its recorded anomaly (client histories);
 - mining a few thousand generated runs finds exactly the violations seeded in them;
 - teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
-  `current` without each fix, at the bounds where that fix's bug is observable.
+  `current` without each fix, at the bounds where that fix's bug is observable;
+- the broker's teeth and clean stages: arranged conformance scenarios on real brokers, without
+  each fix and with every fix on (kafkaverify/suite/broker_stages.py).
+
+A stage whose harness raises is that stage's unknown verdict with its cause (harness_failure,
+applied by run.py), never the suite's crash.
 
 Which stages run under `--budget quick|full`, with their fix family and cost: one row per stage
 in kafkaverify/suite/budget.py (add one with each new stage). Reports for CI (JUnit XML,
