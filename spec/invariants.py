@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple
 from spec import rules
 from spec.config import Config
 from spec.codes import TXN_STATES
+from spec.progress import election_progress, hw_progress
 from spec.state import LEADER, State, bits, mask_str
 from spec.transaction import coordinator, txn_state
 
@@ -548,6 +549,17 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("PendingIsrMatchesRole", "only a running leader has an ISR proposal in flight",
               pending_isr_matches_role, False),
 )
+# Progress properties (bounded liveness, spec/progress.py): under no further fault, progress
+# that is due happens within a bounded number of steps. Checked wherever the invariants are.
+PROGRESS: tuple[Invariant, ...] = (
+    Invariant("HwProgress", "a leader whose ISR of at least min.insync.replicas members all hold "
+              "its log advances its HW to its log end within 2 fetch steps per follower",
+              hw_progress, False),
+    Invariant("ElectionProgress", "a partition without a live leader but with a live eligible ISR "
+              "member gets a leader within 2 controller steps", election_progress, False),
+)
+INVARIANTS = INVARIANTS + PROGRESS
+
 INVARIANT_NAMES = tuple(inv.name for inv in INVARIANTS)
 CLIENT_INVARIANTS = tuple(i.name for i in INVARIANTS if i.promise is not None)
 

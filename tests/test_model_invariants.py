@@ -57,9 +57,11 @@ def test_producer_acked_durable_asks_for_the_acknowledged_record_itself():
 
 def test_unclean_election_waives_the_durability_promises_only():
     """Unclean election waives the durability promises (scoped invariants), never the model's
-    own bookkeeping, log matching, epoch uniqueness or the leader's quorum (module docstring)."""
+    own bookkeeping, log matching, epoch uniqueness, the leader's quorum (module docstring) or
+    progress (spec/progress.py)."""
     kept = {"HwBelowLeo", "LogMatching", "UniqueLeaderPerEpoch", "ReplicationQuorumSuperset",
-            "EpochCacheMatchesLog", "FetchResponseMatchesEpoch", "PendingIsrMatchesRole"}
+            "EpochCacheMatchesLog", "FetchResponseMatchesEpoch", "PendingIsrMatchesRole",
+            "HwProgress", "ElectionProgress"}
     durability = {"AckedDurable", "ConsistentReads", "MinIsrDurability", "StrongIsr", "LeaderCompleteness",
                   "LeaderCandidateCompleteness", "NoCommittedRecordLostGlobally"}
     assert {inv.name for inv in active(make_config("current", unclean=True))} == kept

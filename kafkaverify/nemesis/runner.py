@@ -34,6 +34,7 @@ from checkers.history.oracle.check import check_history
 from impl.cluster import COORD_HOST, Cluster, ClusterError
 from impl.netfault import NetCuts, in_private_netns
 from kafkaverify.groupclient import MemberProc, merge_histories
+from kafkaverify.nemesis.errors import HarnessError, error_text
 from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
 from traces.history import HistoryError, load
 from traces.history_recorder import HistoryRecorder
@@ -320,7 +321,11 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         for e in s.events:
             at += e.after_ms / 1000
             r.pump(at)
-            r.apply(e)
+            try:
+                r.apply(e)
+            except (ClusterError, OSError, RuntimeError) as ex:
+                raise HarnessError(f"the fault {e.describe()} could not be applied: "
+                                   f"{error_text(ex)}") from ex
             at = max(at, time.monotonic())
         # every duration runs its course (a session expiry needs its full cut), then a tail of
         # traffic before the faults still standing are undone
@@ -335,9 +340,11 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
             reason = "; ".join(r.producer.errors)
         final = HistoryRecorder(out / "final.jsonl", trace_id="final")
         try:
-            final_reads(final, c.bootstrap, w["topic"], w["partitions"])
+            unread = final_reads(final, c.bootstrap, w["topic"], w["partitions"])
         finally:
             final.close()
+        if unread:
+            reason = "; ".join(x for x in (reason, "final read failed on " + "; ".join(unread)) if x)
         for m in r.members:
             try:
                 m.stop(20)
@@ -345,7 +352,14 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
                 m.kill()
     except ClusterError as e:
         reason = f"cluster error: {e}"
+    except HarnessError as e:
+        reason = str(e)
+    except Exception as e:      # a client or harness failure: the run is undecided, never a crash
+        reason = f"harness error: {error_text(e)}"
     finally:
+        prod = getattr(r, "producer", None)
+        if prod is not None:
+            prod._stop.set()            # a run cut short by an error leaves no sender behind
         for m in r.members:
             m.kill()
         if r.cuts is not None:
@@ -355,9 +369,10 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
             rec.close()
     res = RunResult(status="unknown", out_dir=out, applied=r.applied, reason=reason)
     hist = out / "history.jsonl"
-    merge_histories([out / "producer.jsonl", *member_histories(out), out / "final.jsonl"], hist,
-                    trace_id=f"nemesis-{s.seed}", client=w["client"], generation=s.generation)
+    parts = [p for p in [out / "producer.jsonl", *member_histories(out), out / "final.jsonl"] if p.exists()]
     try:
+        merge_histories(parts, hist, trace_id=f"nemesis-{s.seed}", client=w["client"],
+                        generation=s.generation)
         h = load(str(hist))
         v = check_history(h, time_limit=60)
         (out / "verdict.json").write_text(json.dumps(v.to_json(h.by_id()), indent=1))
@@ -366,14 +381,19 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         res.anomalies, res.permitted = counts(v.anomalies), counts(v.notes)
         if v.anomalies:
             res.first_anomaly = f"{v.anomalies[0].type}: {v.anomalies[0].explanation}"
-    except HistoryError as e:
-        status, res.reason = "unknown", f"history unreadable: {e}"
-    res.divergences = _conformance(out, s)
+    except (HistoryError, OSError, ValueError) as e:
+        status = "unknown"
+        res.reason = "; ".join(x for x in (res.reason, f"history unreadable: {e}") if x)
+    try:
+        res.divergences = _conformance(out, s)
+    except Exception as e:      # unreadable traces: conformance undecided, the run unknown
+        status = "unknown" if status == "valid" else status
+        res.reason = "; ".join(x for x in (res.reason, f"conformance not judged: {error_text(e)}") if x)
     _report_divergences(out / "report.html", res.divergences, s)
     if res.divergences:
         status = "invalid"
         res.first_anomaly = res.first_anomaly or f"conformance: {res.divergences[0]['text']}"
-    if reason and status == "valid":
+    if res.reason and status == "valid":
         status = "unknown"
     res.status = status
     res.seconds = time.monotonic() - t_start

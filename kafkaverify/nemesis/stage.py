@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from kafkaverify.nemesis.explore import default_workload, explore
+from kafkaverify.nemesis.errors import error_text
 from kafkaverify.nemesis.runner import run_schedule
 from traces.schedule import Event, Schedule, WORKLOAD_DEFAULTS
 
@@ -23,14 +24,24 @@ TEETH = (Event(1000, "crash", target="leader:nemesis/0", duration_ms=1500),
 
 
 def check_stage(out_dir: str | Path | None = None) -> tuple[str, float, str]:
+    """A part of the stage whose harness fails (a broker that does not start, a client that
+    times out) makes the stage unknown, with the part and the cause in the detail."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kv-nemesis-") as tmp:
         out = Path(out_dir or tmp)
         w = default_workload("kafka-python", consumers=0)
-        summ = explore("current", 3, 2, SEED, ("crash", "pause"), w, out / "current", time_limit_s=90,
-                       shrink_runs=0)
-        teeth = run_schedule(Schedule("current", 3, TEETH, dict(WORKLOAD_DEFAULTS, consumers=0),
-                                      seed=SEED, without=("epoch-truncation",)), out / "teeth", net=False)
+        try:
+            summ = explore("current", 3, 2, SEED, ("crash", "pause"), w, out / "current", time_limit_s=90,
+                           shrink_runs=0)
+        except Exception as e:
+            return ("unknown", time.monotonic() - t0,
+                    f"harness error in the schedules on current: {error_text(e)}")
+        try:
+            teeth = run_schedule(Schedule("current", 3, TEETH, dict(WORKLOAD_DEFAULTS, consumers=0),
+                                          seed=SEED, without=("epoch-truncation",)), out / "teeth", net=False)
+        except Exception as e:
+            return ("unknown", time.monotonic() - t0,
+                    f"harness error in the run without epoch-truncation: {error_text(e)}")
     secs = time.monotonic() - t0
     bad = [(s, r) for s, r in summ.runs if r.status != "valid"]
     detail = (f"{len(summ.runs)} schedules on current: "
@@ -41,5 +52,7 @@ def check_stage(out_dir: str | Path | None = None) -> tuple[str, float, str]:
     if not teeth.divergences:
         return "fail", secs, detail + " (expected the broker without epoch-truncation to diverge)"
     if bad or len(summ.runs) < 2:
-        return "unknown", secs, detail
+        why = next((r.reason for _, r in bad if r.reason), "")
+        more = f"; first undecided: {why}" if why else ("" if bad else " (fewer than 2 schedules ran in the time limit)")
+        return "unknown", secs, detail + more
     return "pass", secs, detail

@@ -132,8 +132,18 @@ class Producer:
         """Waits up to timeout_s for unanswered sends, then closes (those stay unknown)."""
         try:
             if self.client == "kafka-python":
-                self.p.flush(timeout_s)
-                self.p.close(5)
+                try:
+                    self.p.flush(timeout_s)
+                    self.p.close(5)
+                except Exception:
+                    # kafka-python's close flushes first and, while sends are pending on a
+                    # partition with no leader, times out before closing; its __del__ would
+                    # then try again and print that timeout. Stop its sender and mark it closed.
+                    sender = getattr(self.p, "_sender", None)
+                    if sender is not None:
+                        sender.force_close()
+                    self.p._closed = True
+                    raise
             elif self.client == "confluent-kafka":
                 self.p.flush(timeout_s)
                 self._stop.set()
@@ -218,30 +228,47 @@ class ProducerWorkload:
 
 
 def final_reads(rec: HistoryRecorder, bootstrap: str, topic: str, partitions: int,
-                timeout_s: float = 30) -> None:
+                timeout_s: float = 30) -> list[str]:
     """A `final` poll of every partition from offset 0 to its end (kafka-python, assigned
-    partitions, read_committed is not needed: only records below the HW are served)."""
+    partitions, read_committed is not needed: only records below the HW are served). Returns
+    the partitions that could not be read at all, each with the client's error (a partition
+    left without a leader times out); their reads are recorded as undecided."""
     from kafka import KafkaConsumer, TopicPartition
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                      request_timeout_ms=REQUEST_TIMEOUT_MS * 3, auto_offset_reset="earliest")
+    from kafkaverify.nemesis.errors import error_text
+    unread: list[str] = []
+    try:
+        c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                          request_timeout_ms=REQUEST_TIMEOUT_MS * 3, auto_offset_reset="earliest")
+    except Exception as e:              # e.g. NoBrokersAvailable: nothing answers at all
+        for part in range(partitions):
+            op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True)
+            rec.info(op, error=f"final read failed: {error_text(e)}")
+            unread.append(f"{topic}/{part}: {error_text(e)}")
+        return unread
     try:
         for part in range(partitions):
             tp = TopicPartition(topic, part)
             op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True)
-            c.assign([tp])
-            c.seek(tp, 0)
-            end = c.end_offsets([tp])[tp]
-            got: list[tuple[int, str]] = []
-            deadline = time.monotonic() + timeout_s
-            while c.position(tp) < end and time.monotonic() < deadline:
-                for recs in c.poll(timeout_ms=500).values():
-                    got += [(m.offset, m.value.decode()) for m in recs]
-            if c.position(tp) < end:
-                rec.info(op, error=f"read only to {c.position(tp)} of {end} within {timeout_s}s")
-            else:
-                rec.ok(op, offsets=[o for o, _ in got], values=[v for _, v in got])
+            try:
+                c.assign([tp])
+                c.seek(tp, 0)
+                end = c.end_offsets([tp])[tp]
+                got: list[tuple[int, str]] = []
+                deadline = time.monotonic() + timeout_s
+                while c.position(tp) < end and time.monotonic() < deadline:
+                    for recs in c.poll(timeout_ms=500).values():
+                        got += [(m.offset, m.value.decode()) for m in recs]
+                if c.position(tp) < end:
+                    rec.info(op, error=f"read only to {c.position(tp)} of {end} within {timeout_s}s")
+                else:
+                    rec.ok(op, offsets=[o for o, _ in got], values=[v for _, v in got])
+            except Exception as e:          # e.g. KafkaTimeoutError: no leader to answer
+                # an unavailable partition leaves the read undecided (info), never a crash
+                rec.info(op, error=f"final read failed: {error_text(e)}")
+                unread.append(f"{topic}/{part}: {error_text(e)}")
     finally:
         c.close()
+    return unread
 
 
 def member_histories(out_dir: Path) -> list[Path]:

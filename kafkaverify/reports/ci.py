@@ -56,9 +56,10 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-").lower()
 
 
-def story(result) -> str:
+def story(result, cause: bool = True) -> str:
     """The text a reader of a failing test case needs: what was expected, what happened, and
-    the counterexample's story when there is one."""
+    the counterexample's story when there is one; with `cause`, a harness failure's traceback
+    (for the reports; the console shows the one-line detail)."""
     ev = result.evidence
     lines = [f"{result.name}: {result.verdict} -- {result.detail}"]
     if isinstance(ev, tuple) and getattr(ev[1], "path", None):
@@ -67,6 +68,9 @@ def story(result) -> str:
     elif result.verdict == "fail" and isinstance(ev, tuple):
         lines.append("The search found no violation where the fix's bug used to show: the stage "
                      "no longer shows that the fix is needed (the model or the bounds changed).")
+    tb = getattr(result, "cause", "")
+    if tb and cause:
+        lines += ["The stage's harness raised before it could decide; its traceback:", tb.rstrip()]
     return "\n".join(lines)
 
 

@@ -92,6 +92,21 @@ TABLE: dict[str, Row] = {
     "clean: txn-epoch-bump, txn-partition-verification and txn-timeout-bump (two partitions, a zombie)": Row("kip-890", 24.0, F),
     "current consume-transform-produce without txn-timeout-bump (an input processed twice)": Row("kafka-14053", 0.1, Q),
     "clean: txn-epoch-bump across a transaction coordinator fail-over (two brokers, one transaction)": Row("kip-890", 26.0, F),
+    # the broker's arranged conformance scenarios on real brokers (kafkaverify/suite/broker_stages.py);
+    # wall seconds measured at load 2 on 28 Nov 2026 (one three-broker cluster each, mostly waiting)
+    "real brokers without truncate-on-epoch-change (follower-drop)":   Row("kafka-7164",        5.0, F),
+    "real brokers without fetch-epoch-fencing (follower-drop)":        Row("kip-320",           5.0, Q),
+    "real brokers without min-isr-hw (min-isr-shrink)":                Row("kafka-15583",       3.5, Q),
+    "real brokers without epoch-truncation (min-isr-rejoin)":          Row("kip-101",           3.0, F),
+    "real brokers without isr-expand-epoch-start (min-isr-rejoin)":    Row("kafka-7128",        3.5, F),
+    "real brokers without epoch-end-offset (unseen-epoch)":            Row("kip-279",           7.5, F),
+    "real brokers without maximal-isr (pending-shrink)":               Row("kip-497",           3.0, F),
+    "real brokers without isr-broker-epoch (empty-disk-rejoin)":       Row("kip-903",           8.0, F),
+    "real brokers clean: follower-drop":                               Row("kafka-7164",        4.5, Q),
+    "real brokers clean: min-isr-rejoin":                              Row("kafka-7128",        3.0, Q),
+    "real brokers clean: unseen-epoch":                                Row("kip-279",           6.5, F),
+    "real brokers clean: pending-shrink":                              Row("kip-497",           3.0, F),
+    "real brokers clean: empty-disk-rejoin":                           Row("kip-903",           6.0, F),
 }
 UNCLASSIFIED = Row("unclassified", 0.0, F)
 

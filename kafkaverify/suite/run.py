@@ -10,6 +10,18 @@ from rich.table import Table
 from kafkaverify import exitcodes
 from kafkaverify.reports.ci import Outcome, story, write_outputs
 from kafkaverify.suite.budget import select
+from kafkaverify.suite.stages import StageResult, harness_failure
+
+
+def run_stage(st) -> StageResult:
+    """One stage's result. A stage whose harness raises is that stage's unknown verdict, with
+    the cause (kafkaverify.suite.stages.harness_failure): the suite goes on to the next stage
+    and ends with its exit code, never a traceback."""
+    t0 = time.monotonic()
+    try:
+        return st.run()
+    except Exception as e:
+        return harness_failure(st.name, e, time.monotonic() - t0)
 
 
 def run_suite(json_out: str | None = None, quick: bool = False, only: tuple[str, ...] = (),
@@ -25,7 +37,7 @@ def run_suite(json_out: str | None = None, quick: bool = False, only: tuple[str,
     outcomes: list[Outcome] = []
     for st in chosen:
         with console.status(f"running: {st.name}"):
-            r = st.run()
+            r = run_stage(st)
         o = Outcome(r, st.family, stage_name=st.name)
         o.story = story(r)
         outcomes.append(o)
@@ -33,7 +45,7 @@ def run_suite(json_out: str | None = None, quick: bool = False, only: tuple[str,
         console.print(f"[{colour}]{r.verdict:>7}[/{colour}]  {r.name}  ({r.seconds:.1f}s)  {r.detail}",
                       highlight=False)
         if r.verdict != "pass":
-            console.print(o.story, markup=False, highlight=False)
+            console.print(story(r, cause=False), markup=False, highlight=False)
             console.print(f"reproduce: {o.reproduce_check}" + (f"  (or: {r.reproduce})" if r.reproduce else ""),
                           markup=False, highlight=False)
     seconds = time.monotonic() - t_all

@@ -8,7 +8,12 @@ Stages:
   its recorded anomaly (client histories);
 - mining a few thousand generated runs finds exactly the violations seeded in them;
 - teeth: each vulnerable configuration is still caught — the KIP-101 scenarios in v0.10, and
-  `current` without each fix, at the bounds where that fix's bug is observable.
+  `current` without each fix, at the bounds where that fix's bug is observable;
+- the broker's teeth and clean stages: arranged conformance scenarios on real brokers, without
+  each fix and with every fix on (kafkaverify/suite/broker_stages.py).
+
+A stage whose harness raises is that stage's unknown verdict with its cause (harness_failure,
+applied by run.py), never the suite's crash.
 
 Which stages run under `--budget quick|full`, with their fix family and cost: one row per stage
 in kafkaverify/suite/budget.py (add one with each new stage). Reports for CI (JUnit XML,
@@ -19,6 +24,7 @@ from __future__ import annotations
 import shlex
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,6 +43,8 @@ from checkers.model_trace import cli_defaults, config_args, replay
 from checkers.portfolio import ROUND_STEPS, swarm
 from checkers.shrink_trace import shrink_path
 from checkers.simulate import simulate
+from kafkaverify.nemesis.errors import error_text
+from kafkaverify.suite.broker_stages import BROKER_CLEAN, BROKER_TEETH, broker_clean, broker_tooth
 from kafkaverify.nemesis.stage import SEED, check_stage
 from kafkaverify.runs.prove import prove_stage
 from spec import Model, make_config
@@ -191,10 +199,23 @@ class StageResult:
     # for golden stages. Never serialised as is.
     reproduce: str = ""
     evidence: Any = field(default=None, repr=False, compare=False)
+    cause: str = ""     # a harness failure's traceback (the stage ended in an exception)
 
     def to_json(self) -> dict:
         return {"name": self.name, "verdict": self.verdict, "seconds": self.seconds,
-                "detail": self.detail, "reproduce": self.reproduce}
+                "detail": self.detail, "reproduce": self.reproduce,
+                **({"cause": self.cause} if self.cause else {})}
+
+
+def harness_failure(name: str, exc: BaseException, seconds: float) -> StageResult:
+    """A stage whose harness raised (a client timeout, a broker that did not start, a fault
+    command that failed) decided nothing: its verdict is unknown, with the exception and where
+    it was raised as the detail and the traceback as the cause."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(tb[-1].filename).name}:{tb[-1].lineno} in {tb[-1].name})" if tb else ""
+    detail = f"harness error, no verdict: {error_text(exc)}{where}"
+    cause = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return StageResult(name, "unknown", seconds, detail, cause=cause)
 
 
 def _explore_stage(name: str, generation: str, without: tuple, bounds: dict,
@@ -394,6 +415,12 @@ def _nemesis_stage() -> StageResult:
                                  "--faults crash,pause --consumers 0")
 
 
+def _broker_stage(name: str, run: Callable[[], tuple[str, float, str]]) -> StageResult:
+    """An arranged conformance scenario on real brokers (kafkaverify/suite/broker_stages.py)."""
+    verdict, secs, detail = run()
+    return StageResult(name, verdict, secs, detail)
+
+
 def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
     out: list[tuple[str, Callable[[], StageResult]]] = [
         ("current exhausted", lambda: _explore_stage(
@@ -422,4 +449,10 @@ def stages(quick: bool = False) -> list[tuple[str, Callable[[], StageResult]]]:
                         _simulate_stage(n, w, sd, st, i, e)))
         for name, without, expect in SWARM_TEETH:
             out.append((name, lambda n=name, w=without, e=expect: _swarm_stage(n, "current", w, e)))
+    # the broker's teeth and clean stages: arranged conformance scenarios on real brokers
+    for name, without, scenario, expect in BROKER_TEETH:
+        out.append((name, lambda n=name, w=without, sc=scenario, e=expect:
+                    _broker_stage(n, lambda: broker_tooth(w, sc, e))))
+    for name, scenario in BROKER_CLEAN:
+        out.append((name, lambda n=name, sc=scenario: _broker_stage(n, lambda: broker_clean(sc))))
     return out
