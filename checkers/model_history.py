@@ -259,7 +259,8 @@ def _txn_events(cfg: Config, rec: _Rec, t: int, a: Action, prev: State, s: State
 def expected_anomalies(cfg: Config, violation: tuple[str, str] | None) -> tuple[str | None, bool]:
     """(the anomaly the history must show, whether it must make the history invalid). A
     reordering or a duplicate the producer's settings permit is a note of the history checkers,
-    not an anomaly: the run stays valid."""
+    not an anomaly: the run stays valid. The Txn invariants are not here: whether a client saw
+a TxnAtomicVisibility violation depends on the run (`txn_visible_violations`)."""
     if violation is None:
         return None, False
     kind = ANOMALY_OF.get(violation[0])
