@@ -41,10 +41,16 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
                                   half)                   epoch_end_offset with KIP-279, end_offset_for before
     stale_epoch_request           FetchRequest            a replica request of another leader epoch is refused
                                                           with fetch-epoch-fencing (KIP-320), served without
+    control_request               Deliver (or its         per partition, the broker applies the entry iff
+                                  refusal)                spec.rules.control_request_accepted of its traced
+                                                          newest controller epoch seen and current leader
+                                                          epoch: with controller-epoch-fencing a deposed
+                                                          controller's request is refused
     recovered                     Restart (after a crash) the log as the restarted broker found it
 Not mapped (the broker does not trace them, or they carry no replication state): fetch requests of
 the leader's own epoch (or of none: followers before KIP-320 send -1), flushes, control-message
-delivery and loss, controller_elected, stale_request_rejected,
+delivery and loss, controller_elected, stale_request_rejected (its decision is judged as the
+control_request traced with it), control requests naming no partition,
 broker_started, and truncations for out-of-range fetches (reason leader_log_end / log_start,
 which the model folds into FetchResponse). A truncation that needs the follower's HW after a
 restart (the checkpoint is not traced) is counted as unmapped, not judged.
@@ -145,6 +151,12 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
     for ev in events:
         res.events += 1
         t = ev.get("type")
+        if t == "control_request":
+            if _control_request(parts, fixes, min_insync, ev, res):
+                res.mapped += 1
+            else:
+                res.unmapped[t] = res.unmapped.get(t, 0) + 1
+            continue
         if t not in MAPPED or "topic" not in ev:
             res.unmapped[t] = res.unmapped.get(t, 0) + 1
             continue
@@ -157,6 +169,30 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
             key = f"{t}:{ev.get('reason', '')}".rstrip(":")
             res.unmapped[key] = res.unmapped.get(key, 0) + 1
     return res
+
+
+def _control_request(parts: dict, fixes: frozenset, min_insync, ev: dict, res: Result) -> bool:
+    """A control request's acceptance, per partition (spec.rules.control_request_accepted): the
+    model's broker with the traced newest controller epoch seen before the request and the
+    partition's current leader epoch accepts the entry iff the broker applied it. With
+    `controller-epoch-fencing` a deposed controller's request (an older controller epoch) is
+    refused whatever leader epoch it carries. A request naming no partition decides nothing."""
+    n, ce, seen = int(ev["node"]), int(ev["controller_epoch"]), int(ev["current_controller_epoch"])
+    entries = ev.get("partitions") or []
+    for x in entries:
+        topic, le, cur, got = x["topic"], int(x["leader_epoch"]), int(x["current_leader_epoch"]), bool(x["accepted"])
+        mi = min_insync.get(topic, 1) if isinstance(min_insync, dict) else min_insync
+        p = parts.setdefault((topic, int(x["partition"])), _Partition(fixes, mi))
+        b = p.rep(n).model(n)._replace(ce=seen, le=cur)
+        want = R.control_request_accepted(b, ce, le, fixes)
+        if got != want:
+            fencing = "controller-epoch-fencing" in fixes
+            _div(res, p, ev, f"broker {n} {'accepted' if got else 'refused'} a {ev['request']} of controller "
+                             f"epoch {ce} (from broker {ev.get('controller_id', '?')}; it had seen controller "
+                             f"epoch {seen}) for {topic}-{x['partition']} at leader epoch {le} over its {cur}",
+                 [f"{'apply' if want else 'refuse'} it (spec.rules.control_request_accepted; "
+                  f"controller-epoch-fencing {'on' if fencing else 'off'})"])
+    return bool(entries)
 
 
 def _div(res: Result, p: _Partition, ev: dict, text: str, allowed: list[str], kind: str = "step") -> None:

@@ -382,19 +382,27 @@ class Broker:
                        current_broker_epoch=self.broker_epoch)
             return {"error_code": codec.STALE_BROKER_EPOCH, "partitions": []}
         if not rules.controller_epoch_accepted(ce, self.controller_epoch_seen, self.fixes):
+            self._trace_control(body, ce, accepted=False)
             self.event("stale_request_rejected", request="LeaderAndIsr", controller_epoch=ce,
                        current_controller_epoch=self.controller_epoch_seen)
             return {"error_code": codec.STALE_CONTROLLER_EPOCH, "partitions": []}
+        seen = self.controller_epoch_seen
         self.controller_epoch_seen = max(self.controller_epoch_seen, ce)
         for bid, addr in (body.get("brokers") or {}).items():
             self.live_brokers.setdefault(int(bid), (addr[0], int(addr[1])))
         for bid, epoch in (body.get("broker_epochs") or {}).items():
             self.coordination.saw_broker_epoch(int(bid), int(epoch))
-        out = []
+        # every partition's decision first (its inputs traced before the role changes they make)
+        decided = []
         for e in body.get("partitions", []):
             p = self.get_partition(e["topic"], int(e["partition"]), create=True)
-            if not rules.control_request_accepted(ce, self.controller_epoch_seen, p.leader_epoch,
-                                                  int(e["leader_epoch"]), self.fixes):
+            decided.append((p, e, p.leader_epoch,
+                            rules.control_request_accepted(ce, self.controller_epoch_seen, p.leader_epoch,
+                                                           int(e["leader_epoch"]), self.fixes)))
+        self._trace_control(body, ce, accepted=True, seen=seen, decided=decided)
+        out = []
+        for p, e, _cur, ok in decided:
+            if not ok:
                 out.append({"topic": p.topic, "partition": p.index, "error_code": codec.FENCED_LEADER_EPOCH})
                 continue
             if e["leader"] == self.id:
@@ -403,6 +411,26 @@ class Broker:
                 self._become_follower(p, e)
             out.append({"topic": p.topic, "partition": p.index, "error_code": 0})
         return {"error_code": 0, "partitions": out}
+
+    def _trace_control(self, body: dict, ce: int, accepted: bool, seen: int | None = None,
+                       decided: list | None = None) -> None:
+        """`control_request`: the inputs of a LeaderAndIsr's acceptance decision and the decision
+        (impl/rules.py controller_epoch_accepted, control_request_accepted) -- the request's
+        controller epoch, the newest one this broker had seen before it, and per partition the
+        current and the requested leader epoch and whether the entry was applied. A request
+        refused as a whole names each partition refused, with its current leader epoch."""
+        if decided is None:
+            decided = []
+            for e in body.get("partitions", []):
+                p = self.get_partition(e["topic"], int(e["partition"]))
+                decided.append((p, e, p.leader_epoch if p is not None else -1, False))
+        self.event("control_request", request="LeaderAndIsr", controller_id=int(body.get("controller_id", -1)),
+                   controller_epoch=ce,
+                   current_controller_epoch=self.controller_epoch_seen if seen is None else seen,
+                   accepted=accepted,
+                   partitions=[{"topic": e["topic"], "partition": int(e["partition"]), "leader": int(e["leader"]),
+                                "leader_epoch": int(e["leader_epoch"]), "current_leader_epoch": cur,
+                                "accepted": ok} for _p, e, cur, ok in decided])
 
     def _become_leader(self, p: Partition, e: dict) -> None:
         if p.fetcher:

@@ -193,3 +193,40 @@ def test_isr_addition_on_a_previous_registration_diverges_with_kip903():
     assert check_events(expand(5, 5), "current").divergences == []
     assert check_events(expand(4, 5), "kip-320").divergences == []
     assert check_events(expand(4, 5), "current", without=["isr-broker-epoch"]).divergences == []
+
+
+def ctl(node, ce, seen, le, cur, accepted, whole=True):
+    """A traced LeaderAndIsr decision: one partition entry (t-0), the request's controller epoch
+    `ce` against the newest seen `seen`, leader epoch `le` against the current `cur`."""
+    return {"kind": "event", "ts_ms": 0, "node": node, "type": "control_request", "request": "LeaderAndIsr",
+            "controller_id": 2, "controller_epoch": ce, "current_controller_epoch": seen, "accepted": whole,
+            "partitions": [{"topic": "t", "partition": 0, "leader": 0, "leader_epoch": le,
+                            "current_leader_epoch": cur, "accepted": accepted}]}
+
+
+def test_control_request_judged_against_controller_epoch_fencing():
+    """A deposed controller's request (controller epoch 1 after 2 was seen) for a newer leader
+    epoch: refused with controller-epoch-fencing; applied is a divergence naming both epochs.
+    Without the fix (the model's generation before it) applying it conforms and refusing it
+    does not; a stale leader epoch is refused either way."""
+    evs = base()
+    r = check_events(evs + [ctl(1, 2, 1, 1, 0, True)], "current")        # the new controller: applied
+    assert r.divergences == [] and r.mapped == len(evs) + 1
+    assert check_events(evs + [ctl(1, 1, 2, 1, 0, False, whole=False)], "current").divergences == []
+    r = check_events(evs + [ctl(1, 1, 2, 1, 0, True)], "current")
+    assert len(r.divergences) == 1
+    d = r.divergences[0]
+    assert ("broker 1 accepted a LeaderAndIsr of controller epoch 1 (from broker 2; it had seen controller "
+            "epoch 2) for t-0 at leader epoch 1 over its 0") in d.text
+    assert "spec.rules.control_request_accepted" in d.allowed[0] and d.allowed[0].startswith("refuse")
+    off = ["controller-epoch-fencing"]
+    assert check_events(evs + [ctl(1, 1, 2, 1, 0, True)], "current", without=off).divergences == []
+    r = check_events(evs + [ctl(1, 1, 2, 1, 0, False, whole=False)], "current", without=off)
+    assert len(r.divergences) == 1 and r.divergences[0].text.startswith("broker 1 refused")
+    # a leader epoch not above the current one: refused whatever the controller epoch
+    assert check_events(evs + [ctl(1, 2, 2, 1, 1, False)], "current").divergences == []
+    assert len(check_events(evs + [ctl(1, 2, 2, 1, 1, True)], "current", without=off).divergences) == 1
+    # a request naming no partition decides nothing: counted, not judged
+    empty = dict(ctl(1, 1, 2, 1, 0, True), partitions=[])
+    r = check_events(evs + [empty], "current")
+    assert r.divergences == [] and r.unmapped.get("control_request") == 1

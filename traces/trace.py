@@ -37,6 +37,9 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "isr_changed": ("topic", "partition", "isr", "leader_epoch"),
     "controller_elected": ("controller_epoch",),
     "stale_request_rejected": ("request", "controller_epoch", "current_controller_epoch"),
+    # a control request's acceptance inputs and decision: the newest controller epoch seen before
+    # it, and per partition {topic, partition, leader, leader_epoch, current_leader_epoch, accepted}
+    "control_request": ("request", "controller_epoch", "current_controller_epoch", "accepted", "partitions"),
     "broker_started": (),
     "recovered": ("topic", "partition", "log_end_offset", "truncated_bytes"),
     # the follower finished its truncation step (KIP-101 / KIP-279) and starts fetching
