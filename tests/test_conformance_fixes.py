@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from impl.netclient import SyncConn
-from kafkaverify.nemesis.scenarios import (RECORDS, T, divergences, empty_disk_rejoin, empty_disk_rejoin_elected,
+from kafkaverify.nemesis.scenarios import (RECORDS, T, deposed_controller, divergences, empty_disk_rejoin,
+                                           empty_disk_rejoin_elected,
                                            empty_disk_rejoin_refused, empty_disk_rejoin_rejoins, follower_drop,
                                            min_isr_rejoin, others, pending_shrink, unseen_epoch)
 from tests.broker_fixtures import consume_all, make_cluster, trace_events, wait_until  # noqa: F401
@@ -131,3 +132,37 @@ def test_without_isr_broker_epoch_caught(make_cluster):
         lead = [x for x in conn.control({"op": "describe"})["partitions"] if x["topic"] == T][0]
     assert lead["role"] == "leader" and lead["log_end_offset"] < len(RECORDS), lead
     assert consumed(c) != RECORDS                    # acknowledged records lost
+
+
+# --- deposed-controller: controller-epoch fencing --------------------------------------------------
+
+def _stale_decision(c, t: int) -> dict:
+    return [x for x in trace_events(c, t, "control_request") if x["controller_epoch"] < x["current_controller_epoch"]][-1]
+
+
+def test_deposed_controller_normal_broker_refuses_it(make_cluster):
+    """The follower has seen the new controller's epoch: the deposed controller's request is
+    refused as a whole (STALE_CONTROLLER_EPOCH), its traced decision says so, and every
+    LeaderAndIsr the brokers traced conforms."""
+    c, err, t = deposed_controller(make_cluster, None)
+    assert err == 11                                   # STALE_CONTROLLER_EPOCH
+    x = _stale_decision(c, t)
+    assert x["accepted"] is False and x["partitions"][0]["accepted"] is False
+    assert x["partitions"][0]["leader_epoch"] == x["partitions"][0]["current_leader_epoch"] + 1
+    with SyncConn(*c.address(t)) as conn:
+        mine = [p for p in conn.control({"op": "describe"})["partitions"] if p["topic"] == T][0]
+    assert mine["leader_epoch"] == c.partition_state(T, 0)["leader_epoch"]      # nothing applied
+    assert divergences(c, 1) == []
+
+
+def test_without_controller_epoch_fencing_caught(make_cluster):
+    """Without the fix the follower applies the deposed controller's leader epoch; conformance
+    names the request's controller epoch and the newer one the broker had seen."""
+    c, err, t = deposed_controller(make_cluster, "controller-epoch-fencing")
+    assert err == 0
+    x = _stale_decision(c, t)
+    assert x["accepted"] is True and x["partitions"][0]["accepted"] is True
+    ds = divergences(c, 1)
+    want = (f"broker {t} accepted a LeaderAndIsr of controller epoch {x['controller_epoch']} (from broker "
+            f"{x['controller_id']}; it had seen controller epoch {x['current_controller_epoch']})")
+    assert ds and all(want in d for d in ds), ds

@@ -18,19 +18,16 @@ from kafkaverify.suite import budget
 from kafkaverify.suite import stages as suite
 
 ROOT = Path(__file__).resolve().parent.parent
-# not judged by conformance: controller-epoch-fencing needs the controller's requests in the
-# trace (docs/nemesis.md, Conformance)
-ELSEWHERE = {"controller-epoch-fencing"}
 CLIENT = {"idempotent-producer", "group-generation-fencing"}
 
 
 def test_every_switchable_broker_fix_has_a_tooth_and_its_scenario_a_clean_stage():
     teeth = {fix for _n, fix, _sc, _e in bs.BROKER_TEETH}
-    assert teeth == set(fixes_for("current")) - ELSEWHERE - CLIENT
+    assert teeth == set(fixes_for("current")) - CLIENT
     clean = {sc for _n, sc in bs.BROKER_CLEAN}
     # min-isr-rejoin runs min-isr-shrink's steps first
     assert {sc for _n, _f, sc, _e in bs.BROKER_TEETH} - {"min-isr-shrink"} == clean
-    assert len({n for n, *_ in bs.BROKER_TEETH}) == len(bs.BROKER_TEETH) == 8
+    assert len({n for n, *_ in bs.BROKER_TEETH}) == len(bs.BROKER_TEETH) == 9
     assert clean | {"min-isr-shrink"} == set(SCENARIOS)
     names = [n for n, _ in suite.stages()]
     broker = [n for n, *_ in bs.BROKER_TEETH] + [n for n, _ in bs.BROKER_CLEAN]

@@ -21,6 +21,10 @@ tests/test_conformance_fixes.py, which asserts more of each run.
                           proposed for the ISR; the write is held (test hook)
                           while it loses power (empty log) and registers anew;
                           then the write goes ahead and the leader dies
+    deposed-controller    RF 2, the controller no replica; it is paused past its  controller-epoch-fencing
+                          session, another is elected; it resumes, and its
+                          request (old controller epoch, next leader epoch)
+                          reaches a follower
 
 The stale Fetch is sent on the wire as replica F with F's previous epoch: a follower that missed
 the epoch bump, as a KIP-320 follower sends it (followers of a broker without the fix send no
@@ -337,6 +341,56 @@ def empty_disk_rejoin_elected(c, a: int, f: int) -> int:
     return epoch
 
 
+# --- deposed-controller: controller-epoch fencing (KAFKA-1120 era) ---------------------------------
+
+def controller_epoch_seen(c, i: int) -> int:
+    """The newest controller epoch broker i has seen (its control API's describe)."""
+    with SyncConn(*c.address(i)) as conn:
+        return int(conn.control({"op": "describe"})["controller_epoch_seen"])
+
+
+def deposed_controller(make, without):
+    """The controller is paused (SIGSTOP) past its session: another broker is elected with the
+    next controller epoch and tells the partition's replicas (a follower t among them). The old
+    controller resumes, finds its session gone and registers anew. Then its request reaches t
+    with its old controller epoch: the follower's partition at the next leader epoch, as a
+    deposed controller that elected on its own would send it (sent on the wire as the deposed
+    controller, like follower-drop's stale Fetch: the broker's own deposed controller learns of
+    its expiry before it sends again). Returns (cluster, the request's error code, t)."""
+    c = cluster(make, without)
+    old = c.controller()
+    leader, t = others(c, old)          # the controller is no replica: its pause changes no ISR
+    c.create_topic(T, assignment={0: [leader, t]}, min_insync=1)
+    e = arrange_leader(c, leader, 2)
+    ce = c.controller_epoch()
+    wait_until(lambda: [x for x in trace_events(c, t, "became_follower") if x["leader_epoch"] == e],
+               what=f"{t} follows epoch {e}")
+    was = registration_epoch(c, old)
+    c.pause(old)
+    try:
+        wait_until(lambda: c.controller() not in (None, old) and c.controller_epoch() > ce, timeout_s=30,
+                   what=f"a controller elected after {old}'s session expired")
+        wait_until(lambda: [x for x in trace_events(c, t, "control_request") if x["controller_epoch"] > ce],
+                   timeout_s=30, what=f"{t} hears from the new controller")
+    finally:
+        c.resume(old)
+    wait_until(lambda: registration_epoch(c, old) > was, timeout_s=30, what=f"{old} registered anew")
+    st = c.partition_state(T, 0)
+    if not (controller_epoch_seen(c, t) > ce and st["leader"] == leader and st["leader_epoch"] == e):
+        raise AssertionError(f"expected {t} to have seen a controller epoch above {ce} and {leader} to lead "
+                             f"epoch {e}: {st}")
+    stale = {"controller_epoch": ce, "controller_id": old, "brokers": {},
+             "partitions": [{"topic": T, "partition": 0, "leader": leader, "leader_epoch": e + 1,
+                             "isr": st["isr"], "replicas": [leader, t], "zk_version": 0, "min_insync": 1}]}
+    with SyncConn(*c.address(t)) as conn:
+        err = int(conn.control(stale)["error_code"])
+    wait_until(lambda: [x for x in trace_events(c, t, "control_request") if x["controller_epoch"] == ce
+                        and x.get("controller_id") == old and x["partitions"]
+                        and x["partitions"][0]["leader_epoch"] == e + 1],
+               what="the deposed controller's request traced")
+    return c, err, t
+
+
 # --- the runs the suite judges ----------------------------------------------------------------------
 
 def run_follower_drop(make, without):
@@ -349,6 +403,10 @@ def run_min_isr_shrink(make, without):
 
 def run_min_isr_rejoin(make, without):
     return min_isr_rejoin(make, without, rejoin=True)
+
+
+def run_deposed_controller(make, without):
+    return deposed_controller(make, without)[0]
 
 
 def run_empty_disk_rejoin(make, without):
@@ -377,4 +435,5 @@ SCENARIOS: dict[str, tuple[Callable, int]] = {
     "unseen-epoch": (unseen_epoch, 1),
     "pending-shrink": (pending_shrink, 1),
     "empty-disk-rejoin": (run_empty_disk_rejoin, 2),
+    "deposed-controller": (run_deposed_controller, 1),
 }

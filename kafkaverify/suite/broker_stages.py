@@ -7,9 +7,9 @@
 - a **clean** stage per scenario: every fix on, and no divergence. A broker that lost one of its
   fixes (or weakened one) fails the clean stage of that fix's scenario, naming the divergence.
 
-Every fix the broker can be built without has its tooth here but controller-epoch-fencing,
-which conformance cannot judge (the controller's requests are not in the brokers' traces).
-epoch-truncation (KIP-101) is also the nemesis stage's tooth (kafkaverify/nemesis/stage.py).
+Every fix the broker can be built without has its tooth here (controller-epoch-fencing through
+the control_request event: each LeaderAndIsr's acceptance inputs and decision, traced by the
+receiving broker). epoch-truncation (KIP-101) is also the nemesis stage's tooth (kafkaverify/nemesis/stage.py).
 """
 from __future__ import annotations
 
@@ -41,12 +41,16 @@ BROKER_TEETH: list[tuple[str, str, str, tuple[str, ...]]] = [
     ("real brokers without isr-broker-epoch (empty-disk-rejoin)", "isr-broker-epoch", "empty-disk-rejoin",
      ("into the ISR on a fetch made with broker epoch", "(LeaderCandidateCompleteness)",
       "(LeaderCompleteness)")),
+    # the deposed controller's request for the next leader epoch is applied by the follower
+    ("real brokers without controller-epoch-fencing (deposed-controller)", "controller-epoch-fencing",
+     "deposed-controller", ("accepted a LeaderAndIsr of controller epoch",)),
 ]
 # (stage name, scenario): every fix on
 # (min-isr-rejoin runs min-isr-shrink's steps first: its clean stage judges both fixes' decisions)
 BROKER_CLEAN: list[tuple[str, str]] = [
     (f"real brokers clean: {name}", name) for name in ("follower-drop", "min-isr-rejoin", "unseen-epoch",
-                                                 "pending-shrink", "empty-disk-rejoin")
+                                                 "pending-shrink", "empty-disk-rejoin",
+                                                 "deposed-controller")
 ]
 
 
