@@ -50,7 +50,8 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
 Not mapped (the broker does not trace them, or they carry no replication state): fetch requests of
 the leader's own epoch (or of none: followers before KIP-320 send -1), flushes, control-message
 delivery and loss, controller_elected, stale_request_rejected (its decision is judged as the
-control_request traced with it), control requests naming no partition,
+control_request traced with it), control requests naming no partition, a LeaderAndIsr refused
+for its broker epoch (KIP-380: traced only as stale_request_rejected),
 broker_started, and truncations for out-of-range fetches (reason leader_log_end / log_start,
 which the model folds into FetchResponse). A truncation that needs the follower's HW after a
 restart (the checkpoint is not traced) is counted as unmapped, not judged.
