@@ -148,12 +148,18 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
         raise ValueError(f"unknown generation {generation!r}")
     fixes = GENERATIONS[generation] - frozenset(without)
     parts: dict[tuple[str, int], _Partition] = {}
+    seen_floor: dict[int, int] = {}     # per broker: the newest controller epoch it must have seen
     res = Result([])
     for ev in events:
         res.events += 1
         t = ev.get("type")
+        if t == "broker_started":       # a new incarnation: it learns controller epochs anew
+            seen_floor.pop(int(ev["node"]), None)
+        elif t == "controller_elected":
+            n = int(ev["node"])
+            seen_floor[n] = max(seen_floor.get(n, 0), int(ev["controller_epoch"]))
         if t == "control_request":
-            if _control_request(parts, fixes, min_insync, ev, res):
+            if _control_request(parts, fixes, min_insync, seen_floor, ev, res):
                 res.mapped += 1
             else:
                 res.unmapped[t] = res.unmapped.get(t, 0) + 1
@@ -172,14 +178,29 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
     return res
 
 
-def _control_request(parts: dict, fixes: frozenset, min_insync, ev: dict, res: Result) -> bool:
+def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict[int, int], ev: dict,
+                     res: Result) -> bool:
     """A control request's acceptance, per partition (spec.rules.control_request_accepted): the
-    model's broker with the traced newest controller epoch seen before the request and the
-    partition's current leader epoch accepts the entry iff the broker applied it. With
+    model's broker with the newest controller epoch seen before the request and the partition's
+    current leader epoch accepts the entry iff the broker applied it. With
     `controller-epoch-fencing` a deposed controller's request (an older controller epoch) is
-    refused whatever leader epoch it carries. A request naming no partition decides nothing."""
-    n, ce, seen = int(ev["node"]), int(ev["controller_epoch"]), int(ev["current_controller_epoch"])
+    refused whatever leader epoch it carries. The epoch seen is the traced one, but never below
+    what the trace shows this incarnation saw (a request it accepted, its own election): a
+    broker that forgets a newer controller would report the older one and seem to conform. A
+    request naming no partition decides nothing."""
+    n, ce, traced = int(ev["node"]), int(ev["controller_epoch"]), int(ev["current_controller_epoch"])
+    floor = seen_floor.get(n, 0)
+    seen = max(traced, floor)
     entries = ev.get("partitions") or []
+    if traced < floor and entries:
+        x = entries[0]
+        mi = min_insync.get(x["topic"], 1) if isinstance(min_insync, dict) else min_insync
+        p = parts.setdefault((x["topic"], int(x["partition"])), _Partition(fixes, mi))
+        _div(res, p, ev, f"broker {n} decided a {ev['request']} of controller epoch {ce} as having seen controller "
+                         f"epoch {traced}, but it had seen {floor} (a request it accepted or its own election)",
+             [f"judge against controller epoch {floor} (the newest seen never goes back)"])
+    if ev.get("accepted"):
+        seen_floor[n] = max(floor, ce)
     for x in entries:
         topic, le, cur, got = x["topic"], int(x["leader_epoch"]), int(x["current_leader_epoch"]), bool(x["accepted"])
         mi = min_insync.get(topic, 1) if isinstance(min_insync, dict) else min_insync

@@ -230,3 +230,21 @@ def test_control_request_judged_against_controller_epoch_fencing():
     empty = dict(ctl(1, 1, 2, 1, 0, True), partitions=[])
     r = check_events(evs + [empty], "current")
     assert r.divergences == [] and r.unmapped.get("control_request") == 1
+
+
+def test_control_request_judged_against_the_controller_epoch_the_trace_shows_seen():
+    """A broker that forgets a newer controller (it applied controller epoch 2, then decides a
+    request of epoch 1 as if it had seen only 1) is judged against 2: the forgetting is reported,
+    and so is applying the deposed controller's entry. A new incarnation learns anew."""
+    evs = base() + [ctl(1, 2, 1, 1, 0, True)]
+    forgot = ctl(1, 1, 1, 2, 1, True)
+    r = check_events(evs + [forgot], "current")
+    assert [d.text for d in r.divergences] == [
+        "broker 1 decided a LeaderAndIsr of controller epoch 1 as having seen controller epoch 1, but it had "
+        "seen 2 (a request it accepted or its own election)",
+        "broker 1 accepted a LeaderAndIsr of controller epoch 1 (from broker 2; it had seen controller epoch 2) "
+        "for t-0 at leader epoch 2 over its 1"]
+    elected = {"kind": "event", "ts_ms": 0, "node": 1, "type": "controller_elected", "controller_epoch": 2}
+    assert len(check_events(base() + [elected, forgot], "current").divergences) == 2
+    started = {"kind": "event", "ts_ms": 0, "node": 1, "type": "broker_started", "port": 1}
+    assert check_events(evs + [started, forgot], "current").divergences == []
