@@ -509,7 +509,8 @@ def txn_end_answer(request_epoch: int, epoch: int, state: int, commit: bool, ret
     PrepareCommit / PrepareAbort), "concurrent" (CONCURRENT_TRANSACTIONS: the client asks
     again), "done" (NONE: a retry of the EndTxn that already decided it), "fenced"
     (PRODUCER_FENCED) or "invalid" (INVALID_TXN_STATE).
-    - version 1: the epoch must equal the coordinator's; Ongoing is prepared; PrepareCommit /
+    - version 1: the epoch must equal the coordinator's (an older one: `txn_request_fenced`,
+      the zombie check); Ongoing is prepared; PrepareCommit /
       PrepareAbort with the same decision is CONCURRENT_TRANSACTIONS, CompleteCommit /
       CompleteAbort with the same decision is NONE; anything else INVALID_TXN_STATE;
     - version 2 (`txn-epoch-bump`): a retry carries the epoch before the bump its first attempt
@@ -522,25 +523,18 @@ def txn_end_answer(request_epoch: int, epoch: int, state: int, commit: bool, ret
     twice: prepareFenceProducerEpoch, then prepareAbortOrCommit), so a first EndTxn after it
     would look like a retry by its epoch and the model says which one it is."""
     same = state in ((2, 4) if commit else (3, 5))          # Prepare*/Complete* of this decision
-    if "txn-epoch-bump" not in fixes:
-        if request_epoch != epoch:
-            return "fenced"
-        if state == 1:
-            return "prepare"
-        if same:
-            return "concurrent" if state in (2, 3) else "done"
-        return "invalid"
-    bumped = retry and epoch == request_epoch + 1
-    current = request_epoch == epoch
-    if not (bumped if state in (2, 3) else (bumped or current) if state in (4, 5) else current):
+    bumped = "txn-epoch-bump" in fixes and retry and epoch == request_epoch + 1
+    if txn_request_fenced(request_epoch, epoch) and not bumped or request_epoch > epoch:
+        return "fenced"
+    if bumped and state in (0, 1) or "txn-epoch-bump" in fixes and state in (2, 3) and not bumped:
         return "fenced"
     if state == 1:
         return "prepare"
     if state in (2, 3):
         return "concurrent" if same else "invalid"
-    if bumped:
-        return "done" if same else "invalid"
-    return "invalid" if commit else "prepare"
+    if "txn-epoch-bump" not in fixes or bumped:
+        return "done" if same and state in (4, 5) else "invalid"
+    return "invalid" if commit else "prepare"       # version 2, the current epoch: empty abort
 
 
 def txn_timeout_reaction(fixes: frozenset) -> str:
