@@ -9,7 +9,8 @@ CODE_NAMES = ("OK", "NOT_LEADER_OR_FOLLOWER", "NOT_ENOUGH_REPLICAS", "OUT_OF_ORD
 
 # Transactions (spec/transaction.py): a client's phase, and the transaction states of
 # TransactionMetadata as the __transaction_state records carry them.
-TXN_PHASES = ("init", "ready", "in-txn", "must-abort", "must-bump", "fenced")
+TXN_PHASES = ("init", "ready", "in-txn", "must-abort", "must-bump", "fenced", "committing",
+              "aborting")
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = range(6)
 TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
               "CompleteAbort")

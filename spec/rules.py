@@ -502,6 +502,41 @@ def txn_end_epoch(epoch: int, fixes: frozenset) -> int:
     return epoch + 1 if "txn-epoch-bump" in fixes else epoch
 
 
+def txn_end_answer(request_epoch: int, epoch: int, state: int, commit: bool, retry: bool,
+                   fixes: frozenset) -> str:
+    """TransactionCoordinator.handleEndTransaction (endTransaction; endTransactionWithTV1 below
+    transaction version 2) on the transactional.id's committed state: "prepare" (write
+    PrepareCommit / PrepareAbort), "concurrent" (CONCURRENT_TRANSACTIONS: the client asks
+    again), "done" (NONE: a retry of the EndTxn that already decided it), "fenced"
+    (PRODUCER_FENCED) or "invalid" (INVALID_TXN_STATE).
+    - version 1: the epoch must equal the coordinator's (an older one: `txn_request_fenced`,
+      the zombie check); Ongoing is prepared; PrepareCommit /
+      PrepareAbort with the same decision is CONCURRENT_TRANSACTIONS, CompleteCommit /
+      CompleteAbort with the same decision is NONE; anything else INVALID_TXN_STATE;
+    - version 2 (`txn-epoch-bump`): a retry carries the epoch before the bump its first attempt
+      made (retryOnEpochBump: the coordinator's epoch is the request's + 1); Ongoing and Empty
+      need the current epoch, Prepare* a retry, Complete* a retry or the current epoch, else
+      PRODUCER_FENCED; a retry is answered as in version 1, and an abort with the current epoch
+      on Empty or Complete* writes a new PrepareAbort (an empty transaction aborted with a bump).
+    `retry`: the client is resending its EndTxn. Kafka recognises the retry by the epoch alone;
+    the model's coordinator-side fencing abort bumps the epoch once (Kafka's version 2 bumps it
+    twice: prepareFenceProducerEpoch, then prepareAbortOrCommit), so a first EndTxn after it
+    would look like a retry by its epoch and the model says which one it is."""
+    same = state in ((2, 4) if commit else (3, 5))          # Prepare*/Complete* of this decision
+    bumped = "txn-epoch-bump" in fixes and retry and epoch == request_epoch + 1
+    if txn_request_fenced(request_epoch, epoch) and not bumped or request_epoch > epoch:
+        return "fenced"
+    if bumped and state in (0, 1) or "txn-epoch-bump" in fixes and state in (2, 3) and not bumped:
+        return "fenced"
+    if state == 1:
+        return "prepare"
+    if state in (2, 3):
+        return "concurrent" if same else "invalid"
+    if "txn-epoch-bump" not in fixes or bumped:
+        return "done" if same and state in (4, 5) else "invalid"
+    return "invalid" if commit else "prepare"       # version 2, the current epoch: empty abort
+
+
 def txn_timeout_reaction(fixes: frozenset) -> str:
     """What a transactional producer does when a batch timed out on the client (it may still be
     in flight): `txn-timeout-bump` (KAFKA-14053, TransactionManager.handleFailedBatch) bumps the

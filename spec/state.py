@@ -113,7 +113,8 @@ class TxnClient(NamedTuple):
     tid: int        # its transactional.id (an index)
     inst: int       # incarnation of that id: the newest one is live, older ones are zombies
     pe: int         # producer epoch it holds (-1: InitProducerId not yet answered)
-    phase: int      # TXN_PHASES: init, ready, in-txn, must-abort, must-bump, fenced
+    phase: int      # TXN_PHASES: init, ready, in-txn, must-abort, must-bump, fenced,
+                    # committing, aborting (EndTxn sent, resent until answered)
     g: int          # ghost: its current transaction (index into Txn.ghosts), -1 none
     added: int      # partitions the coordinator confirmed for this transaction (mask)
     sent: int       # partitions it has written to in this transaction (mask)

@@ -38,7 +38,7 @@ from spec.codes import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE
 from spec.state import LEADER, State, TxnClient, bits
 from spec.updates import advance_hw, durable, is_up, replace_at
 
-INIT, READY, IN_TXN, MUST_ABORT, MUST_BUMP, FENCED = range(6)
+INIT, READY, IN_TXN, MUST_ABORT, MUST_BUMP, FENCED, COMMITTING, ABORTING = range(8)
 _INIT_REQ, _ADD_REQ, _END_REQ = range(3)
 CLIENT_KINDS = ("TxnInitProducerId", "TxnBegin", "TxnAddPartition", "TxnProduce", "TxnCommit",
                 "TxnAbort", "TxnTimeout", "TxnAnswer", "TxnNewInstance", "TxnSendMarkers",
@@ -126,6 +126,9 @@ def enabled(cfg, s: State) -> list[Action]:
                 out.append(Action("TxnCommit", ci))
         elif c.phase == MUST_ABORT and not c.waiting and coord_ready:
             out.append(Action("TxnAbort", ci))
+        elif c.phase in (COMMITTING, ABORTING) and coord_ready and rules.txn_end_answer(
+                c.pe, v[0], v[1], c.phase == COMMITTING, True, cfg.fixes) != "concurrent":
+            out.append(Action("TxnCommit" if c.phase == COMMITTING else "TxnAbort", ci))
     if t.zombies < cfg.zombies:
         for tid in range(cfg.transactions):
             live = max(c.inst for c in t.clients if c.tid == tid)
@@ -283,18 +286,30 @@ def txn_produce(cfg, s, ci, d):
 
 
 def _end(cfg, s, ci, commit: bool):
-    """EndTxn (TransactionCoordinator.handleEndTransaction): fenced for an older epoch; else the
-    Prepare* record, with the epoch `txn_end_epoch` gives, is the point of no return; the client
-    is answered once it is committed and goes on with that epoch."""
+    """EndTxn (TransactionCoordinator.handleEndTransaction, `txn_end_answer`): the client is
+    COMMITTING / ABORTING from the first attempt until it is answered, and resends its EndTxn
+    after NOT_COORDINATOR (a retry). A Prepare* record, with the epoch `txn_end_epoch` gives, is
+    the point of no return; the client is answered once it is committed and goes on with that
+    epoch. A retry finds the Prepare* record of its first attempt (CONCURRENT_TRANSACTIONS: not
+    enabled until it completes) or its Complete* (answered at once, with the coordinator's
+    epoch)."""
     c = s.txn.clients[ci]
     epoch, st, parts, g, _ = txn_state(s, coordinator(s), c.tid)
-    if rules.txn_request_fenced(c.pe, epoch) or st != ONGOING or g != c.g:
+    retry = c.phase in (COMMITTING, ABORTING)
+    verdict = rules.txn_end_answer(c.pe, epoch, st, commit, retry, cfg.fixes)
+    if verdict in ("fenced", "invalid") or st == ONGOING and g != c.g:
         return _fence(s, ci)
+    c = c._replace(phase=COMMITTING if commit else ABORTING)
+    if verdict == "concurrent":
+        return _setc(s, ci, c)
+    if verdict == "done":
+        return _setc(s, ci, c._replace(pe=epoch, phase=READY, g=-1, added=0, sent=0, waiting=0))
+    s = _setc(s, ci, c)
     new = rules.txn_end_epoch(epoch, cfg.fixes)
     zombie = int(c.inst < s.txn.newest[c.tid])
-    s = _decide(s, g, 1 if commit else 2, zombie if commit else 0)
+    s = _decide(s, c.g, 1 if commit else 2, zombie if commit else 0)
     state = PREPARE_COMMIT if commit else PREPARE_ABORT
-    return _request(cfg, s, ci, _END_REQ, new, (c.tid, new, state, parts, g))
+    return _request(cfg, s, ci, _END_REQ, new, (c.tid, new, state, parts if st == ONGOING else 0, c.g))
 
 
 def txn_commit(cfg, s, ci, _):

@@ -17,7 +17,7 @@ from checkers.simulate import simulate
 from spec import Model, make_config, rules
 from spec.codes import PREPARE_COMMIT
 from spec.invariants import active, unpromised
-from spec.transaction import FENCED, READY, coordinator, txn_state
+from spec.transaction import COMMITTING, FENCED, READY, coordinator, txn_state
 
 ROOT = Path(__file__).resolve().parents[1]
 TXN_INVARIANTS = {"TxnAtomicVisibility", "TxnNoHangingTransaction", "TxnZombieFenced",
@@ -266,3 +266,44 @@ def test_broker_renaming_reaches_the_pending_coordinator_request():
     assert renamed[17][0][0][8][1] == 1
     assert fingerprint(permute(renamed, swap, masks, swap)) == fingerprint(s)
     assert fingerprint(renamed) != fingerprint(s)
+
+
+def _commit_then_fail_over(generation):
+    """x0 sends EndTxn COMMIT; its PrepareCommit reaches the follower and the coordinator
+    crashes before answering; the follower, elected, has the record below its high watermark."""
+    m = Model(make_config(generation, **{**TXN_BOUNDS, "brokers": 2, "min_isr": 1, "crashes": 1,
+                                         "elections": 1, "txn_timeouts": 0, "txn_dups": 0}))
+    s = m.initial()
+    for step in [("TxnInitProducerId", 0, None), ("TxnBegin", 0, None),
+                 ("TxnAddPartition", 0, 0), ("TxnProduce", 0, 0), ("TxnDeliver", None, None)]:
+        s = _walk_from(m, s, [step])
+        if s.txn.clients[0].req:
+            s = _walk_from(m, _replicate(m, s), [("TxnAnswer", 0, None)])
+    epoch = s.txn.clients[0].pe
+    s = _walk_from(m, s, [("TxnCommit", 0, None)])
+    assert s.txn.clients[0].req                                   # PrepareCommit not yet replicated
+    s = _walk_from(m, _replicate(m, s), [("Crash", 0, 0), ("ControllerReact", 1, 1),
+                                          ("Deliver", 1, None)])
+    assert coordinator(s) == 1 and txn_state(s, 1, 0)[1] == PREPARE_COMMIT and txn_state(s, 1, 0)[4]
+    s = _walk_from(m, s, [("TxnAnswer", 0, None)])                # NOT_COORDINATOR
+    assert s.txn.clients[0].phase == COMMITTING and not s.txn.clients[0].req
+    return m, s, epoch
+
+
+@pytest.mark.parametrize("generation", ["current", "kip-966"])
+def test_end_txn_retried_after_a_coordinator_fail_over_succeeds(generation):
+    """handleEndTransaction on a retry of the same decision: while the surviving PrepareCommit
+    completes the answer is CONCURRENT_TRANSACTIONS (the client waits and asks again), once
+    CompleteCommit it is success, and the producer goes on with the epoch the coordinator holds
+    (bumped under transaction version 2); the opposite decision would be INVALID_TXN_STATE."""
+    m, s, epoch = _commit_then_fail_over(generation)
+    assert not [a for a in m.enabled(s) if a.kind in ("TxnCommit", "TxnAbort")]   # concurrent
+    s = _walk_from(m, s, [("TxnSendMarkers", 0, None), ("TxnDeliver", None, None),
+                          ("TxnCompleteTransaction", 0, None), ("TxnCommit", 0, None)])
+    c = s.txn.clients[0]
+    assert c.phase == READY and not c.req, c
+    assert c.pe == txn_state(s, 1, 0)[0] == rules.txn_end_epoch(epoch, m.config.fixes)
+    assert rules.read_committed(s.txn.logs[0], "read_committed") == (0,)
+    assert s.txn.ghosts[0][2] == 1                                    # T0 committed
+    s = _walk_from(m, s, [("TxnBegin", 0, None), ("TxnAddPartition", 0, 0)])
+    assert s.txn.clients[0].phase != FENCED

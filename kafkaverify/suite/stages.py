@@ -154,7 +154,7 @@ CLEAN += [
     ("clean: txn-epoch-bump, txn-partition-verification and txn-timeout-bump (two partitions, a zombie)",
      "txn-epoch-bump", "explore", {**TXN_BOUNDS, "txn_partitions": 2, "zombies": 1}, {}),
     # One transaction across any fail-over of the coordinator (__transaction_state on two
-    # brokers): 105 k states; with two rounds it does not exhaust in 5 minutes.
+    # brokers): 100 k states; with two rounds it does not exhaust in 5 minutes.
     ("clean: txn-epoch-bump across a transaction coordinator fail-over (two brokers, one transaction)",
      "txn-epoch-bump", "explore", {**TXN_BOUNDS, "brokers": 2, "crashes": 1, "elections": 1,
                                    "txn_rounds": 1, "txn_dups": 0, "txn_timeouts": 0}, {}),
