@@ -9,13 +9,13 @@ to the coordination layer). Clients: kafka-python, idempotence off, assigned par
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import pytest
 
 from impl.cluster import Cluster
+from kafkaverify.nemesis.scenarios import trace_events  # noqa: F401  (one copy, shared with the suite's scenarios)
 
 SESSION_TIMEOUT_MS = 2500
 
@@ -87,20 +87,6 @@ def consume_all(cluster: Cluster, topic: str, partition: int = 0, idle_ms: int =
         return out
     finally:
         c.close()
-
-
-def trace_events(cluster: Cluster, i: int, etype: str | None = None) -> list[dict]:
-    """Every broker event of broker i (all incarnations), validated by traces.trace.load."""
-    from traces.trace import load
-    out = []
-    for f in cluster.trace_files(i):
-        try:
-            recs = load(f).records
-        except Exception:
-            # a kill -9 may leave a torn last line: read what is complete
-            recs = [json.loads(line) for line in f.read_text().splitlines()[1:] if line.endswith("}")]
-        out += [r for r in recs if r.get("kind") == "event" and (etype is None or r["type"] == etype)]
-    return out
 
 
 def wait_until(pred, timeout_s: float = 20, interval: float = 0.05, what: str = "condition"):
