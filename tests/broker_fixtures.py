@@ -15,7 +15,8 @@ import time
 import pytest
 
 from impl.cluster import Cluster
-from kafkaverify.nemesis.scenarios import trace_events  # noqa: F401  (one copy, shared with the suite's scenarios)
+# one copy of each, shared with the suite's scenarios (ScenarioTimeout is an AssertionError)
+from kafkaverify.nemesis.scenarios import trace_events, wait_until  # noqa: F401
 
 SESSION_TIMEOUT_MS = 2500
 
@@ -87,13 +88,3 @@ def consume_all(cluster: Cluster, topic: str, partition: int = 0, idle_ms: int =
         return out
     finally:
         c.close()
-
-
-def wait_until(pred, timeout_s: float = 20, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
