@@ -10,16 +10,20 @@ from typing import Iterable, Mapping
 
 ALL_FIXES = ("controller-epoch-fencing", "epoch-truncation", "epoch-end-offset",
              "truncate-on-epoch-change", "fetch-epoch-fencing", "isr-expand-epoch-start",
-             "maximal-isr", "min-isr-hw", "isr-broker-epoch")
+             "maximal-isr", "min-isr-hw", "isr-broker-epoch",
+             "txn-partition-verification", "txn-epoch-bump")
 
 _V010 = frozenset({"controller-epoch-fencing"})
 _K101 = _V010 | {"epoch-truncation"}
 _K279 = _K101 | {"epoch-end-offset"}
 _K320 = _K279 | {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
-_CURRENT = _K320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
+_CURRENT = _K320 | {"maximal-isr", "min-isr-hw", "isr-broker-epoch", "txn-partition-verification"}
+# Transaction version 2 (KIP-890 part 2, Kafka 4.0): an epoch bump at the end of every transaction.
+_K966 = _CURRENT | {"txn-epoch-bump"}
 
 GENERATIONS: dict[str, frozenset[str]] = {
     "v0.10": _V010, "kip-101": _K101, "kip-279": _K279, "kip-320": _K320, "current": _CURRENT,
+    "kip-966": _K966,
 }
 
 

@@ -13,10 +13,11 @@ G = rules.GENERATIONS
 
 def test_generations_are_cumulative_and_named():
     assert G["v0.10"] == {"controller-epoch-fencing"}
-    order = ["v0.10", "kip-101", "kip-279", "kip-320", "current"]
+    order = ["v0.10", "kip-101", "kip-279", "kip-320", "current", "kip-966"]
     for older, newer in zip(order, order[1:]):
         assert G[older] < G[newer]
-    assert G["current"] == set(rules.ALL_FIXES)
+    assert G["kip-966"] == set(rules.ALL_FIXES)
+    assert G["kip-966"] - G["current"] == {"txn-epoch-bump"}
     assert G["kip-320"] - G["kip-279"] == {"fetch-epoch-fencing", "truncate-on-epoch-change", "isr-expand-epoch-start"}
     with pytest.raises(ValueError):
         rules.fixes_for("v9")
@@ -25,7 +26,8 @@ def test_generations_are_cumulative_and_named():
 def test_isr_addition_valid_by_broker_epoch():
     """KIP-903: an added member must have fetched with its current registration's broker epoch;
     no registration (-1) is never eligible; before the fix anything goes."""
-    assert G["current"] - G["kip-320"] == {"maximal-isr", "min-isr-hw", "isr-broker-epoch"}
+    assert G["current"] - G["kip-320"] == {"maximal-isr", "min-isr-hw", "isr-broker-epoch",
+                                           "txn-partition-verification"}
     assert rules.isr_addition_valid(5, 5, G["current"])
     assert not rules.isr_addition_valid(4, 5, G["current"])
     assert not rules.isr_addition_valid(-1, -1, G["current"])

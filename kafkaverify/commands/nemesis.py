@@ -28,7 +28,7 @@ CLIENT_NAMES = {"confluent": "confluent-kafka", "confluent-kafka": "confluent-ka
 def register(group: click.Group) -> None:
     @group.command()
     @click.option("--generation", "-g", default="current", show_default=True,
-                  help="broker generation: v0.10, kip-101, kip-279, kip-320, current")
+                  help="broker generation: v0.10, kip-101, kip-279, kip-320, current, kip-966")
     @click.option("--without", multiple=True, metavar="FIX", help="remove one fix from the brokers (debug)")
     @click.option("--brokers", type=click.IntRange(1, 9), default=3, show_default=True)
     @click.option("--schedules", type=click.IntRange(min=1), default=10, show_default=True)
