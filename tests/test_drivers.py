@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,63 @@ def test_death_stderr_and_bad_hello_reported(tmp_path):
     garbage.write_text("print('hello world', flush=True)\n")
     with pytest.raises(DriverError, match="not JSON"):
         Driver("x", command=[sys.executable, str(garbage)])
+
+
+def _kv(*args, timeout=240):
+    import subprocess
+
+    from tests.conftest import ROOT, subprocess_env
+    return subprocess.run([sys.executable, "-m", "kafkaverify", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=subprocess_env())
+
+
+def test_reduced_audit_with_kafkajs_and_the_c_driver(tmp_path):
+    """`kafkaverify audit-ordering --clients kafkajs,librdkafka` end to end on real 3-broker
+    clusters: acks=1 with idempotence is refused by each client in its own words, acks=all with
+    idempotence runs one fault schedule per client. librdkafka keeps its promises; kafkajs's
+    idempotent producer may break them (kafkaverify/audit/explained.py says why), and if it does
+    the audit exits 1 naming only kafkajs."""
+    from impl.netfault import available
+    need("kafkajs")
+    need("librdkafka")
+    assert available() is None, f"real partitions unavailable: {available()}"
+    r = _kv("audit-ordering", "--clients", "kafkajs,librdkafka", "--acks", "1,all", "--retries", "5",
+            "--max-in-flight", "1", "--idempotence", "on", "--schedules", "1", "--seed", "3",
+            "--model-time-limit", "5", "--out", str(tmp_path))
+    assert r.returncode in (0, 1), r.stdout + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    import json
+    data = json.loads((tmp_path / "audit.json").read_text())
+    cells = {(c["client"], c["setting"]): c for c in data["cells"]}
+    refused = "acks=1 retries=5 max.in.flight=1 idempotence=on"
+    assert "Not requiring ack for all messages invalidates the idempotent producer's EoS guarantees" \
+        in cells[("kafkajs", refused)]["refusal"]
+    assert "`acks` must be set to `all` when `enable.idempotence` is true" in cells[("librdkafka", refused)]["refusal"]
+    ran = "acks=all retries=5 max.in.flight=1 idempotence=on"
+    for client in ("kafkajs", "librdkafka"):
+        c = cells[(client, ran)]
+        assert len(c["runs"]) == 1 and c["runs"][0]["status"] in ("valid", "invalid"), c
+        hist = Path(c["runs"][0]["dir"]) / "history.jsonl"
+        assert hist.exists() and '"client": "%s"' % client in hist.read_text()
+    assert cells[("librdkafka", ran)]["broken"] == [] and cells[("librdkafka", ran)]["runs"][0]["status"] == "valid"
+    broken_by = {b[0] for b in data["broken"]}
+    assert broken_by <= {"kafkajs"}
+    assert (r.returncode == 1) == bool(broken_by)
+    md = (tmp_path / "audit.md").read_text()
+    assert "| kafkajs | librdkafka |" in md
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_nemesis_with_kafkajs_end_to_end(tmp_path):
+    """`kafkaverify nemesis --clients kafkajs --schedules 2` at kafkajs's own defaults (no
+    idempotence, 5 retries, no in-flight limit): two schedules run and are judged."""
+    need("kafkajs")
+    r = _kv("nemesis", "--clients", "kafkajs", "--schedules", "2", "--out", str(tmp_path), timeout=540)
+    assert r.returncode in (0, 1), r.stdout + r.stderr[-3000:]
+    assert "client=kafkajs" in r.stdout and "max_in_flight=1000000" in r.stdout
+    runs = sorted(tmp_path.glob("run-*/history.jsonl"))
+    assert len(runs) >= 2
+    text = runs[0].read_text()
+    assert '"client": "kafkajs"' in text and '"f":"send"' in text and '"type":"ok"' in text
+    assert (tmp_path / runs[0].parent.name / "driver.log").exists()

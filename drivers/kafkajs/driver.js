@@ -35,6 +35,21 @@ function kafkaLogger() {
   }
 }
 
+// kafkajs's connect picks one bootstrap broker and fails if that one is down (a broker killed by
+// the schedule): try again, as an application starting up would, until the deadline
+async function connectWithin(client, ms) {
+  const end = Date.now() + ms
+  for (;;) {
+    try {
+      return await client.connect()
+    } catch (e) {
+      if (Date.now() >= end) throw e
+      log(`connect: ${words(e)}; trying again`)
+      await new Promise((r) => setTimeout(r, 200))
+    }
+  }
+}
+
 async function configure(req) {
   const s = req.settings || {}
   const opts = req.options || {}
@@ -78,7 +93,7 @@ async function configure(req) {
     }
     if (!req.probe) {
       try {
-        await producer.connect()
+        await connectWithin(producer, s.connect_timeout_ms || 20000)
       } catch (e) {
         return { ok: false, refused: `connect failed: ${words(e)}` }
       }
@@ -104,7 +119,7 @@ async function configure(req) {
   if (opts.consumer) Object.assign(co, opts.consumer)
   try {
     consumer = kafka.consumer(co)
-    if (!req.probe) await consumer.connect()
+    if (!req.probe) await connectWithin(consumer, s.connect_timeout_ms || 20000)
   } catch (e) {
     return { ok: false, refused: words(e) }
   }
