@@ -46,7 +46,20 @@ EXPLAINED: tuple[Explanation, ...] = (
         "acknowledged record is never written (loss). Seen with `kafkaverify nemesis --clients kafkajs "
         "--idempotence` (seed 0: a leader crash of 300 ms suffices). The model's producer keeps a "
         "batch's sequence number across retries, so it rules all three out.")
-    for q in ("reorder", "duplicate", "loss"))
+    for q in ("reorder", "duplicate", "loss")) + (
+    Explanation(
+        "kafkajs", "reorder", lambda s: not s.idempotence,
+        "kafkajs 2.2.4 has no per-partition send queue: every producer.send() call is its own "
+        "Produce request with its own retry loop (producer/sendMessages.js under the retrier), and "
+        "maxInFlightRequests bounds the requests on one connection, not the sends an application "
+        "has outstanding. When a leader dies under send A, A waits out its retry back-off while "
+        "the application's next send B, issued before A was answered, finds the new leader first "
+        "and is written before A. Seen with `acks=all retries=5 max.in.flight=1` (seed 0 of "
+        "`python -m benchmarks.audit --acks all --retries 5 --max-in-flight 1`). The model's "
+        "producer, like the Java client, keeps one queue per partition and retries its head "
+        "first, so with one request in flight it rules the reordering out; with kafkajs only "
+        "an application that awaits each send keeps its order."),
+)
 
 
 def explain(client: str, question: str, setting: Setting) -> str | None:
