@@ -49,16 +49,18 @@ EXPLAINED: tuple[Explanation, ...] = (
     for q in ("reorder", "duplicate", "loss")) + (
     Explanation(
         "kafkajs", "reorder", lambda s: not s.idempotence,
-        "kafkajs 2.2.4 has no per-partition send queue: every producer.send() call is its own "
-        "Produce request with its own retry loop (producer/sendMessages.js under the retrier), and "
-        "maxInFlightRequests bounds the requests on one connection, not the sends an application "
-        "has outstanding. When a leader dies under send A, A waits out its retry back-off while "
-        "the application's next send B, issued before A was answered, finds the new leader first "
-        "and is written before A. Seen with `acks=all retries=5 max.in.flight=1` (seed 0 of "
-        "`python -m benchmarks.audit --acks all --retries 5 --max-in-flight 1`). The model's "
-        "producer, like the Java client, keeps one queue per partition and retries its head "
-        "first, so with one request in flight it rules the reordering out; with kafkajs only "
-        "an application that awaits each send keeps its order."),
+        "kafkajs 2.2.4 has no per-partition send queue: every producer.send() call takes its own "
+        "asynchronous path to the wire (producer/sendMessages.js: metadata for the topic, the "
+        "partition's leader, a connection to it, then its own Produce request and its own retry "
+        "loop), and maxInFlightRequests bounds the requests on one connection, not the sends an "
+        "application has outstanding. Around a leader change these paths race: a send that waits "
+        "for a metadata refresh, a new connection or a retry back-off is overtaken by the next send, "
+        "issued before it was answered, which reaches the new leader first and is written before "
+        "it. Seen at max.in.flight=1 with retries=5 and with retries=0 (seed 0 of `kafkaverify "
+        "audit-ordering --clients kafkajs --schedules 1`), so no retry is needed. The model's "
+        "producer, like the Java client, keeps one queue per partition and sends its head first, "
+        "so with one request in flight it rules the reordering out; with kafkajs only an "
+        "application that awaits each send keeps its order."),
 )
 
 
