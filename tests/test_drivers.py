@@ -243,3 +243,16 @@ def test_nemesis_with_kafkajs_end_to_end(tmp_path):
     text = runs[0].read_text()
     assert '"client": "kafkajs"' in text and '"f":"send"' in text and '"type":"ok"' in text
     assert (tmp_path / runs[0].parent.name / "driver.log").exists()
+
+
+def test_a_driver_not_built_is_a_usage_error(tmp_path):
+    """--clients naming a driver the set-up did not build: exit 3 saying how to build it."""
+    import subprocess
+
+    from tests.conftest import ROOT, subprocess_env
+    env = {**subprocess_env(), "KAFKAVERIFY_DRIVERS": str(tmp_path / "none")}
+    for args in (["nemesis", "--clients", "sarama"], ["audit-ordering", "--clients", "kafkajs,librdkafka"]):
+        r = subprocess.run([sys.executable, "-m", "kafkaverify", *args, "--out", str(tmp_path / "o")],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        assert "is not built" in r.stderr + r.stdout and "Traceback" not in r.stderr

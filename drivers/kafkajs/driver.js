@@ -181,7 +181,13 @@ async function close() {
 const OPS = {
   configure,
   send,
-  flush: async () => { await Promise.all([...pending]); return { type: 'ok' } },
+  flush: (req) => {
+    const ms = req.timeout_ms || 30000
+    return Promise.race([
+      Promise.all([...pending]).then(() => ({ type: 'ok' })),
+      new Promise((resolve) => setTimeout(() => resolve({ type: 'error', error: `flush: sends still unanswered after ${ms} ms`, definite: false }), ms).unref()),
+    ])
+  },
   assign: async () => ({ type: 'error', error: 'unsupported: kafkajs has no manual partition assignment (consumers join a group)' }),
   subscribe,
   poll,

@@ -118,8 +118,14 @@ static void configure(json_int_t id, json_t *req) {
     int probe = json_is_true(json_object_get(req, "probe"));
     char refused[512] = "", b1[64], b2[64], b3[64];
     json_t *o;
-    if (rk) { o = answer(id, "error"); json_object_set_new(o, "ok", json_false());
-              json_object_set_new(o, "refused", json_string("already configured")); emit(o); return; }
+    if (rk) {
+        o = json_object();
+        json_object_set_new(o, "id", json_integer(id));
+        json_object_set_new(o, "ok", json_false());
+        json_object_set_new(o, "refused", json_string("already configured"));
+        emit(o);
+        return;
+    }
     if (!role || (strcmp(role, "producer") && strcmp(role, "consumer")) || !bootstrap) {
         protocol_error(json_object_get(req, "id"), "configure needs role producer|consumer and bootstrap");
         return;

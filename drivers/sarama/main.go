@@ -246,8 +246,8 @@ func handle(r *request) {
 			select {
 			case <-done:
 				answer(id, "ok", nil)
-			case <-time.After(30 * time.Second):
-				errorAnswer(id, "flush: sends still unanswered after 30s", false)
+			case <-time.After(flushTimeout(r.TimeoutMs)):
+				errorAnswer(id, "flush: sends still unanswered after "+flushTimeout(r.TimeoutMs).String(), false)
 			}
 		}()
 	case "assign":
@@ -332,6 +332,13 @@ func handle(r *request) {
 	default:
 		answer(id, "protocol-error", map[string]interface{}{"error": fmt.Sprintf("unknown op %q", r.Op)})
 	}
+}
+
+func flushTimeout(ms int) time.Duration {
+	if ms <= 0 {
+		ms = 30000
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func shut() {

@@ -48,7 +48,7 @@ class DriverProducer:
         """Waits up to timeout_s for unanswered sends (flush), then closes; those still open stay
         unknown (the driver's death answers them as errors, recorded info)."""
         try:
-            self.driver.request("flush", timeout_s)
+            self.driver.request("flush", timeout_s + 5, timeout_ms=int(timeout_s * 1000))
         except DriverError:
             pass
         self.driver.close(10)
