@@ -1,7 +1,7 @@
 /* kafkaverify driver over librdkafka's C API, protocol 1 (docs/drivers.md): JSON lines, requests
  * on stdin, answers on stdout, logs on stderr. One process is one client instance. JSON by
  * jansson. Sends are asynchronous: each is answered from librdkafka's delivery report, which a
- * poller thread serves; `definite` is librdkafka's own persistence status (NOT_PERSISTED). */
+ * poller thread serves; only a send refused before it was queued is `definite`. */
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
@@ -57,9 +57,14 @@ static void on_delivery(rd_kafka_t *k, const rd_kafka_message_t *m, void *opaque
     (void)k; (void)opaque;
     json_int_t id = (json_int_t)(intptr_t)m->_private;
     if (m->err) {
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s: %s", rd_kafka_err2name(m->err), rd_kafka_err2str(m->err));
-        answer_error(id, buf, rd_kafka_message_status(m) == RD_KAFKA_MSG_STATUS_NOT_PERSISTED);
+        /* never definite: librdkafka's own persistence status is named, not trusted (it calls a
+         * batch NOT_PERSISTED after NOT_LEADER_OR_FOLLOWER although the new leader may hold it) */
+        static const char *status[] = {"NOT_PERSISTED", "POSSIBLY_PERSISTED", "PERSISTED"};
+        rd_kafka_msg_status_t st = rd_kafka_message_status(m);
+        char buf[600];
+        snprintf(buf, sizeof buf, "%s: %s (librdkafka: %s)", rd_kafka_err2name(m->err), rd_kafka_err2str(m->err),
+                 st >= 0 && st <= 2 ? status[st] : "?");
+        answer_error(id, buf, 0);
         return;
     }
     json_t *o = answer(id, "ok");
