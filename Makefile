@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PKGS := zookeeper chromium nftables iproute2
+# the drivers' toolchains and clients (docs/drivers.md)
+# (node and npm are looked for as commands: a nodesource nodejs carries its own npm)
+DRIVER_PKGS := pkg-config librdkafka-dev libjansson-dev golang-go golang-github-shopify-sarama-dev
 
-.PHONY: check test bench mutate system-deps setup clean
+.PHONY: check test bench mutate system-deps setup clean build-drivers
 
 # setup.py builds the C extensions (checkers/history/screens/_scan.c, _fused.c, traces/_edn.c) in place: a change to any reinstalls.
 $(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/history/screens/_fused.c checkers/history/screens/_arrow.h traces/_edn.c
@@ -15,7 +18,22 @@ $(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/hist
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) build-drivers
+
+# The recorded clients of other languages (docs/drivers.md): kafkajs from npm (package-lock.json),
+# the librdkafka C driver and the sarama Go driver (offline, GOPATH mode, Debian's sources).
+# Each is built when its toolchain is there; the line says which were built.
+build-drivers:
+	@built=""; missing=""; \
+	if command -v npm >/dev/null; then (cd drivers/kafkajs && npm ci --silent --no-audit --no-fund) && built="$$built kafkajs"; \
+	else missing="$$missing kafkajs(npm)"; fi; \
+	if pkg-config --exists rdkafka jansson 2>/dev/null; then $(MAKE) -s -C drivers/librdkafka && built="$$built librdkafka"; \
+	else missing="$$missing librdkafka(librdkafka-dev,libjansson-dev)"; fi; \
+	if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/Shopify/sarama ]; then \
+	  $(MAKE) -s -C drivers/sarama 2>&1 | grep -v -e warning -e ZSTD -e zstd -e '^ *[0-9]* |' -e '^ *|' -e cgo-gcc-prolog; \
+	  [ -x drivers/sarama/kv-sarama ] && built="$$built sarama"; \
+	else missing="$$missing sarama(golang-go,golang-github-shopify-sarama-dev)"; fi; \
+	echo "drivers built:$${built:- none}$${missing:+; not built:$$missing}"
 
 # Debian packages the tests use: a real ZooKeeper (and Java), headless Chromium, and nftables +
 # iproute2 for the nemesis's real network partitions (network namespace + drop rules); and a C
@@ -29,6 +47,9 @@ system-deps:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v nft >/dev/null || missing="$$missing nftables"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
+	for p in $(DRIVER_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO=sudo; fi; \
 	  echo "installing Debian packages:$$missing"; \
@@ -41,7 +62,7 @@ system-deps:
 check: $(STAMP)
 	$(BIN)/kafkaverify check
 
-test: system-deps $(STAMP)
+test: system-deps $(STAMP) build-drivers
 	KAFKAVERIFY_REQUIRE_ALL=1 $(BIN)/python -m pytest -n 2 --timeout 600 -q
 
 # The benchmarks live in benchmarks/ (not installed): run from the repository root, where

@@ -1,8 +1,8 @@
-"""Ordering-audit benchmark: the full default matrix of `kafkaverify audit-ordering` (3 clients ×
+"""Ordering-audit benchmark: the full default matrix of `kafkaverify audit-ordering` (6 clients ×
 24 settings, 5 fault schedules per supported cell, model searches of at most 120 s) on this machine, or
 a slice of it.
 
-    python -m benchmarks.audit [--clients confluent,aiokafka,kafka-python] [--acks 1,all]
+    python -m benchmarks.audit [--clients confluent,aiokafka,kafka-python,kafkajs,librdkafka,sarama] [--acks 1,all]
         [--retries 0,5] [--max-in-flight 1,2,5] [--idempotence on,off] [--schedules 5] [--seed 0]
         [--model-time-limit 120] [--out DIR] [--json]
 

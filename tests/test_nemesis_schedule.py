@@ -76,7 +76,7 @@ def test_bad_header_and_workload():
     with pytest.raises(ScheduleError, match="brokers must be"):
         from_json(doc([], brokers=0))
     with pytest.raises(ScheduleError, match="workload: client must be"):
-        from_json(doc([], workload={"client": "librdkafka"}))
+        from_json(doc([], workload={"client": "franz-go"}))
     with pytest.raises(ScheduleError, match="replication_factor 3 exceeds brokers 2"):
         from_json(doc([], brokers=2))
     with pytest.raises(ScheduleError, match="not JSON"):

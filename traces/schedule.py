@@ -91,7 +91,8 @@ NEEDS_NET = ("partition", "heal", "session-expiry")
 
 MAX_EVENTS = 1000
 MAX_MS = 600_000            # no single wait or duration beyond 10 minutes: a typo, not a plan
-CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
+# in-process Python clients, then the driver processes of other languages (docs/drivers.md)
+CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka", "kafkajs", "librdkafka", "sarama")
 WORKLOAD_DEFAULTS: dict[str, Any] = {
     "client": "kafka-python", "acks": "all", "retries": 5, "max_in_flight": 1, "idempotence": False,
     "records": 400, "consumers": 0, "min_insync": 2, "replication_factor": 3, "topic": "nemesis",

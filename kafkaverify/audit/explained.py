@@ -31,6 +31,36 @@ EXPLAINED: tuple[Explanation, ...] = (
         "the new leader's from a second Produce of the same producer (seed 0 of the default matrix, "
         "`acks=all retries=0 max.in.flight=5`). The model's producer never sends again with "
         "retries=0, so it rules the duplicate out."),
+) + tuple(
+    Explanation(
+        "kafkajs", q, lambda s: s.idempotence,
+        "kafkajs 2.2.4's idempotent producer renumbers a batch it retries: producer/sendMessages.js "
+        "takes the partition's next sequence number when it builds a Produce request and, when the "
+        "request fails (a leader killed under it), subtracts the batch's length from the partition's "
+        "sequence again, so the retried batch goes out under a new number while batches sent in the "
+        "meantime already took the numbers in between. The broker's sequence check, which is all "
+        "idempotence is, then sees well-formed sequences: records are written in the new order "
+        "(reorder); a batch that was written before its request failed is written again under its "
+        "new number (duplicate); and a later batch that reuses the old number is answered as a "
+        "duplicate of the first with the first's offset, as Kafka answers DUPLICATE_SEQUENCE, so an "
+        "acknowledged record is never written (loss). Seen with `kafkaverify nemesis --clients kafkajs "
+        "--idempotence` (seed 0: a leader crash of 300 ms suffices). The model's producer keeps a "
+        "batch's sequence number across retries, so it rules all three out.")
+    for q in ("reorder", "duplicate", "loss")) + (
+    Explanation(
+        "kafkajs", "reorder", lambda s: not s.idempotence,
+        "kafkajs 2.2.4 has no per-partition send queue: every producer.send() call takes its own "
+        "asynchronous path to the wire (producer/sendMessages.js: metadata for the topic, the "
+        "partition's leader, a connection to it, then its own Produce request and its own retry "
+        "loop), and maxInFlightRequests bounds the requests on one connection, not the sends an "
+        "application has outstanding. Around a leader change these paths race: a send that waits "
+        "for a metadata refresh, a new connection or a retry back-off is overtaken by the next send, "
+        "issued before it was answered, which reaches the new leader first and is written before "
+        "it. Seen at max.in.flight=1 with retries=5 and with retries=0 (seed 0 of `kafkaverify "
+        "audit-ordering --clients kafkajs --schedules 1`), so no retry is needed. The model's "
+        "producer, like the Java client, keeps one queue per partition and sends its head first, "
+        "so with one request in flight it rules the reordering out; with kafkajs only an "
+        "application that awaits each send keeps its order."),
 )
 
 

@@ -8,12 +8,26 @@ import asyncio
 import itertools
 from dataclasses import dataclass
 
+from kafkaverify.drivers.registry import DRIVERS, is_driver
 from spec import rules
 
 QUESTIONS = ("reorder", "duplicate", "loss")
-CLIENTS = ("confluent", "aiokafka", "kafka-python")
-CLIENT_PACKAGES = {"confluent": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python"}
+CLIENTS = ("confluent", "aiokafka", "kafka-python", "kafkajs", "librdkafka", "sarama")
+# the nemesis workload's client name; the last three are driver processes (kafkaverify/drivers)
+CLIENT_PACKAGES = {"confluent": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python",
+                   "kafkajs": "kafkajs", "librdkafka": "librdkafka", "sarama": "sarama"}
 CLIENT_MODULES = {"confluent": "confluent_kafka", "aiokafka": "aiokafka", "kafka-python": "kafka"}
+
+
+def client_missing(client: str) -> str | None:
+    """Why `client` cannot run here (not installed, driver not built), or None."""
+    if is_driver(client):
+        return DRIVERS[client].missing()
+    try:
+        __import__(CLIENT_MODULES[client])
+    except ImportError:
+        return f"client {client} is not installed (pip install {CLIENT_PACKAGES[client]})"
+    return None
 
 
 @dataclass(frozen=True, order=True)
@@ -68,7 +82,11 @@ def matrix(acks: tuple, retries: tuple, max_in_flight: tuple, idempotence: tuple
 def client_refusal(client: str, s: Setting) -> str | None:
     """Why `client` will not run setting `s`, in the client's own words (its constructor's
     error), or None when it accepts it. The constructors validate their configuration before
-    connecting; the bootstrap address is never dialled (a closed local port)."""
+    connecting; the bootstrap address is never dialled (a closed local port). A driver is asked
+    with a probing configure (docs/drivers.md)."""
+    if is_driver(client):
+        from kafkaverify.drivers.producer import refusal     # lazy: starts the driver process
+        return refusal(client, s)
     if client == "aiokafka":
         # aiokafka has neither knob: one request in flight per partition, retries until
         # request_timeout_ms; a setting asking otherwise cannot be configured

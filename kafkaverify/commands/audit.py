@@ -14,19 +14,19 @@ from rich.console import Console
 
 from impl.rules import GENERATIONS as BROKER_GENERATIONS
 from kafkaverify import exitcodes
-from kafkaverify.audit.settings import CLIENT_MODULES, CLIENT_PACKAGES, CLIENTS, matrix, parse_list
+from kafkaverify.audit.settings import CLIENTS, client_missing, matrix, parse_list
 from kafkaverify.exitcodes import InputError
 from kafkaverify.nemesis.netns import net_mode
 from spec import GENERATIONS
 
-DEFAULTS = {"clients": "confluent,aiokafka,kafka-python", "acks": "1,all", "retries": "0,5",
+DEFAULTS = {"clients": ",".join(CLIENTS), "acks": "1,all", "retries": "0,5",
             "max_in_flight": "1,2,5", "idempotence": "on,off"}
 
 
 def register(group: click.Group) -> None:
     @group.command("audit-ordering")
     @click.option("--clients", default=DEFAULTS["clients"], show_default=True,
-                  help="comma-separated: confluent, aiokafka, kafka-python")
+                  help="comma-separated: " + ", ".join(CLIENTS) + " (the last three are drivers: docs/drivers.md)")
     @click.option("--acks", default=DEFAULTS["acks"], show_default=True, help="comma-separated: 1, all")
     @click.option("--retries", default=DEFAULTS["retries"], show_default=True, help="comma-separated, >= 0")
     @click.option("--max-in-flight", default=DEFAULTS["max_in_flight"], show_default=True,
@@ -66,10 +66,9 @@ def register(group: click.Group) -> None:
             raise InputError(f"generation {generation} has no idempotent producer (KIP-98 came with kip-101): "
                              "say --idempotence off")
         for c in cl:
-            try:
-                __import__(CLIENT_MODULES[c])
-            except ImportError:
-                raise InputError(f"client {c} is not installed (pip install {CLIENT_PACKAGES[c]})") from None
+            why = client_missing(c)
+            if why:
+                raise InputError(why)
         settings = matrix(ak, rt, mf, tuple(i == "on" for i in idem))
         err = Console(stderr=True, width=200)
         net = net_mode(err, True)

@@ -17,12 +17,13 @@ from rich.console import Console
 
 from impl.rules import ALL_FIXES, GENERATIONS
 from kafkaverify import exitcodes
+from kafkaverify.drivers.registry import DRIVERS, is_driver
 from kafkaverify.exitcodes import InputError
 from kafkaverify.nemesis.netns import net_mode
 from traces.schedule import NEEDS_NET, canonical_fault
 
 CLIENT_NAMES = {"confluent": "confluent-kafka", "confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka",
-                "kafka-python": "kafka-python"}
+                "kafka-python": "kafka-python", "kafkajs": "kafkajs", "librdkafka": "librdkafka", "sarama": "sarama"}
 
 
 def register(group: click.Group) -> None:
@@ -72,11 +73,16 @@ def register(group: click.Group) -> None:
         rf = replication_factor or brokers
         if rf > brokers or min_insync > rf:
             raise InputError(f"need min-insync <= replication-factor <= brokers (got {min_insync}, {rf}, {brokers})")
-        module = {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka", "aiokafka": "aiokafka"}[CLIENT_NAMES[clients]]
-        try:
-            __import__(module)
-        except ImportError:
-            raise InputError(f"client {clients} is not installed (pip install {CLIENT_NAMES[clients]})") from None
+        if is_driver(clients):       # a client of another language (docs/drivers.md)
+            why = DRIVERS[clients].missing()
+            if why:
+                raise InputError(why)
+        else:
+            module = {"kafka-python": "kafka", "confluent-kafka": "confluent_kafka", "aiokafka": "aiokafka"}[CLIENT_NAMES[clients]]
+            try:
+                __import__(module)
+            except ImportError:
+                raise InputError(f"client {clients} is not installed (pip install {CLIENT_NAMES[clients]})") from None
         console = Console(width=160)
         net = net_mode(console, any(f in NEEDS_NET for f in fl))
         w = default_workload(CLIENT_NAMES[clients], acks="all" if acks == "all" else int(acks), retries=retries,

@@ -33,7 +33,7 @@ from checkers.history.result import counts
 from checkers.history.oracle.check import check_history
 from impl.cluster import COORD_HOST, Cluster, ClusterError
 from impl.netfault import NetCuts, in_private_netns
-from kafkaverify.groupclient import MemberProc, merge_histories
+from kafkaverify.groupclient import CLIENTS as MEMBER_CLIENTS, MemberProc, merge_histories
 from kafkaverify.nemesis.errors import HarnessError, error_text
 from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
 from traces.history import HistoryError, load
@@ -252,7 +252,9 @@ class _Run:
 
     def start_member(self) -> None:
         w = self.s.workload
-        client = w["client"]
+        # group members are Python clients (kafkaverify.groupclient); a driver's run records its
+        # producer through the driver and its members with kafka-python
+        client = w["client"] if w["client"] in MEMBER_CLIENTS else "kafka-python"
         m = MemberProc(client, self.cluster.bootstrap, w["topic"], "nemesis", self.next_member,
                        self.out / f"member-{self.next_member}.jsonl", session_timeout_ms=6000,
                        log=self.out / f"member-{self.next_member}.log")
@@ -312,7 +314,7 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         _create_topic(c, w)
         c.wait_for_leaders(w["topic"], timeout_s=30, isr_size=w["replication_factor"])
         rec = HistoryRecorder(out / "producer.jsonl", trace_id="producer", client=w["client"])
-        r.producer = ProducerWorkload(rec, w["client"], c.bootstrap, w)
+        r.producer = ProducerWorkload(rec, w["client"], c.bootstrap, w, driver_log=out / "driver.log")
         for _ in range(w["consumers"]):
             r.start_member()
         r.producer.start()

@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+from kafkaverify.drivers.registry import DRIVERS, is_driver
 from traces.history_recorder import HistoryRecorder
 
 REQUEST_TIMEOUT_MS = 4000
@@ -36,6 +37,8 @@ def client_defaults(client: str, idempotence: bool | None = None) -> dict:
     idempotence default is read from the library, and it retries until its request timeout with
     one batch in flight per partition. `idempotence`: the setting chosen, where a default
     depends on it."""
+    if is_driver(client):
+        return DRIVERS[client].defaults(idempotence)
     if client == "kafka-python":
         from kafka import KafkaProducer
         c = KafkaProducer.DEFAULT_CONFIG
@@ -161,8 +164,10 @@ class ProducerWorkload:
     """A thread that sends `records` values ("p{process}-{i}") one every SEND_INTERVAL_S,
     recording each; restart() closes the producer and opens a new one as a new process."""
 
-    def __init__(self, rec: HistoryRecorder, client: str, bootstrap: str, w: dict, process: int = 0):
+    def __init__(self, rec: HistoryRecorder, client: str, bootstrap: str, w: dict, process: int = 0,
+                 driver_log: Path | None = None):
         self.rec, self.client, self.bootstrap, self.w = rec, client, bootstrap, w
+        self.driver_log = driver_log       # a driver's stderr goes here (kafkaverify/drivers)
         self.process = process
         self.outstanding = threading.Semaphore(MAX_OUTSTANDING)
         self.lock = threading.Lock()
@@ -178,8 +183,12 @@ class ProducerWorkload:
     def restart(self) -> None:
         self._restart.set()
 
-    def _open(self) -> Producer:
-        p = Producer(self.client, self.bootstrap, self.w)
+    def _open(self):
+        if is_driver(self.client):     # a client of another language, in its driver process
+            from kafkaverify.drivers.producer import DriverProducer
+            p = DriverProducer(self.client, self.bootstrap, self.w, log=self.driver_log)
+        else:
+            p = Producer(self.client, self.bootstrap, self.w)
         self.rec.producer_config(process=self.process, **p.settings(self.w))
         return p
 
@@ -203,10 +212,12 @@ class ProducerWorkload:
                 continue
             op = self.rec.invoke(self.process, "send", topic=topic, partition=part, value=value)
 
-            def done(offset, err, op=op):
+            def done(offset, err, op=op, definite=False):
                 self.outstanding.release()
                 if err is None:
                     self.rec.ok(op, offset=offset)
+                elif definite:         # the client says it was never written (a driver's definite error)
+                    self.rec.fail(op, error=err)
                 else:
                     self.rec.info(op, error=err)
             try:
