@@ -67,6 +67,19 @@ class AsyncConn:
                 raise
             return _decode_response(api_key, version, frame)
 
+    async def request_with(self, req_cls, resp_cls, version: int, data: dict):
+        """A request of an API we send but need not serve (e.g. WriteTxnMarkers), by its classes."""
+        async with self._lock:
+            self._corr += 1
+            req = codec.build(req_cls[version], data, version)
+            req.with_header(correlation_id=self._corr, client_id=self.client_id)
+            try:
+                frame = await self._roundtrip(req.encode(header=True, framed=True))
+            except BaseException:
+                self._drop()
+                raise
+            return resp_cls[version].decode(frame, header=True)
+
     async def control(self, body: dict) -> dict:
         async with self._lock:
             self._corr += 1
