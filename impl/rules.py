@@ -244,3 +244,60 @@ def check_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
     if request_epoch < 0:
         return True
     return own_epoch is not None and request_epoch >= own_epoch
+
+
+# --- transactions: a partition leader's decisions -----------------------------------------------
+
+def txn_needs_verification(ongoing_epoch: int, epoch: int, fixes: frozenset[str]) -> bool:
+    """KIP-890 part 1 (`txn-partition-verification`): before a transactional append the leader
+    asks the coordinator (AddPartitionsToTxn, verify-only) unless the producer already has an
+    ongoing transaction of that epoch on this partition (UnifiedLog.hasOngoingTransaction;
+    `ongoing_epoch` -1 when none). Without the fix it never asks, as Kafka before 3.6."""
+    return "txn-partition-verification" in fixes and ongoing_epoch != epoch
+
+
+def txn_produce_verdict(partition_epoch: int, epoch: int, verified: bool, fixes: frozenset[str]) -> str:
+    """A data partition leader's check of a transactional batch (the model's rule of that name):
+    - "fenced": an epoch below the producer epoch the partition knows
+      (ProducerAppendInfo.checkProducerEpoch, INVALID_PRODUCER_EPOCH);
+    - "unverified": with `txn-partition-verification`, unless the coordinator answered that the
+      transaction is ongoing with that epoch and holds the partition, or the partition already
+      has that transaction ongoing (`verified`);
+    - "append" otherwise."""
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-partition-verification" in fixes and not verified:
+        return "unverified"
+    return "append"
+
+
+def txn_marker_verdict(partition_epoch: int, open_epoch: int, last_coordinator_epoch: int,
+                       epoch: int, coordinator_epoch: int, fixes: frozenset[str]) -> str:
+    """A partition leader's check of one WriteTxnMarkers entry (ProducerAppendInfo.appendEndTxnMarker;
+    the model's rule of that name):
+    - "coordinator-fenced": a coordinator epoch older than the producer's last marker's
+      (TRANSACTION_COORDINATOR_FENCED);
+    - "fenced": an epoch below the producer's (INVALID_PRODUCER_EPOCH); with `txn-epoch-bump`
+      (KIP-890 part 2) also an epoch not above the open transaction's batches: markers of
+      transaction version 2 carry the bumped epoch, so an equal one is a late marker of an
+      earlier transaction;
+    - "append": the marker ends the producer's open transaction."""
+    if coordinator_epoch < last_coordinator_epoch:
+        return "coordinator-fenced"
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-epoch-bump" in fixes and open_epoch >= 0 and epoch <= open_epoch:
+        return "fenced"
+    return "append"
+
+
+def last_stable_offset(unstable_first_offsets: Iterable[int], hw: int) -> int:
+    """The LSO (UnifiedLog.lastStableOffset): the first offset of a transaction still unstable
+    (ongoing, or completed with its marker not yet under the HW), if below the HW; else the HW."""
+    return min([hw, *unstable_first_offsets])
+
+
+def read_upper_bound(hw: int, lso: int, isolation_level: int) -> int:
+    """How far a consumer's Fetch reads: read_committed (1) to the LSO, read_uncommitted (0) to
+    the HW (FetchIsolation)."""
+    return min(lso, hw) if isolation_level == 1 else hw

@@ -28,6 +28,8 @@ from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, Fi
                                      FindCoordinatorResponse, MetadataRequest, MetadataResponse)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer.transaction import (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                                                 WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 
 MAX_FRAME_BYTES = 100 << 20     # a larger size prefix closes the connection (not a Kafka frame)
 CONTROL_API_KEY = 1000          # our LeaderAndIsr-style control request (JSON body)
@@ -65,6 +67,20 @@ APIS.update({
     37: (CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     60: (DescribeClusterRequest, DescribeClusterResponse, 0, 1),
 })
+# Transaction markers, written by a partition leader for the coordinator (impl/txn_log.py):
+# kafka-python's schemas (Kafka 4.x) have versions 1-2.
+APIS[27] = (WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2)
+
+# Requests this broker sends to another without serving them itself unless APIS lists them: a
+# partition leader's verify-only AddPartitionsToTxn to the transaction coordinator.
+OUTBOUND: dict[int, tuple[Any, Any, int, int]] = {
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 4, 5),
+}
+
+
+def spec_for(api_key: int) -> tuple[Any, Any, int, int]:
+    """The classes of an API this broker serves or sends."""
+    return APIS.get(api_key) or OUTBOUND[api_key]
 
 # Kafka error codes (impl/protocol/errors.py), re-exported: handlers use codec.NAME.
 from impl.protocol.errors import (  # noqa: F401
