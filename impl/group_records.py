@@ -220,5 +220,7 @@ def iter_batches(data: bytes):
         b = mr.next_batch()
         if b is None:
             break
+        if b.is_control_batch:        # transaction markers: the group coordinator's to apply
+            continue
         for rec in b:
             yield rec.offset, rec.key, rec.value

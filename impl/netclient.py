@@ -11,14 +11,14 @@ from impl.protocol import codec
 
 
 def _encode_request(api_key: int, version: int, corr: int, data: dict, client_id: str) -> bytes:
-    cls = codec.APIS[api_key][0][version]
+    cls = codec.spec_for(api_key)[0][version]
     req = codec.build(cls, data, version)
     req.with_header(correlation_id=corr, client_id=client_id)
     return req.encode(header=True, framed=True)
 
 
 def _decode_response(api_key: int, version: int, frame: bytes):
-    return codec.APIS[api_key][1][version].decode(frame, header=True)
+    return codec.spec_for(api_key)[1][version].decode(frame, header=True)
 
 
 class AsyncConn:
@@ -66,19 +66,6 @@ class AsyncConn:
                 self._drop()
                 raise
             return _decode_response(api_key, version, frame)
-
-    async def request_with(self, req_cls, resp_cls, version: int, data: dict):
-        """A request of an API we send but need not serve (e.g. WriteTxnMarkers), by its classes."""
-        async with self._lock:
-            self._corr += 1
-            req = codec.build(req_cls[version], data, version)
-            req.with_header(correlation_id=self._corr, client_id=self.client_id)
-            try:
-                frame = await self._roundtrip(req.encode(header=True, framed=True))
-            except BaseException:
-                self._drop()
-                raise
-            return resp_cls[version].decode(frame, header=True)
 
     async def control(self, body: dict) -> dict:
         async with self._lock:

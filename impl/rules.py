@@ -246,6 +246,63 @@ def check_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
     return own_epoch is not None and request_epoch >= own_epoch
 
 
+# --- transactions: a partition leader's decisions -----------------------------------------------
+
+def txn_needs_verification(ongoing_epoch: int, epoch: int, fixes: frozenset[str]) -> bool:
+    """KIP-890 part 1 (`txn-partition-verification`): before a transactional append the leader
+    asks the coordinator (AddPartitionsToTxn, verify-only) unless the producer already has an
+    ongoing transaction of that epoch on this partition (UnifiedLog.hasOngoingTransaction;
+    `ongoing_epoch` -1 when none). Without the fix it never asks, as Kafka before 3.6."""
+    return "txn-partition-verification" in fixes and ongoing_epoch != epoch
+
+
+def txn_produce_verdict(partition_epoch: int, epoch: int, verified: bool, fixes: frozenset[str]) -> str:
+    """A data partition leader's check of a transactional batch (the model's rule of that name):
+    - "fenced": an epoch below the producer epoch the partition knows
+      (ProducerAppendInfo.checkProducerEpoch, INVALID_PRODUCER_EPOCH);
+    - "unverified": with `txn-partition-verification`, unless the coordinator answered that the
+      transaction is ongoing with that epoch and holds the partition, or the partition already
+      has that transaction ongoing (`verified`);
+    - "append" otherwise."""
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-partition-verification" in fixes and not verified:
+        return "unverified"
+    return "append"
+
+
+def txn_marker_verdict(partition_epoch: int, open_epoch: int, last_coordinator_epoch: int,
+                       epoch: int, coordinator_epoch: int, fixes: frozenset[str]) -> str:
+    """A partition leader's check of one WriteTxnMarkers entry (ProducerAppendInfo.appendEndTxnMarker;
+    the model's rule of that name):
+    - "coordinator-fenced": a coordinator epoch older than the producer's last marker's
+      (TRANSACTION_COORDINATOR_FENCED);
+    - "fenced": an epoch below the producer's (INVALID_PRODUCER_EPOCH); with `txn-epoch-bump`
+      (KIP-890 part 2) also an epoch not above the open transaction's batches: markers of
+      transaction version 2 carry the bumped epoch, so an equal one is a late marker of an
+      earlier transaction;
+    - "append": the marker ends the producer's open transaction."""
+    if coordinator_epoch < last_coordinator_epoch:
+        return "coordinator-fenced"
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-epoch-bump" in fixes and open_epoch >= 0 and epoch <= open_epoch:
+        return "fenced"
+    return "append"
+
+
+def last_stable_offset(unstable_first_offsets: Iterable[int], hw: int) -> int:
+    """The LSO (UnifiedLog.lastStableOffset): the first offset of a transaction still unstable
+    (ongoing, or completed with its marker not yet under the HW), if below the HW; else the HW."""
+    return min([hw, *unstable_first_offsets])
+
+
+def read_upper_bound(hw: int, lso: int, isolation_level: int) -> int:
+    """How far a consumer's Fetch reads: read_committed (1) to the LSO, read_uncommitted (0) to
+    the HW (FetchIsolation)."""
+    return min(lso, hw) if isolation_level == 1 else hw
+
+
 # --- the transaction coordinator (impl/txn_coordinator.py decides with these). States are
 # Kafka's TransactionState ids: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort,
 # 4 CompleteCommit, 5 CompleteAbort. -------------------------------------------------------------
@@ -304,17 +361,8 @@ def txn_end_answer(request_epoch: int, epoch: int, state: int, commit: bool, ret
     return "invalid" if commit else "prepare"
 
 
-def txn_produce_verdict(partition_epoch: int, epoch: int, coordinator: tuple, partition: int,
-                        fixes: frozenset[str]) -> str:
-    """A partition leader's check of a transactional batch; the coordinator answers the
-    verification half (AddPartitionsToTxn verify-only). `coordinator` is its committed
-    (epoch, state, partitions bit mask) for the id. "fenced" below the partition's epoch;
-    with `txn-partition-verification` (KIP-890 part 1) "unverified" unless an Ongoing
-    transaction of that epoch holds the partition; "append" otherwise."""
-    if epoch < partition_epoch:
-        return "fenced"
-    if "txn-partition-verification" in fixes:
-        c_epoch, state, parts = coordinator
-        if not (state == 1 and c_epoch == epoch and (parts >> partition) & 1):
-            return "unverified"
-    return "append"
+def txn_partition_verified(coordinator_epoch: int, state: int, holds: bool, epoch: int) -> bool:
+    """The coordinator's half of a partition leader's verification (AddPartitionsToTxn
+    verify-only, KIP-890 part 1; the model's txn_produce_verdict with the coordinator's
+    committed state): the transaction is Ongoing under that epoch and holds the partition."""
+    return state == 1 and coordinator_epoch == epoch and holds

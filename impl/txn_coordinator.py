@@ -151,25 +151,22 @@ def add_partitions(t: Txn | None, pid: int, epoch: int, partitions: frozenset, p
                                   update_ms=now_ms), trace=tuple(trace))
 
 
-def verify_partitions(t: Txn | None, pid: int, epoch: int, partitions: list, pending: bool,
-                      fixes: frozenset) -> tuple[dict, tuple]:
+def verify_partitions(t: Txn | None, pid: int, epoch: int, partitions: list, pending: bool) -> tuple[dict, tuple]:
     """The verify-only AddPartitionsToTxn a partition leader sends before a producer's first
     transactional append (KIP-890 part 1): per partition NONE if the transaction is Ongoing under
-    that epoch and holds it, else INVALID_TXN_STATE (rules.txn_produce_verdict's coordinator half)."""
+    that epoch and holds it, else INVALID_TXN_STATE (rules.txn_partition_verified)."""
     if t is None or pid != t.producer_id:
         return {tp: E.INVALID_PRODUCER_ID_MAPPING for tp in partitions}, ()
     if epoch < t.epoch:
         return {tp: E.PRODUCER_FENCED for tp in partitions}, ()
     if pending:
         return {tp: E.CONCURRENT_TRANSACTIONS for tp in partitions}, ()
-    mask = sum(1 << i for i, tp in enumerate(partitions) if tp in t.partitions)
     out, trace = {}, []
-    for i, tp in enumerate(partitions):
-        v = rules.txn_produce_verdict(-1, epoch, (t.epoch, t.state, mask), i, fixes | {"txn-partition-verification"})
-        trace.append(_t("txn_produce_verdict", v, partition_epoch=-1, epoch=epoch,
-                        coordinator=[t.epoch, t.state, mask], partition=i,
-                        fixes=sorted(fixes | {"txn-partition-verification"})))
-        out[tp] = E.NONE if v == "append" else E.INVALID_TXN_STATE
+    for tp in partitions:
+        ok = rules.txn_partition_verified(t.epoch, t.state, tp in t.partitions, epoch)
+        trace.append(_t("txn_partition_verified", ok, coordinator_epoch=t.epoch, state=t.state,
+                        holds=tp in t.partitions, epoch=epoch))
+        out[tp] = E.NONE if ok else E.INVALID_TXN_STATE
     return out, tuple(trace)
 
 

@@ -26,8 +26,6 @@ import asyncio
 import logging
 import time
 
-from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-
 from impl import txn_coordinator as tc
 from impl import txn_records as tr
 from impl.netclient import AsyncConn
@@ -262,7 +260,7 @@ class TxnManager:
                              "topics": [{"name": k, "partition_indexes": v} for k, v in by_topic.items()],
                              "coordinator_epoch": cepoch}]}
         try:
-            resp = await c.request_with(WriteTxnMarkersRequest, WriteTxnMarkersResponse, MARKERS_VERSION, data)
+            resp = await c.request(27, MARKERS_VERSION, data)
         except Exception as e:
             log.info("broker %d: WriteTxnMarkers to %d failed: %s", self.b.id, node, e)
             return {tp: codec.REQUEST_TIMED_OUT for tp in tps}
@@ -418,7 +416,7 @@ async def add_partitions_to_txn(b, req, version):
             errs = {tp: err for tp in parts}
         elif tx.verify_only:
             errs, trace = tc.verify_partitions(m.txns.get(tx.transactional_id), tx.producer_id, tx.producer_epoch,
-                                               parts, tx.transactional_id in m.pending, b.fixes)
+                                               parts, tx.transactional_id in m.pending)
             m.trace(tx.transactional_id, tc.Decision(trace=trace))
         else:
             e = await _add(b, tx.transactional_id, tx.producer_id, tx.producer_epoch, frozenset(parts), version)

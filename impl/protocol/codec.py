@@ -34,6 +34,7 @@ from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddOffs
                                                  TxnOffsetCommitResponse)
 from kafka.protocol.admin import (DescribeTransactionsRequest, DescribeTransactionsResponse,
                                   ListTransactionsRequest, ListTransactionsResponse)
+from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 MAX_FRAME_BYTES = 100 << 20     # a larger size prefix closes the connection (not a Kafka frame)
 CONTROL_API_KEY = 1000          # our LeaderAndIsr-style control request (JSON body)
@@ -82,6 +83,20 @@ APIS.update({
     65: (DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
     66: (ListTransactionsRequest, ListTransactionsResponse, 0, 1),
 })
+# Transaction markers, written by a partition leader for the coordinator (impl/txn_log.py):
+# kafka-python's schemas (Kafka 4.x) have versions 1-2.
+APIS[27] = (WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2)
+
+# Requests this broker sends to another without serving them itself unless APIS lists them: a
+# partition leader's verify-only AddPartitionsToTxn to the transaction coordinator.
+OUTBOUND: dict[int, tuple[Any, Any, int, int]] = {
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 4, 5),
+}
+
+
+def spec_for(api_key: int) -> tuple[Any, Any, int, int]:
+    """The classes of an API this broker serves or sends."""
+    return APIS.get(api_key) or OUTBOUND[api_key]
 
 # Kafka error codes (impl/protocol/errors.py), re-exported: handlers use codec.NAME.
 from impl.protocol.errors import (  # noqa: F401
