@@ -114,6 +114,12 @@ def test_transactional_offsets_pending_until_their_marker_and_rebuilt_on_load(tm
             assert r["topics"][0]["partitions"][0]["error_code"] == 0
         assert "g" not in m.groups or ("t", 0) not in m.groups["g"].offsets       # pending, not committed
         assert set(m.txn_offsets) == {7, 8, 9}
+        # a stable-offsets fetch (KIP-447) sees the pending commit as unstable; a plain one does not
+        for stable, code in ((True, codec.UNSTABLE_OFFSET_COMMIT), (False, 0)):
+            f = await gh.offset_fetch(b, _req(9, 7, {"group_id": "g", "require_stable": stable,
+                                                     "topics": [{"name": "t", "partition_indexes": [0]}]}), 7)
+            assert (f["topics"][0]["partitions"][0]["error_code"], f["topics"][0]["partitions"][0]["committed_offset"]) \
+                == (code, -1)
         # the markers: 7 commits, 8 aborts (9 stays open)
         for pid, commit in ((7, True), (8, False)):
             p.log.append_marker(pid, 1, commit, 0, p.leader_epoch)
