@@ -203,3 +203,55 @@ def test_marker_bytes_are_kafkas_control_batch():
     bad[-9] = 7                                             # control type 7: not a marker
     with pytest.raises(CorruptBatch):
         list(iter_batches(bytes(bad), check_crc=False))
+
+
+# --- conformance judges the traced decisions ----------------------------------------------------
+
+def _ev(type_, **kw):
+    return {"kind": "event", "ts_ms": 0, "node": 0, "type": type_, "topic": "t", "partition": 1, **kw}
+
+
+def _produce(**kw):
+    base = dict(producer_id=5, epoch=2, partition_epoch=2, ongoing_epoch=-1, verify_error=0, verified=True,
+                verdict="append", error_code=0)
+    return _ev("txn_produce", **{**base, **kw})
+
+
+def _marker(**kw):
+    base = dict(producer_id=5, epoch=2, coordinator_epoch=3, commit=True, partition_epoch=2, open_epoch=2,
+                last_coordinator_epoch=3, verdict="append", error_code=0)
+    return _ev("txn_marker", **{**base, **kw})
+
+
+def test_conformance_judges_transactional_produce_verdicts():
+    from checkers.conformance import check_events
+    ok = [_produce(), _produce(verify_error=48, verified=False, verdict="unverified", error_code=48),
+          _produce(epoch=1, verify_error=None, verified=False, verdict="fenced", error_code=47),
+          _produce(ongoing_epoch=2, verify_error=None)]
+    r = check_events(ok, "current")
+    assert not r.divergences and r.mapped == 4
+    # appending what the coordinator refused: the hanging transaction KIP-890 part 1 prevents
+    bad = check_events([_produce(verify_error=48, verified=False)], "current")
+    assert len(bad.divergences) == 1 and "unverified" in bad.divergences[0].allowed[0]
+    # without the fix the same append conforms
+    assert not check_events([_produce(verify_error=None, verified=False)], "current",
+                            without=["txn-partition-verification"]).divergences
+    # with the fix, a first append without asking the coordinator is reported
+    skipped = check_events([_produce(verify_error=None, verified=False, verdict="unverified", error_code=48)],
+                           "current")
+    assert any("did not ask" in d.text for d in skipped.divergences)
+    # a claimed verification the traced answer does not support
+    assert check_events([_produce(verify_error=51, verified=True)], "current").divergences
+
+
+def test_conformance_judges_marker_verdicts_per_generation():
+    from checkers.conformance import check_events
+    assert not check_events([_marker(), _marker(coordinator_epoch=2, verdict="coordinator-fenced",
+                                                error_code=52)], "current").divergences
+    # transaction version 2: a marker with the open transaction's own epoch is late
+    late = check_events([_marker()], "kip-966")
+    assert len(late.divergences) == 1 and "txn-epoch-bump on" in late.divergences[0].allowed[0]
+    assert not check_events([_marker(verdict="fenced", error_code=47)], "kip-966").divergences
+    # a verdict right but its error code wrong
+    assert check_events([_marker(coordinator_epoch=2, verdict="coordinator-fenced", error_code=47)],
+                        "current").divergences
