@@ -326,3 +326,7 @@ HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions
 from impl import admin, idempotence, txn_log  # noqa: E402
 HANDLERS.update({27: txn_log.write_txn_markers, 22: idempotence.init_producer_id, 20: admin.delete_topics, 32: admin.describe_configs,
                  37: admin.create_partitions, 60: admin.describe_cluster})
+
+# Transactions: the coordinator (impl/txn_handlers.py) and the group's TxnOffsetCommit
+from impl import group_handlers, txn_handlers  # noqa: E402
+HANDLERS.update({**txn_handlers.TXN_HANDLERS, 28: group_handlers.txn_offset_commit})

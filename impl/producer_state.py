@@ -123,6 +123,8 @@ def check_append(entry: ProducerEntry | None, epoch: int, first_seq: int, last_s
     - same epoch, not right after the last sequence (a gap, or a duplicate older than the last
       5 batches): OUT_OF_ORDER_SEQUENCE_NUMBER.
     """
+    if first_seq == NO_SEQUENCE:    # a coordinator's own write (transactional offsets): no sequence
+        return Verdict("error", INVALID_PRODUCER_EPOCH) if entry is not None and epoch < entry.epoch else APPEND
     if entry is None:
         return APPEND if first_seq == 0 else Verdict("error", UNKNOWN_PRODUCER_ID)
     if epoch < entry.epoch:

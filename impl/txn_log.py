@@ -159,6 +159,8 @@ def _marker_one(b, m, topic: str, index: int, waits: list) -> int:
         return codec.UNKNOWN_SERVER_ERROR
     b.event("appended", topic=topic, partition=index, base_offset=off, last_offset=off,
             leader_epoch=p.leader_epoch, acks=-1, control="commit" if m.transaction_result else "abort")
+    if topic == "__consumer_offsets":     # the group coordinator's pending transactional offsets
+        b.groups.txn_marker_written(index, m.producer_id, bool(m.transaction_result))
     p.update_hw()
     p.notify()
     if p.hw <= off:
