@@ -290,3 +290,140 @@ def test_partition_verification_refuses_an_append_the_coordinator_does_not_vouch
     (ev,) = trace_events(c, 0, "txn_produce")
     assert (ev["verdict"], ev["verify_error"], ev["verified"]) == ("unverified", 15, False)
     assert not check_events(_all_events(c), "current").divergences
+
+
+# --- with the transaction coordinator ---------------------------------------------------------------
+
+RETRY = {14, 15, 16, 51}      # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+
+
+class RawTxn:
+    """A transactional producer spoken in raw requests, so a Produce can arrive late on purpose."""
+
+    def __init__(self, cluster, tid: str, topic: str):
+        self.c, self.tid, self.topic = cluster, tid, topic
+
+        def find():
+            with SyncConn(*cluster.address(cluster.alive()[0])) as conn:
+                r = conn.request(10, 1, {"key": tid, "key_type": 1})
+            return (r.node_id,) if r.error_code == 0 else None
+        self.coord = wait_until(find, what="the transaction coordinator")[0]
+        self.conn = SyncConn(*cluster.address(self.coord))
+
+        def init():
+            r = self.conn.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                          "producer_id": -1, "producer_epoch": -1})
+            assert r.error_code in RETRY | {0}, r.error_code
+            return (r.producer_id, r.producer_epoch) if r.error_code == 0 else None
+        self.pid, self.epoch = wait_until(init, what="InitProducerId")
+
+    def add_partition(self) -> int:
+        def go():
+            r = self.conn.request(24, 3, {"v3_and_below_transactional_id": self.tid,
+                                          "v3_and_below_producer_id": self.pid,
+                                          "v3_and_below_producer_epoch": self.epoch,
+                                          "v3_and_below_topics": [{"name": self.topic, "partitions": [0]}]})
+            code = r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            return None if code in RETRY else (code,)
+        return wait_until(go, what="AddPartitionsToTxn")[0]
+
+    def end(self, commit: bool) -> int:
+        def go():
+            r = self.conn.request(26, 3, {"transactional_id": self.tid, "producer_id": self.pid,
+                                          "producer_epoch": self.epoch, "committed": commit})
+            return None if r.error_code in RETRY else (r.error_code,)
+        return wait_until(go, what="EndTxn")[0]
+
+    def close(self):
+        self.conn.close()
+
+
+@pytest.mark.parametrize("verification", [True, False], ids=["kip890-part1", "before-3.6"])
+def test_a_late_produce_after_an_abort_hangs_only_without_partition_verification(make_cluster, verification):
+    """The transaction aborts; a Produce of it delayed in the network arrives afterwards. With
+    `txn-partition-verification` the leader asks the coordinator, which no longer has the
+    transaction ongoing: INVALID_TXN_STATE, nothing appended, the LSO follows the HW. Without it
+    the batch is appended and opens a transaction no coordinator will end: the LSO stays on it (a
+    hanging transaction), which conformance judged with the fix reports."""
+    c = make_cluster(3, broker_config=None if verification else NO_VERIFY)
+    c.create_topic("late", partitions=1, replication_factor=3, min_insync=2)
+    leader = c.wait_for_leaders("late", isr_size=3)[0]
+    tx = RawTxn(c, "tx-late", "late")
+    raw = Raw(c, leader, "late")
+    try:
+        assert tx.add_partition() == 0
+        assert raw.produce(txn_batch(tx.pid, tx.epoch, 0, 2), "tx-late") == (0, 0)
+        assert tx.end(False) == 0
+        wait_until(lambda: raw.lso() == raw.fetch(0).high_watermark == 3, what="the ABORT marker under the HW")
+        assert raw.aborted() == [(tx.pid, 0)]
+        late = raw.produce(txn_batch(tx.pid, tx.epoch, 2, 1), "tx-late")
+        if verification:
+            assert late == (48, -1)                                   # INVALID_TXN_STATE
+            assert raw.lso() == raw.fetch(0).high_watermark == 3
+        else:
+            assert late == (0, 3)
+            wait_until(lambda: raw.fetch(0).high_watermark == 4, what="the late batch committed")
+            assert raw.lso() == 3 and raw.latest(1) == 3              # stuck: a hanging transaction
+    finally:
+        raw.close()
+        tx.close()
+    verdicts = [(e["verdict"], e["verify_error"]) for e in trace_events(c, leader, "txn_produce")]
+    if verification:
+        assert verdicts == [("append", 0), ("unverified", 48)]
+    else:
+        assert verdicts == [("append", None), ("append", None)]
+    events = _all_events(c)
+    assert not check_events(events, "current", without=[] if verification else ["txn-partition-verification"]).divergences
+    if not verification:
+        caught = check_events(events, "current").divergences
+        assert caught and all(d.event["type"] == "txn_produce" for d in caught), [d.text for d in caught]
+        assert any("txn_produce_verdict" in " ".join(d.allowed) for d in caught)
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "aiokafka"])
+def test_transactional_clients_commit_and_abort_read_committed(make_cluster, client):
+    """A client's own transactional producer (its AddPartitionsToTxn, the leader's verification,
+    the coordinator's markers): read_committed consumers of both clients get the committed
+    transactions' records, in order, and never the aborted one's."""
+    c = make_cluster(3)
+    topic = "e2e"
+    c.create_topic(topic, partitions=1, replication_factor=3, min_insync=2)
+    c.wait_for_leaders(topic, isr_size=3)
+    txns = [(True, [b"c0", b"c1", b"c2"]), (False, [b"a0", b"a1"]), (True, [b"c3"])]
+    if client == "confluent-kafka":
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "tx-cf", "log_level": 3})
+        p.init_transactions(30)
+        for commit, values in txns:
+            p.begin_transaction()
+            for v in values:
+                p.produce(topic, v, partition=0)
+            p.flush(30)
+            p.commit_transaction(30) if commit else p.abort_transaction(30)
+    else:
+        from aiokafka import AIOKafkaProducer
+
+        async def run():
+            p = AIOKafkaProducer(bootstrap_servers=c.bootstrap, transactional_id="tx-aio", request_timeout_ms=30000)
+            await p.start()
+            try:
+                for commit, values in txns:
+                    await p.begin_transaction()
+                    for v in values:
+                        await (await p.send(topic, v, partition=0))
+                    await (p.commit_transaction() if commit else p.abort_transaction())
+            finally:
+                await p.stop()
+        asyncio.run(asyncio.wait_for(run(), 90))
+    for reader_client in ("confluent-kafka", "aiokafka"):
+        r = Reader(reader_client, c.bootstrap, topic)
+        try:
+            r.read_until(lambda x: len(x.values) >= 4, f"{reader_client} reading the committed records")
+            assert r.values == [b"c0", b"c1", b"c2", b"c3"]
+        finally:
+            r.close()
+    leader = c.leader_of(topic, 0)
+    verified = [e for e in trace_events(c, leader, "txn_produce") if e["topic"] == topic]
+    assert verified and all(e["verdict"] == "append" for e in verified)
+    assert [e["verify_error"] for e in verified if e["verify_error"] is not None][:1] == [0]
+    assert not check_events(_all_events(c), "current").divergences
