@@ -276,11 +276,15 @@ def _txn_produce(p: _Partition, ev: dict, res: Result) -> None:
 
 
 def _txn_marker(p: _Partition, ev: dict, res: Result) -> None:
-    """A leader's verdict on a WriteTxnMarkers entry against spec.rules.txn_marker_verdict."""
+    """A leader's verdict on a WriteTxnMarkers entry against spec.rules.txn_marker_verdict. The
+    model's markers with `txn-epoch-bump` are transaction version 2 ones; a marker the coordinator
+    wrote as version 1 (traced) is judged without it (the coordinator's epoch choice is judged by
+    its own txn_end_epoch decision)."""
+    fixes = p.fixes if int(ev.get("transaction_version", 0)) >= 2 else p.fixes - {"txn-epoch-bump"}
     want = R.txn_marker_verdict(int(ev["partition_epoch"]), int(ev["open_epoch"]), int(ev["last_coordinator_epoch"]),
-                                int(ev["epoch"]), int(ev["coordinator_epoch"]), p.fixes)
+                                int(ev["epoch"]), int(ev["coordinator_epoch"]), fixes)
     if ev["verdict"] != want or _MARKER_CODES[want] != int(ev["error_code"]):
-        bump = "txn-epoch-bump" in p.fixes
+        bump = "txn-epoch-bump" in fixes
         _div(res, p, ev, f"leader {ev['node']} decided {ev['verdict']} (error {ev['error_code']}) on a marker of "
                          f"producer {ev['producer_id']} epoch {ev['epoch']}, coordinator epoch "
                          f"{ev['coordinator_epoch']} (partition epoch {ev['partition_epoch']}, open transaction's "

@@ -41,10 +41,12 @@ class Raw:
         pr = r.responses[0].partition_responses[0]
         return pr.error_code, pr.base_offset
 
-    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0, version: int = 1) -> int:
+    def marker(self, pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0, version: int = 1,
+               transaction_version: int = 0) -> int:
         r = self.conn.request(27, version, {"markers": [{
             "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
-            "topics": [{"name": self.topic, "partition_indexes": [0]}], "coordinator_epoch": coordinator_epoch}]})
+            "topics": [{"name": self.topic, "partition_indexes": [0]}], "coordinator_epoch": coordinator_epoch,
+            "transaction_version": transaction_version}]})
         return r.markers[0].topics[0].partitions[0].error_code
 
     def fetch(self, isolation: int, offset: int = 0):
@@ -269,6 +271,37 @@ def test_failover_keeps_the_lso_and_a_restart_rebuilds_it(make_cluster):
         assert raw.lso() == 7 and raw.aborted() == [(a, 0)]        # rebuilt from its log
     finally:
         raw.close()
+
+
+def test_epoch_bump_markers_fence_the_transactions_epoch(make_cluster):
+    """KIP-890 part 2 (`txn-epoch-bump`, kip-966), the partition's side: a transaction version 2
+    marker carries the bumped epoch; one with the transaction's own epoch is a late marker of an
+    earlier transaction and is refused; after the bumped marker, a late batch of the old epoch is
+    fenced. A version 1 marker keeps the old check."""
+    c = make_cluster(1, generation="kip-966", broker_config=NO_VERIFY)
+    c.create_topic("bump", partitions=1, replication_factor=1)
+    c.wait_for_leaders("bump")
+    raw = Raw(c, 0, "bump")
+    try:
+        pid, other = raw.init_pid(), raw.init_pid()
+        assert raw.produce(txn_batch(pid, 0, 0, 2)) == (0, 0)
+        assert raw.marker(pid, 0, True, version=2, transaction_version=2) == 47   # not above the batches'
+        assert raw.lso() == 0
+        assert raw.marker(pid, 1, True, version=2, transaction_version=2) == 0    # 2: the bumped epoch
+        assert raw.lso() == 3
+        assert raw.produce(txn_batch(pid, 0, 2, 1))[0] == 47                      # the old epoch, late
+        assert raw.produce(txn_batch(pid, 1, 0, 1)) == (0, 3)                     # the next transaction
+        assert raw.produce(txn_batch(other, 0, 0, 1)) == (0, 4)
+        assert raw.marker(other, 0, False, version=2, transaction_version=1) == 0  # version 1: same epoch
+        assert raw.lso() == 3                                                     # pid's epoch-1 transaction
+        assert raw.marker(pid, 2, True, version=2, transaction_version=2) == 0    # 6
+        assert raw.lso() == 7 and raw.aborted() == [(other, 4)]
+    finally:
+        raw.close()
+    assert not check_events(_all_events(c), "kip-966", without=["txn-partition-verification"]).divergences
+    # judged on `current` (no txn-epoch-bump), the refused marker should have been appended
+    caught = check_events(_all_events(c), "current", without=["txn-partition-verification"]).divergences
+    assert [d.event["type"] for d in caught] == ["txn_marker"]
 
 
 def test_partition_verification_refuses_an_append_the_coordinator_does_not_vouch_for(make_cluster):

@@ -65,6 +65,13 @@ def test_verification_is_asked_only_with_the_fix_and_no_ongoing_transaction_of_t
     assert not I.txn_needs_verification(-1, 0, OLD)
 
 
+def test_the_epoch_bump_check_is_for_version_2_markers():
+    assert I.marker_fixes(K966, 2) == K966
+    assert "txn-epoch-bump" not in I.marker_fixes(K966, 1) and I.marker_fixes(CUR, 2) == CUR
+    assert I.txn_marker_verdict(2, 2, 0, 2, 0, I.marker_fixes(K966, 1)) == "append"
+    assert I.txn_marker_verdict(2, 2, 0, 2, 0, I.marker_fixes(K966, 2)) == "fenced"
+
+
 def test_lso_and_read_bound():
     assert I.last_stable_offset([], 9) == 9
     assert I.last_stable_offset([4, 2], 9) == 2
@@ -249,9 +256,11 @@ def test_conformance_judges_marker_verdicts_per_generation():
     assert not check_events([_marker(), _marker(coordinator_epoch=2, verdict="coordinator-fenced",
                                                 error_code=52)], "current").divergences
     # transaction version 2: a marker with the open transaction's own epoch is late
-    late = check_events([_marker()], "kip-966")
+    late = check_events([_marker(transaction_version=2)], "kip-966")
     assert len(late.divergences) == 1 and "txn-epoch-bump on" in late.divergences[0].allowed[0]
-    assert not check_events([_marker(verdict="fenced", error_code=47)], "kip-966").divergences
+    assert not check_events([_marker(verdict="fenced", error_code=47, transaction_version=2)], "kip-966").divergences
+    # a version 1 marker (the coordinator did not bump) is judged by the old check on kip-966 too
+    assert not check_events([_marker(transaction_version=1)], "kip-966").divergences
     # a verdict right but its error code wrong
     assert check_events([_marker(coordinator_epoch=2, verdict="coordinator-fenced", error_code=47)],
                         "current").divergences
