@@ -19,6 +19,9 @@ impl/txn_coordinator.py's; records impl/txn_records.py's (Kafka's TransactionLog
   resending its markers; on becoming follower its ids are dropped (NOT_COORDINATOR) and their
   marker tasks cancelled -- the new leader finishes them.
 - Timer: an Ongoing transaction older than its timeout is aborted with an epoch bump.
+
+Test-only hook: while the file `<data-dir>/HOLD_TXN_MARKERS` exists, this coordinator sends no
+markers (a transaction stays Prepare*: the window of a coordinator crash during a commit).
 """
 from __future__ import annotations
 
@@ -284,6 +287,9 @@ class TxnManager:
             while remaining:
                 if self.coordinator_epoch.get(index) != cepoch or self.owned.get(index) != "loaded":
                     return
+                if (b.dir / "HOLD_TXN_MARKERS").exists():     # test hook: a commit stuck mid-way
+                    await asyncio.sleep(MARKER_BACKOFF_S)
+                    continue
                 by_leader: dict[int, list] = {}
                 for tp in sorted(remaining):
                     if tp[0] not in b.topic_assignments:

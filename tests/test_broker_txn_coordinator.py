@@ -1,0 +1,177 @@
+"""The transaction coordinator on real 3-broker clusters, with each client's transactional API
+(tests/txn_clients.py: confluent-kafka, aiokafka, kafka-python) and read_committed readers of
+the same client: aborted records never reach read_committed; a zombie (SIGSTOPped) producer is
+fenced and its transaction never commits; kill -9 of the coordinator during a commit ends with
+the transaction committed on every partition; kill -9 of a partition leader mid-transaction
+loses and duplicates nothing; the coordinator's decisions conform to the model."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from impl.netclient import SyncConn
+from tests.broker_fixtures import live_bootstrap, make_cluster, trace_events, wait_until  # noqa: F401
+from tests.txn_clients import CLIENTS, Fenced, read_values, txn_producer
+
+TXN_CONFIG = {"transaction_state_num_partitions": 3, "offsets_topic_num_partitions": 3}
+PARTS = 3
+
+
+def cluster(make_cluster, **kw):
+    c = make_cluster(3, broker_config={**TXN_CONFIG, **kw})
+    c.create_topic("t", partitions=PARTS, replication_factor=3, min_insync=2)
+    c.wait_for_leaders("t", isr_size=3)
+    return c
+
+
+def vals(prefix: str, n: int) -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(n)]
+
+
+def send_all(p, values: list[bytes]) -> None:
+    for i, v in enumerate(values):
+        p.send("t", i % PARTS, v)
+
+
+def coordinator_of(c, tid: str) -> int:
+    def find():
+        with SyncConn(*c.address(c.alive()[0])) as conn:
+            r = conn.request(10, 1, {"key": tid, "key_type": 1})
+        return [r.node_id] if r.error_code == 0 else None      # node 0 is an answer too
+    return wait_until(find, 20, what=f"the coordinator of {tid}")[0]
+
+
+def describe(c, node: int, tid: str):
+    with SyncConn(*c.address(node)) as conn:
+        return conn.request(65, 0, {"transactional_ids": [tid]}).transaction_states[0]
+
+
+def conformance_clean(c) -> None:
+    from checkers.conformance import check_events
+    evs = [e for i in range(c.n) for e in trace_events(c, i) if e.get("type") == "txn_rule"]
+    assert evs, "the coordinator traced no decision"
+    res = check_events(evs, "current")
+    assert res.divergences == [], [d.to_json() for d in res.divergences]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_aborted_records_never_reach_read_committed(make_cluster, client):
+    c = cluster(make_cluster)
+    p = txn_producer(client, c.bootstrap, f"tx-{client}")
+    try:
+        p.begin(); send_all(p, vals("c", 6)); p.commit()
+        p.begin(); send_all(p, vals("a", 6)); p.flush(); p.abort()
+        p.begin(); send_all(p, vals("s", 6)); p.commit()        # committed after the abort: the reader passes it
+    finally:
+        p.close()
+    committed = set(vals("c", 6) + vals("s", 6))
+    got = read_values(client, c.bootstrap, "t", PARTS, committed)
+    assert set(got) == committed and len(got) == len(committed), sorted(got)
+    # the aborted records are in the logs: read_uncommitted returns them
+    assert set(vals("a", 6)) <= set(read_values(client, c.bootstrap, "t", PARTS, committed | set(vals("a", 6)),
+                                                isolation="read_uncommitted"))
+    node = coordinator_of(c, f"tx-{client}")
+    wait_until(lambda: describe(c, node, f"tx-{client}").transaction_state == "CompleteCommit", 10, what="CompleteCommit")
+    conformance_clean(c)
+
+
+ZOMBIE = """
+import sys
+from tests.txn_clients import Fenced, txn_producer
+client, bootstrap, tid = sys.argv[1:4]
+p = txn_producer(client, bootstrap, tid)
+p.begin()
+for i in range(6):
+    p.send("t", i % 3, b"z%d" % i)
+p.flush()
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    p.commit()
+    print("committed", flush=True)
+except Fenced as e:
+    print("fenced", e, flush=True)
+except Exception as e:
+    print("error", repr(e), flush=True)
+"""
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_paused_zombie_is_fenced_and_never_commits(make_cluster, client):
+    c = cluster(make_cluster)
+    tid = f"zombie-{client}"
+    z = subprocess.Popen([sys.executable, "-c", ZOMBIE, client, c.bootstrap, tid], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert z.stdout.readline().strip() == "ready"
+        os.kill(z.pid, signal.SIGSTOP)
+        p = txn_producer(client, c.bootstrap, tid)         # the new instance: aborts the zombie's transaction
+        try:
+            p.begin(); send_all(p, vals("n", 6)); p.commit()
+        finally:
+            p.close()
+        os.kill(z.pid, signal.SIGCONT)
+        z.stdin.write("go\n"); z.stdin.flush()
+        verdict = z.stdout.readline().strip()
+        assert not verdict.startswith("committed"), verdict
+    finally:
+        os.kill(z.pid, signal.SIGCONT)
+        z.kill(); z.wait(10)
+    got = read_values(client, c.bootstrap, "t", PARTS, set(vals("n", 6)))
+    assert set(got) == set(vals("n", 6)), sorted(got)          # no z*: the zombie's records never commit
+    assert set(vals("z", 6)) <= set(read_values(client, c.bootstrap, "t", PARTS, set(vals("z", 6)),
+                                                isolation="read_uncommitted"))
+    conformance_clean(c)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_coordinator_kill_during_commit_ends_committed_everywhere(make_cluster, client):
+    c = cluster(make_cluster)
+    tid = f"kill-{client}"
+    p = txn_producer(client, c.bootstrap, tid)
+    x = coordinator_of(c, tid)
+    hold = c.broker_dir(x) / "HOLD_TXN_MARKERS"
+    try:
+        p.begin(); send_all(p, vals("k", 6))
+        hold.touch()                              # the commit stops between PrepareCommit and its markers
+        p.commit()                                # answered once PrepareCommit is committed
+        assert describe(c, x, tid).transaction_state == "PrepareCommit"
+    finally:
+        p.close()
+    # nothing visible yet: the markers are held (read_committed stops at the open transaction)
+    assert not set(read_values(client, c.bootstrap, "t", PARTS, set(vals("k", 6)), timeout_s=2))
+    c.kill(x)
+    y = wait_until(lambda: (lambda n: [n] if n != x else None)(coordinator_of(c, tid)), 30,
+                   what="a new coordinator")[0]
+    wait_until(lambda: describe(c, y, tid).transaction_state == "CompleteCommit", 30,
+               what="the new coordinator completing the commit from its log")
+    got = read_values(client, live_bootstrap(c), "t", PARTS, set(vals("k", 6)))
+    assert sorted(got) == sorted(vals("k", 6))
+    conformance_clean(c)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_partition_leader_kill_mid_transaction(make_cluster, client):
+    c = cluster(make_cluster)
+    tid = f"leader-{client}"
+    p = txn_producer(client, c.bootstrap, tid)
+    x = coordinator_of(c, tid)
+    victim = next(part for part in range(PARTS) if c.leader_of("t", part) != x)
+    leader = c.leader_of("t", victim)
+    try:
+        p.begin(); send_all(p, vals("b", 6)); p.flush()
+        c.kill(leader)
+        send_all(p, vals("e", 6))
+        p.commit()
+    finally:
+        p.close()
+    want = vals("b", 6) + vals("e", 6)
+    got = read_values(client, live_bootstrap(c), "t", PARTS, set(want))
+    assert sorted(got) == sorted(want)                       # each once: nothing lost, nothing twice
+    conformance_clean(c)
