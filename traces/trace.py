@@ -52,6 +52,11 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # the leader proposes an ISR (with each added member's position), or its write failed
     "isr_proposed": ("topic", "partition", "isr", "leader_epoch", "hw", "positions"),
     "isr_change_failed": ("topic", "partition", "isr", "leader_epoch"),
+    # a partition leader's transaction decisions, with their inputs (impl/txn_log.py)
+    "txn_produce": ("topic", "partition", "producer_id", "epoch", "partition_epoch", "ongoing_epoch",
+                    "verify_error", "verified", "verdict", "error_code"),
+    "txn_marker": ("topic", "partition", "producer_id", "epoch", "coordinator_epoch", "commit",
+                   "partition_epoch", "open_epoch", "last_coordinator_epoch", "verdict", "error_code"),
 }
 
 
