@@ -203,46 +203,11 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(make_cluster):
                for i in range(c.n) for e in trace_events(c, i))
 
 
-CTP_WORKER = """
-import sys
-from confluent_kafka import Consumer, KafkaException, Producer
-bootstrap, wid, hold = sys.argv[1:4]
-done = 0
-cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "isolation.level": "read_committed",
-                 "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 2000,
-                 "heartbeat.interval.ms": 300})
-prod = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-" + wid, "transaction.timeout.ms": 2000,
-                 "linger.ms": 0})
-prod.init_transactions(30)
-cons.subscribe(["in"])
-print("ready", flush=True)
-while True:
-    msgs = [m for m in cons.consume(num_messages=4, timeout=0.3) if not m.error()]
-    if not msgs:
-        continue
-    try:
-        prod.begin_transaction()
-        for m in msgs:
-            prod.produce("out", value=m.value(), partition=m.partition())
-        prod.send_offsets_to_transaction(cons.position(cons.assignment()), cons.consumer_group_metadata(), 30)
-        prod.flush(30)
-        if hold == "hold" and done == 1:      # the test crashes us here: output and offsets pending
-            print("holding", flush=True)
-            sys.stdin.readline()
-        prod.commit_transaction(30)
-        done += 1
-        print("committed", len(msgs), flush=True)
-    except KafkaException as e:
-        if not e.args[0].txn_requires_abort():
-            raise
-        prod.abort_transaction(30)
-        for tp in cons.committed(cons.assignment(), 30):      # rewind to the group's committed offsets
-            cons.seek(tp)
-"""
-
-
-def test_consume_transform_produce_exactly_once_across_a_member_crash(make_cluster):
-    """Two confluent-kafka workers (consumer group + transactional producer with
+# confluent-kafka in the default run; the other two clients (about 15 s each) under -m slow
+@pytest.mark.parametrize("client", [c if c == "confluent" else pytest.param(c, marks=pytest.mark.slow)
+                                    for c in CLIENTS])
+def test_consume_transform_produce_exactly_once_across_a_member_crash(make_cluster, client):
+    """Two workers of one client (tests/txn_ctp_worker.py: consumer group + transactional producer with
     send_offsets_to_transaction) copy `in` to `out`; one is killed -9 inside a transaction, after
     its output and its offsets were sent. The committed
     output holds every input exactly once: the crashed worker's open transaction is aborted on
@@ -262,7 +227,8 @@ def test_consume_transform_produce_exactly_once_across_a_member_crash(make_clust
         src.flush(30)
 
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    workers = [subprocess.Popen([sys.executable, "-c", CTP_WORKER, c.bootstrap, str(w), "hold" if w == 0 else "-"],
+    workers = [subprocess.Popen([sys.executable, "-m", "tests.txn_ctp_worker", client, c.bootstrap, str(w),
+                                 "hold" if w == 0 else "-"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 env=env) for w in range(2)]
     try:
@@ -274,7 +240,7 @@ def test_consume_transform_produce_exactly_once_across_a_member_crash(make_clust
         feed(inputs[45:60])
         workers[0].kill()                 # mid-transaction: its output and offsets are pending
         feed(inputs[60:])
-        got = read_values("confluent", c.bootstrap, "out", PARTS, set(inputs), timeout_s=60)
+        got = read_values(client, c.bootstrap, "out", PARTS, set(inputs), timeout_s=60)
     finally:
         for w in workers:
             w.kill(); w.wait(10)
