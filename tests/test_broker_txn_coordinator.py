@@ -77,6 +77,26 @@ def test_aborted_records_never_reach_read_committed(make_cluster, client):
                                                 isolation="read_uncommitted"))
     node = coordinator_of(c, f"tx-{client}")
     wait_until(lambda: describe(c, node, f"tx-{client}").transaction_state == "CompleteCommit", 10, what="CompleteCommit")
+    st = describe(c, node, f"tx-{client}")
+    assert (st.error_code, st.producer_epoch, list(st.topics)) == (0, 0, [])
+    with SyncConn(*c.address(node)) as conn:
+        listed = conn.request(66, 1, {"state_filters": ["CompleteCommit"], "producer_id_filters": [],
+                                      "duration_filter": -1})
+        assert [(t.transactional_id, t.producer_id) for t in listed.transaction_states] == \
+            [(f"tx-{client}", st.producer_id)]
+        assert not conn.request(66, 1, {"state_filters": ["Ongoing"], "producer_id_filters": [],
+                                        "duration_filter": -1}).transaction_states
+        from impl.txn_coordinator import partition_for
+        here = partition_for(f"tx-{client}", 3)
+        unknown = next(f"nobody-{i}" for i in range(100) if partition_for(f"nobody-{i}", 3) == here)
+        elsewhere = next(f"nobody-{i}" for i in range(100) if partition_for(f"nobody-{i}", 3) != here)
+        got = conn.request(65, 0, {"transactional_ids": [unknown, elsewhere]}).transaction_states
+        assert [t.error_code for t in got] == [105, 16]      # TRANSACTIONAL_ID_NOT_FOUND, NOT_COORDINATOR
+    states = [e["state"] for i in range(c.n) for e in trace_events(c, i)
+              if e.get("type") == "txn_state" and e["transactional_id"] == f"tx-{client}"]
+    runs = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]   # Ongoing repeats per added partition
+    assert runs == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing", "PrepareAbort",
+                    "CompleteAbort", "Ongoing", "PrepareCommit", "CompleteCommit"]
     conformance_clean(c)
 
 
