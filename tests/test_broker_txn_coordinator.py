@@ -52,8 +52,10 @@ def describe(c, node: int, tid: str):
 
 
 def conformance_clean(c) -> None:
-    from checkers.conformance import check_events
-    evs = [e for i in range(c.n) for e in trace_events(c, i) if e.get("type") == "txn_rule"]
+    """The traces validate as the trace format (every event type known, with its fields) and
+    every coordinator decision in them is the model's."""
+    from checkers.conformance import check_events, read_events
+    evs = [e for e in read_events(f for i in range(c.n) for f in c.trace_files(i)) if e.get("type") == "txn_rule"]
     assert evs, "the coordinator traced no decision"
     res = check_events(evs, "current")
     assert res.divergences == [], [d.to_json() for d in res.divergences]
