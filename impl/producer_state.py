@@ -223,8 +223,18 @@ class ProducerStateManager:
         """First offsets of the transactions that keep the LSO down at HW `hw`: the ongoing ones
         and the completed ones whose marker the HW has not passed (firstUnstableOffset with
         unreplicatedTxns; the completed ones below it are dropped, onHighWatermarkUpdated)."""
-        self.unreplicated = [t for t in self.unreplicated if t[1] >= hw]
+        self.on_high_watermark(hw)
         return sorted(set(self.ongoing_first_offsets().values()) | {f for f, _ in self.unreplicated})
+
+    def on_high_watermark(self, hw: int) -> None:
+        """The HW passed these markers: their transactions are stable (onHighWatermarkUpdated)."""
+        if self.unreplicated and self.unreplicated[0][1] < hw:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= hw]
+
+    def drop_aborted_below(self, log_start: int) -> None:
+        """Retention deleted the segments holding these aborted transactions (their index goes
+        with them in Kafka)."""
+        self.aborted = [t for t in self.aborted if t[2] >= log_start]
 
     def aborted_between(self, start: int, upper: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [start, upper)

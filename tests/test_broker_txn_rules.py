@@ -264,3 +264,20 @@ def test_conformance_judges_marker_verdicts_per_generation():
     # a verdict right but its error code wrong
     assert check_events([_marker(coordinator_epoch=2, verdict="coordinator-fenced", error_code=47)],
                         "current").divergences
+
+
+def test_completed_transactions_leave_the_unstable_set_once_the_hw_passes_and_retention_drops_aborted(tmp_path):
+    from impl.storage.log import LogConfig
+    lg = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    for pid in range(1, 4):
+        lg.append_as_leader(txn_batch(pid, 0, 0, 2), 0)
+        lg.append_marker(pid, 0, pid != 2, 0, 0)            # producer 2 aborts
+    ps = lg.producers
+    assert len(ps.unreplicated) == 3
+    ps.on_high_watermark(6)                                  # past the first two markers (2, 5)
+    assert [t[1] for t in ps.unreplicated] == [8]
+    assert ps.aborted == [(2, 3, 5)]
+    assert len(lg.segments) > 2
+    lg.config.retention_bytes = 1
+    lg.apply_retention(0, upper_bound=lg.leo)
+    assert lg.log_start_offset > 5 and ps.aborted == []
