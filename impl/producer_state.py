@@ -178,9 +178,10 @@ class ProducerStateManager:
         """Record an appended batch (ProducerStateEntry.addBatch): a new epoch resets the
         retained batches; only the last 5 are kept. A transactional batch opens the producer's
         transaction on this partition if none is ongoing."""
-        if producer_id != NO_PRODUCER_ID and first_seq != NO_SEQUENCE:
+        if producer_id != NO_PRODUCER_ID and (first_seq != NO_SEQUENCE or transactional):
             e = self._entry_at(producer_id, epoch)
-            e.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset))
+            if first_seq != NO_SEQUENCE:    # a coordinator's transactional write has no sequence
+                e.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset))
             if transactional:
                 if e.txn_first_offset < 0:
                     e.txn_first_offset = first_offset

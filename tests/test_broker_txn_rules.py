@@ -281,3 +281,13 @@ def test_completed_transactions_leave_the_unstable_set_once_the_hw_passes_and_re
     lg.config.retention_bytes = 1
     lg.apply_retention(0, upper_bound=lg.leo)
     assert lg.log_start_offset > 5 and ps.aborted == []
+
+
+def test_a_coordinators_transactional_write_without_sequence_opens_the_transaction(tmp_path):
+    """Transactional offset commits on `__consumer_offsets` carry no sequence; they still open the
+    producer's transaction there, so the LSO and the aborted index cover them."""
+    lg = PartitionLog(tmp_path / "o-0")
+    lg.append_as_leader(txn_batch(9, 1, -1, 1), 0)
+    assert lg.producers.ongoing_first_offsets() == {9: 0}
+    lg.append_marker(9, 1, False, 0, 0)
+    assert lg.producers.aborted == [(9, 0, 1)] and lg.producers.ongoing_first_offsets() == {}
