@@ -178,9 +178,11 @@ class ProducerStateManager:
         """Record an appended batch (ProducerStateEntry.addBatch): a new epoch resets the
         retained batches; only the last 5 are kept. A transactional batch opens the producer's
         transaction on this partition if none is ongoing."""
+        # a coordinator's transactional write (offsets of a transaction) has no sequence: it still
+        # sets the producer's epoch and opens its transaction here
         if producer_id != NO_PRODUCER_ID and (first_seq != NO_SEQUENCE or transactional):
             e = self._entry_at(producer_id, epoch)
-            if first_seq != NO_SEQUENCE:    # a coordinator's transactional write has no sequence
+            if first_seq != NO_SEQUENCE:
                 e.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset))
             if transactional:
                 if e.txn_first_offset < 0:

@@ -336,6 +336,7 @@ class TxnManager:
                     log.info("broker %d: transaction %s timed out; aborting with an epoch bump", self.b.id, tid)
                     self.b.event("txn_timed_out", transactional_id=tid, producer_id=t.producer_id,
                                  producer_epoch=t.epoch)
+                    self.pending.add(tid)      # at once: no request may decide on `t` meanwhile
                     asyncio.ensure_future(self.write(tc.abort_with_bump(t, now)))
 
 

@@ -175,3 +175,109 @@ def test_partition_leader_kill_mid_transaction(make_cluster, client):
     got = read_values(client, live_bootstrap(c), "t", PARTS, set(want))
     assert sorted(got) == sorted(want)                       # each once: nothing lost, nothing twice
     conformance_clean(c)
+
+
+def test_timed_out_transaction_is_aborted_with_an_epoch_bump(make_cluster):
+    """A producer that stops mid-transaction: past transaction.timeout.ms the coordinator aborts
+    it with an epoch bump, so its records never reach read_committed, the partitions' LSO moves
+    on (a later transaction is read) and the producer's own late commit is refused."""
+    c = cluster(make_cluster, transaction_abort_timed_out_interval_ms=200)
+    tid = "slow"
+    p = txn_producer("confluent", c.bootstrap, tid, **{"transaction.timeout.ms": 2000})
+    p.begin(); send_all(p, vals("late", 6)); p.flush()
+    node = coordinator_of(c, tid)
+    wait_until(lambda: describe(c, node, tid).transaction_state == "CompleteAbort", 20,
+               what="the coordinator aborting the timed-out transaction")
+    st = describe(c, node, tid)
+    with pytest.raises(Fenced):
+        p.commit()
+    q = txn_producer("confluent", c.bootstrap, "after")
+    try:
+        q.begin(); send_all(q, vals("ok", 6)); q.commit()
+    finally:
+        q.close()
+    got = read_values("confluent", c.bootstrap, "t", PARTS, set(vals("ok", 6)))
+    assert sorted(got) == sorted(vals("ok", 6))
+    assert st.producer_epoch == 1                          # bumped from the instance's epoch 0
+    assert any(e.get("type") == "txn_timed_out" and e["transactional_id"] == tid
+               for i in range(c.n) for e in trace_events(c, i))
+
+
+CTP_WORKER = """
+import sys
+from confluent_kafka import Consumer, KafkaException, Producer
+bootstrap, wid, hold = sys.argv[1:4]
+done = 0
+cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "isolation.level": "read_committed",
+                 "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 2000,
+                 "heartbeat.interval.ms": 300})
+prod = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-" + wid, "transaction.timeout.ms": 2000,
+                 "linger.ms": 0})
+prod.init_transactions(30)
+cons.subscribe(["in"])
+print("ready", flush=True)
+while True:
+    msgs = [m for m in cons.consume(num_messages=4, timeout=0.3) if not m.error()]
+    if not msgs:
+        continue
+    try:
+        prod.begin_transaction()
+        for m in msgs:
+            prod.produce("out", value=m.value(), partition=m.partition())
+        prod.send_offsets_to_transaction(cons.position(cons.assignment()), cons.consumer_group_metadata(), 30)
+        prod.flush(30)
+        if hold == "hold" and done == 1:      # the test crashes us here: output and offsets pending
+            print("holding", flush=True)
+            sys.stdin.readline()
+        prod.commit_transaction(30)
+        done += 1
+        print("committed", len(msgs), flush=True)
+    except KafkaException as e:
+        if not e.args[0].txn_requires_abort():
+            raise
+        prod.abort_transaction(30)
+        for tp in cons.committed(cons.assignment(), 30):      # rewind to the group's committed offsets
+            cons.seek(tp)
+"""
+
+
+def test_consume_transform_produce_exactly_once_across_a_member_crash(make_cluster):
+    """Two confluent-kafka workers (consumer group + transactional producer with
+    send_offsets_to_transaction) copy `in` to `out`; one is killed -9 inside a transaction, after
+    its output and its offsets were sent. The committed
+    output holds every input exactly once: the crashed worker's open transaction is aborted on
+    its timeout, and the survivor resumes from the group's committed offsets (stable: KIP-447)."""
+    c = make_cluster(3, broker_config={**TXN_CONFIG, "transaction_abort_timed_out_interval_ms": 200,
+                                       "group_min_session_timeout_ms": 1000, "group_initial_rebalance_delay_ms": 500})
+    for t in ("in", "out"):
+        c.create_topic(t, partitions=PARTS, replication_factor=3, min_insync=2)
+        c.wait_for_leaders(t, isr_size=3)
+    from confluent_kafka import Producer
+    src = Producer({"bootstrap.servers": c.bootstrap, "enable.idempotence": True})
+    inputs = vals("i", 90)
+
+    def feed(values):
+        for i, v in enumerate(values):
+            src.produce("in", value=v, partition=i % PARTS)
+        src.flush(30)
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    workers = [subprocess.Popen([sys.executable, "-c", CTP_WORKER, c.bootstrap, str(w), "hold" if w == 0 else "-"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env=env) for w in range(2)]
+    try:
+        for w in workers:
+            assert w.stdout.readline().strip() == "ready"
+        feed(inputs[:45])
+        lines = [workers[0].stdout.readline().strip() for _ in range(2)]
+        assert lines[0].startswith("committed") and lines[1] == "holding", lines
+        feed(inputs[45:60])
+        workers[0].kill()                 # mid-transaction: its output and offsets are pending
+        feed(inputs[60:])
+        got = read_values("confluent", c.bootstrap, "out", PARTS, set(inputs), timeout_s=60)
+    finally:
+        for w in workers:
+            w.kill(); w.wait(10)
+    dup = sorted(v for v in set(got) if got.count(v) > 1)
+    assert set(got) == set(inputs) and not dup, (sorted(set(inputs) - set(got)), dup)
+    conformance_clean(c)
