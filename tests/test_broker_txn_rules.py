@@ -151,6 +151,8 @@ def test_log_state_matches_the_model_fold(tmp_path, seed):
         e = ps.entry(pid)
         assert (e.epoch, e.txn_first_offset, e.txn_epoch if e.txn_first_offset >= 0 else -1,
                 e.coordinator_epoch) == S.txn_partition_state(model, pid)
+    assert ps.ongoing_first_offsets() == {pid: e.txn_first_offset for pid, e in ps.producers.items()
+                                          if e.txn_first_offset >= 0}
     fates = S.txn_fates(model)
     aborted_by_index = {o for pid, first, last in ps.aborted for o in range(first, last + 1)
                         if model[o][0] == 0 and model[o][1] == pid}
