@@ -151,6 +151,8 @@ def test_log_state_matches_the_model_fold(tmp_path, seed):
         e = ps.entry(pid)
         assert (e.epoch, e.txn_first_offset, e.txn_epoch if e.txn_first_offset >= 0 else -1,
                 e.coordinator_epoch) == S.txn_partition_state(model, pid)
+    assert ps.ongoing_first_offsets() == {pid: e.txn_first_offset for pid, e in ps.producers.items()
+                                          if e.txn_first_offset >= 0}
     fates = S.txn_fates(model)
     aborted_by_index = {o for pid, first, last in ps.aborted for o in range(first, last + 1)
                         if model[o][0] == 0 and model[o][1] == pid}
@@ -264,3 +266,30 @@ def test_conformance_judges_marker_verdicts_per_generation():
     # a verdict right but its error code wrong
     assert check_events([_marker(coordinator_epoch=2, verdict="coordinator-fenced", error_code=47)],
                         "current").divergences
+
+
+def test_completed_transactions_leave_the_unstable_set_once_the_hw_passes_and_retention_drops_aborted(tmp_path):
+    from impl.storage.log import LogConfig
+    lg = PartitionLog(tmp_path / "t-0", LogConfig(segment_bytes=200))
+    for pid in range(1, 4):
+        lg.append_as_leader(txn_batch(pid, 0, 0, 2), 0)
+        lg.append_marker(pid, 0, pid != 2, 0, 0)            # producer 2 aborts
+    ps = lg.producers
+    assert len(ps.unreplicated) == 3
+    ps.on_high_watermark(6)                                  # past the first two markers (2, 5)
+    assert [t[1] for t in ps.unreplicated] == [8]
+    assert ps.aborted == [(2, 3, 5)]
+    assert len(lg.segments) > 2
+    lg.config.retention_bytes = 1
+    lg.apply_retention(0, upper_bound=lg.leo)
+    assert lg.log_start_offset > 5 and ps.aborted == []
+
+
+def test_a_coordinators_transactional_write_without_sequence_opens_the_transaction(tmp_path):
+    """Transactional offset commits on `__consumer_offsets` carry no sequence; they still open the
+    producer's transaction there, so the LSO and the aborted index cover them."""
+    lg = PartitionLog(tmp_path / "o-0")
+    lg.append_as_leader(txn_batch(9, 1, -1, 1), 0)
+    assert lg.producers.ongoing_first_offsets() == {9: 0}
+    lg.append_marker(9, 1, False, 0, 0)
+    assert lg.producers.aborted == [(9, 0, 1)] and lg.producers.ongoing_first_offsets() == {}
