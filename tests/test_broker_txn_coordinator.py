@@ -178,6 +178,36 @@ def test_coordinator_kill_during_commit_ends_committed_everywhere(make_cluster, 
     conformance_clean(c)
 
 
+def test_coordinator_kill_during_abort_ends_aborted_everywhere(make_cluster):
+    """The other outcome: an abort held between PrepareAbort and its markers, the coordinator
+    killed -9; the new one finishes the abort, so no partition ever shows the records and a
+    later transaction of the same id is read past them."""
+    c = cluster(make_cluster)
+    tid = "kill-abort"
+    p = txn_producer("confluent", c.bootstrap, tid)
+    x = coordinator_of(c, tid)
+    try:
+        p.begin(); send_all(p, vals("x", 6)); p.flush()
+        (c.broker_dir(x) / "HOLD_TXN_MARKERS").touch()
+        p.abort()
+        assert describe(c, x, tid).transaction_state == "PrepareAbort"
+    finally:
+        p.close()
+    c.kill(x)
+    y = wait_until(lambda: (lambda n: [n] if n != x else None)(coordinator_of(c, tid)), 30,
+                   what="a new coordinator")[0]
+    wait_until(lambda: describe(c, y, tid).transaction_state == "CompleteAbort", 30,
+               what="the new coordinator completing the abort from its log")
+    q = txn_producer("confluent", live_bootstrap(c), tid)
+    try:
+        q.begin(); send_all(q, vals("y", 6)); q.commit()
+    finally:
+        q.close()
+    got = read_values("confluent", live_bootstrap(c), "t", PARTS, set(vals("y", 6)))
+    assert sorted(got) == sorted(vals("y", 6))                 # every x* aborted on every partition
+    conformance_clean(c)
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_partition_leader_kill_mid_transaction(make_cluster, client):
     c = cluster(make_cluster)
