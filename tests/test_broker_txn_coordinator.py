@@ -51,6 +51,24 @@ def describe(c, node: int, tid: str):
         return conn.request(65, 0, {"transactional_ids": [tid]}).transaction_states[0]
 
 
+_readers: dict = {}
+
+
+def readline(proc, timeout_s: float = 60) -> str:
+    """The child's next output line, or an AssertionError after timeout_s (a hung client). A
+    thread per child feeds a queue, so lines already buffered are never missed."""
+    import queue
+    import threading
+    q = _readers.get(proc.pid)
+    if q is None:
+        q = _readers[proc.pid] = queue.Queue()
+        threading.Thread(target=lambda: [q.put(line) for line in proc.stdout], daemon=True).start()
+    try:
+        return q.get(timeout=timeout_s).strip()
+    except queue.Empty:
+        raise AssertionError(f"no output from pid {proc.pid} in {timeout_s} s") from None
+
+
 def conformance_clean(c) -> None:
     """The traces validate as the trace format (every event type known, with its fields) and
     every coordinator decision in them is the model's."""
@@ -131,7 +149,7 @@ def test_paused_zombie_is_fenced_and_never_commits(make_cluster, client):
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     try:
-        assert z.stdout.readline().strip() == "ready"
+        assert readline(z) == "ready"
         os.kill(z.pid, signal.SIGSTOP)
         p = txn_producer(client, c.bootstrap, tid)         # the new instance: aborts the zombie's transaction
         try:
@@ -140,7 +158,7 @@ def test_paused_zombie_is_fenced_and_never_commits(make_cluster, client):
             p.close()
         os.kill(z.pid, signal.SIGCONT)
         z.stdin.write("go\n"); z.stdin.flush()
-        verdict = z.stdout.readline().strip()
+        verdict = readline(z, 90)
         assert not verdict.startswith("committed"), verdict
     finally:
         os.kill(z.pid, signal.SIGCONT)
@@ -285,9 +303,9 @@ def test_consume_transform_produce_exactly_once_across_a_member_crash(make_clust
                                 env=env) for w in range(2)]
     try:
         for w in workers:
-            assert w.stdout.readline().strip() == "ready"
+            assert readline(w) == "ready"
         feed(inputs[:45])
-        lines = [workers[0].stdout.readline().strip() for _ in range(2)]
+        lines = [readline(workers[0]) for _ in range(2)]
         assert lines[0].startswith("committed") and lines[1] == "holding", lines
         feed(inputs[45:60])
         workers[0].kill()                 # mid-transaction: its output and offsets are pending
