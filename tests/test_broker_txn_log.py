@@ -460,3 +460,24 @@ def test_transactional_clients_commit_and_abort_read_committed(make_cluster, cli
     assert verified and all(e["verdict"] == "append" for e in verified)
     assert [e["verify_error"] for e in verified if e["verify_error"] is not None][:1] == [0]
     assert not check_events(_all_events(c), "current").divergences
+
+
+def test_transactional_cluster_traces_load_as_the_trace_format(make_cluster):
+    """Every event a transactional cluster writes (coordinator and partition leader alike) is a
+    known broker event type with its fields, so the traces load without falling back."""
+    from traces.trace import load
+    c = make_cluster(1)
+    c.create_topic("f", partitions=1, replication_factor=1)
+    c.wait_for_leaders("f")
+    tx = RawTxn(c, "tx-f", "f")
+    raw = Raw(c, 0, "f")
+    try:
+        assert tx.add_partition() == 0
+        assert raw.produce(txn_batch(tx.pid, tx.epoch, 0, 1), "tx-f") == (0, 0)
+        assert tx.end(True) == 0
+        wait_until(lambda: raw.lso() == 2, what="the COMMIT marker under the HW")
+    finally:
+        raw.close()
+        tx.close()
+    types = {r["type"] for f in c.trace_files(0) for r in load(f).records if r.get("kind") == "event"}
+    assert {"txn_rule", "txn_produce", "txn_marker"} <= types
