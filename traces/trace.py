@@ -64,13 +64,6 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
                     "verify_error", "verified", "verdict", "error_code"),
     "txn_marker": ("topic", "partition", "producer_id", "epoch", "coordinator_epoch", "commit",
                    "partition_epoch", "open_epoch", "last_coordinator_epoch", "verdict", "error_code"),
-    # the transaction coordinator (impl/txn_handlers.py): a decision with its rule, inputs and
-    # output; a committed state change; a round of markers; a partition loaded; a timeout abort
-    "txn_rule": ("rule", "transactional_id", "inputs", "output"),
-    "txn_state": ("transactional_id", "producer_id", "producer_epoch", "state", "partitions", "coordinator_epoch"),
-    "txn_markers": ("transactional_id", "producer_id", "producer_epoch", "commit", "coordinator_epoch", "remaining"),
-    "txn_loaded": ("partition", "coordinator_epoch", "transactions"),
-    "txn_timed_out": ("transactional_id", "producer_id", "producer_epoch"),
 }
 
 
