@@ -317,3 +317,46 @@ def test_consume_transform_produce_exactly_once_across_a_member_crash(make_clust
     dup = sorted(v for v in set(got) if got.count(v) > 1)
     assert set(got) == set(inputs) and not dup, (sorted(set(inputs) - set(got)), dup)
     conformance_clean(c)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_coordinator_kill_at_a_random_moment_of_a_commit_is_all_or_nothing(make_cluster, seed):
+    """No hook: the commit runs in a thread and the coordinator is killed -9 after a seeded delay
+    (0-60 ms, around the EndTxn). Whatever the client saw, a read_committed reader sees the
+    transaction on every partition or on none, and a later transaction is read past it."""
+    import random
+    import threading
+    c = cluster(make_cluster)
+    tid = f"rand-{seed}"
+    p = txn_producer("confluent", c.bootstrap, tid)
+    x = coordinator_of(c, tid)
+    outcome: list = []
+    try:
+        p.begin(); send_all(p, vals("r", 6)); p.flush()
+
+        def commit():
+            try:
+                p.commit()
+                outcome.append("committed")
+            except Exception as e:             # the client may see the crash: indeterminate
+                outcome.append(repr(e))
+        t = threading.Thread(target=commit)
+        t.start()
+        threading.Event().wait(random.Random(seed).uniform(0, 0.06))
+        c.kill(x)
+        t.join(90)
+        assert not t.is_alive(), "commit_transaction hung"
+    finally:
+        p.close()
+    q = txn_producer("confluent", live_bootstrap(c), f"after-{seed}")
+    try:
+        q.begin(); send_all(q, vals("s", 6)); q.commit()
+    finally:
+        q.close()
+    got = read_values("confluent", live_bootstrap(c), "t", PARTS, set(vals("s", 6)), timeout_s=60)
+    seen = set(got) & set(vals("r", 6))
+    assert set(vals("s", 6)) <= set(got)
+    assert seen in (set(), set(vals("r", 6))), (outcome, sorted(seen))
+    if outcome == ["committed"]:
+        assert seen == set(vals("r", 6)), "a commit the client saw succeed is not visible"
