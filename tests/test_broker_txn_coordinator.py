@@ -250,7 +250,8 @@ def test_partition_leader_kill_mid_transaction(make_cluster, client):
 def test_timed_out_transaction_is_aborted_with_an_epoch_bump(make_cluster):
     """A producer that stops mid-transaction: past transaction.timeout.ms the coordinator aborts
     it with an epoch bump, so its records never reach read_committed, the partitions' LSO moves
-    on (a later transaction is read) and the producer's own late commit is refused."""
+    on (a later transaction is read) and the producer's own late commit is refused. Then KIP-360's
+    re-init on the wire: the epoch before that bump passes, older ones are fenced by version."""
     c = cluster(make_cluster, transaction_abort_timed_out_interval_ms=200)
     tid = "slow"
     p = txn_producer("confluent", c.bootstrap, tid, **{"transaction.timeout.ms": 2000})
@@ -261,6 +262,20 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(make_cluster):
     st = describe(c, node, tid)
     with pytest.raises(Fenced):
         p.commit()
+    # KIP-360 re-init (InitProducerId 3+ naming the producer): the epoch before the coordinator's
+    # own bump still passes; an older one is fenced (PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH
+    # in v3); another producer id is INVALID_PRODUCER_ID_MAPPING
+    def reinit(version, pid, epoch):
+        with SyncConn(*c.address(node)) as conn:
+            r = conn.request(22, version, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                           "producer_id": pid, "producer_epoch": epoch})
+        return r.error_code, r.producer_epoch
+    pid = st.producer_id
+    assert reinit(4, pid, 0) == (0, 2)
+    assert reinit(4, pid, 1) == (90, -1) and reinit(3, pid, 1) == (47, -1)
+    assert reinit(4, pid + 1, 2) == (49, -1)
+    assert reinit(4, pid, 2) == (0, 3)
+    conformance_clean(c)                 # txn_bump_fenced among the judged decisions
     q = txn_producer("confluent", c.bootstrap, "after")
     try:
         q.begin(); send_all(q, vals("ok", 6)); q.commit()
