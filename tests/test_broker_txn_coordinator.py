@@ -375,3 +375,28 @@ def test_coordinator_kill_at_a_random_moment_of_a_commit_is_all_or_nothing(make_
     assert seen in (set(), set(vals("r", 6))), (outcome, sorted(seen))
     if outcome == ["committed"]:
         assert seen == set(vals("r", 6)), "a commit the client saw succeed is not visible"
+
+
+def test_kip966_generation_serves_transaction_version_1_clients(make_cluster):
+    """On the generation with txn-epoch-bump the clients still speak transaction version 1 (no
+    EndTxn 5 is advertised): commits and aborts work, the epoch stays, and markers are
+    transaction version 1 ones, which the partitions' version-2 epoch check leaves alone."""
+    c = make_cluster(3, generation="kip-966", broker_config=TXN_CONFIG)
+    c.create_topic("t", partitions=PARTS, replication_factor=3, min_insync=2)
+    c.wait_for_leaders("t", isr_size=3)
+    p = txn_producer("confluent", c.bootstrap, "tv1")
+    try:
+        p.begin(); send_all(p, vals("c", 6)); p.commit()
+        p.begin(); send_all(p, vals("a", 6)); p.flush(); p.abort()
+        p.begin(); send_all(p, vals("s", 6)); p.commit()
+    finally:
+        p.close()
+    want = set(vals("c", 6) + vals("s", 6))
+    got = read_values("confluent", c.bootstrap, "t", PARTS, want)
+    assert sorted(got) == sorted(want)
+    node = coordinator_of(c, "tv1")
+    wait_until(lambda: describe(c, node, "tv1").transaction_state == "CompleteCommit", 10, what="CompleteCommit")
+    assert describe(c, node, "tv1").producer_epoch == 0
+    from checkers.conformance import check_events, read_events
+    evs = [e for e in read_events(f for i in range(c.n) for f in c.trace_files(i)) if e.get("type") == "txn_rule"]
+    assert evs and check_events(evs, "kip-966").divergences == []
