@@ -512,8 +512,6 @@ async def txn_offset_commit(b, req, version):
                             gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
         if records:
             aerr, base = await m.append(m.partition_of(gid), records, (req.producer_id, req.producer_epoch))
-            if aerr == codec.INVALID_PRODUCER_EPOCH and version >= 3:
-                aerr = codec.PRODUCER_FENCED
             if aerr == 0:
                 pend = m.txn_offsets.setdefault(req.producer_id, {})
                 for i, ((topic, part), (off, epoch, meta, ts)) in enumerate(commits.items()):

@@ -275,7 +275,11 @@ class TxnManager:
         return out
 
     async def _finish(self, tid: str) -> None:
-        """Markers to every partition of the Prepare* transaction, then Complete*."""
+        """Markers to every partition of the Prepare* transaction, then Complete*. Retried every
+        MARKER_BACKOFF_S without a count bound, as Kafka's marker channel does (a transaction
+        cannot complete otherwise); it ends when every partition answered, when this broker stops
+        coordinating the id (the new coordinator finishes it) or when a topic is deleted. One
+        round waits at most the connection timeout (10 s) for a paused leader."""
         index = self.partition_of(tid)
         cepoch = self.coordinator_epoch.get(index)
         b = self.b

@@ -128,9 +128,9 @@ def test_transactional_offsets_pending_until_their_marker_and_rebuilt_on_load(tm
         assert m.groups["g"].offsets[("t", 0)].offset == 10
         assert "h" not in m.groups or ("t", 0) not in m.groups["h"].offsets
         assert set(m.txn_offsets) == {9}
-        # an older epoch of producer 9 is fenced at the append (PRODUCER_FENCED from v3)
+        # an older epoch of producer 9 is fenced at the append (the log's INVALID_PRODUCER_EPOCH)
         r = await gh.txn_offset_commit(b, _txn_commit("k", 31, 9, 0), 3)
-        assert r["topics"][0]["partitions"][0]["error_code"] == codec.PRODUCER_FENCED
+        assert r["topics"][0]["partitions"][0]["error_code"] == codec.INVALID_PRODUCER_EPOCH
         # a fresh coordinator for the same log rebuilds the same view
         b2 = _broker(tmp_path)
         b2.loop = b.loop
