@@ -11,6 +11,9 @@
 5. idempotence (`--section idempotence` runs only this): acks=all throughput with
    enable.idempotence=true against false on the same three-broker cluster, alternating runs
    (ratio of the medians), and the fail-over time of (4) for an idempotent producer
+6. transactions (`--section transactions` runs only this): acks=all throughput of a
+   transactional producer committing every 100 records against the idempotent producer, the
+   same cluster, alternating rounds (ratio of the medians); p50/p99 of commit_transaction
 """
 from __future__ import annotations
 
@@ -129,7 +132,7 @@ def main(argv=None) -> None:
     ap.add_argument("--latency-seconds", type=float, default=10)
     ap.add_argument("--session-timeout-ms", type=int, default=2000)
     ap.add_argument("--quick", action="store_true", help="small runs (smoke test)")
-    ap.add_argument("--section", choices=("all", "idempotence"), default="all")
+    ap.add_argument("--section", choices=("all", "idempotence", "transactions"), default="all")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the idempotence ratio")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -138,8 +141,9 @@ def main(argv=None) -> None:
     res: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                  "records": n, "record_bytes": len(VALUE)}
     with tempfile.TemporaryDirectory(prefix="kv-bench-") as d:
-        if a.section == "idempotence":
-            res.update(idempotence(d, n, a.rounds, a.session_timeout_ms))
+        if a.section in ("idempotence", "transactions"):
+            run = idempotence if a.section == "idempotence" else transactions
+            res.update(run(d, n, a.rounds, a.session_timeout_ms))
             _print(res, a.json)
             return
         with Cluster(1, f"{d}/one", coordinator="embedded", session_timeout_ms=a.session_timeout_ms) as c:
@@ -156,6 +160,7 @@ def main(argv=None) -> None:
             res["failover_s"] = round(failover(c, "fo"), 3)
             res["session_timeout_ms"] = a.session_timeout_ms
         res.update(idempotence(d, n, a.rounds, a.session_timeout_ms))
+        res.update(transactions(d, n, a.rounds, a.session_timeout_ms))
     _print(res, a.json)
 
 
@@ -183,6 +188,55 @@ def idempotence(d: str, n: int, rounds: int, session_timeout_ms: int) -> dict:
         c.wait_for_leaders("fp", isr_size=3)
         out["failover_plain_same_run_s"] = round(failover(c, "fp"), 3)
         out["session_timeout_ms"] = session_timeout_ms
+    return out
+
+
+TXN_RECORDS = 100
+
+
+def transactional_throughput(bootstrap: str, topic: str, n: int, tid: str) -> tuple[float, list[float]]:
+    """records/s of a transactional producer (acks=all, idempotent) committing every TXN_RECORDS
+    records, and each commit_transaction's duration in seconds."""
+    p = _producer(bootstrap, "all", **{"enable.idempotence": True, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()                      # warm-up: coordinator, metadata, connections
+    p.produce(topic, VALUE, partition=0)
+    p.commit_transaction(30)
+    commits: list[float] = []
+    t0 = time.perf_counter()
+    for i in range(0, n, TXN_RECORDS):
+        p.begin_transaction()
+        for _ in range(min(TXN_RECORDS, n - i)):
+            p.produce(topic, VALUE, partition=0)
+        p.poll(0)
+        c0 = time.perf_counter()
+        p.commit_transaction(60)               # flushes the transaction's records, then EndTxn
+        commits.append(time.perf_counter() - c0)
+    return n / (time.perf_counter() - t0), commits
+
+
+def transactions(d: str, n: int, rounds: int, session_timeout_ms: int) -> dict:
+    """Transactional (commit every 100 records) vs idempotent acks=all throughput on one
+    cluster, alternating rounds; commit latency over every transactional round."""
+    out: dict = {}
+    with Cluster(3, f"{d}/txn", coordinator="embedded", session_timeout_ms=session_timeout_ms,
+                 broker_config={"transaction_state_num_partitions": 3}) as c:
+        c.create_topic("bt", 1, 3, min_insync=2)
+        c.wait_for_leaders("bt", isr_size=3)
+        idem, txn, commits = [], [], []
+        for r in range(max(rounds, 1)):
+            idem.append(throughput(c.bootstrap, "bt", "all", n, **{"enable.idempotence": True}))
+            rate, cs = transactional_throughput(c.bootstrap, "bt", n, f"bench-{r}")
+            txn.append(rate)
+            commits += cs
+        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+        q = sorted(commits)
+        out["acksall_idempotent_same_run_records_per_s"] = [round(x) for x in idem]
+        out["transactional_records_per_s"] = [round(x) for x in txn]
+        out["transactional_over_idempotent_ratio"] = round(med(txn) / med(idem), 3)
+        out["records_per_transaction"] = TXN_RECORDS
+        out["commit_ms_p50"] = round(q[len(q) // 2] * 1000, 2)
+        out["commit_ms_p99"] = round(q[min(len(q) - 1, int(len(q) * 0.99))] * 1000, 2)
     return out
 
 

@@ -134,6 +134,7 @@ class Partition:
                               self.min_insync, self.fixes)
         if new > self.hw:
             self.hw = new
+            self.log.producers.on_high_watermark(new)
             self.event("hw_advanced", topic=self.topic, partition=self.index, hw=new)
             self.complete_delayed()
             self.notify_hw()
@@ -150,6 +151,10 @@ class Partition:
             else:
                 keep.append((last, fut))
         self.delayed = keep
+
+    def lso(self) -> int:
+        """The last stable offset (rules.last_stable_offset over the producer state at our HW)."""
+        return rules.last_stable_offset(self.log.producers.unstable_first_offsets(self.hw), self.hw)
 
     def fetch_epoch_error(self, request_epoch: int) -> int:
         """KIP-320 fencing of a Fetch / ListOffsets / OffsetsForLeaderEpoch (0 = served)."""
@@ -233,6 +238,7 @@ class Partition:
             # is traced with the same type and "lowered": true (no separate type in the schema)
             extra = {"lowered": True} if new_hw < self.hw else {}
             self.hw = new_hw
+            self.log.producers.on_high_watermark(new_hw)
             self.event("hw_advanced", topic=self.topic, partition=self.index, hw=new_hw, role="follower", **extra)
 
     def out_of_range(self, leader_leo: int) -> bool:

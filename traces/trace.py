@@ -52,6 +52,18 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # the leader proposes an ISR (with each added member's position), or its write failed
     "isr_proposed": ("topic", "partition", "isr", "leader_epoch", "hw", "positions"),
     "isr_change_failed": ("topic", "partition", "isr", "leader_epoch"),
+    # transactions (impl/txn_handlers.py, impl/txn_log.py): txn_rule is checked against the
+    # model's rule functions; the others describe the coordinator's and the partitions' state
+    "txn_rule": ("rule", "transactional_id", "inputs", "output"),
+    "txn_state": ("transactional_id", "producer_id", "producer_epoch", "state"),
+    "txn_loaded": ("partition", "coordinator_epoch"),
+    "txn_markers": ("transactional_id", "producer_id", "producer_epoch", "commit"),
+    "txn_timed_out": ("transactional_id", "producer_id", "producer_epoch"),
+    # a partition leader's transaction decisions, with their inputs (impl/txn_log.py)
+    "txn_produce": ("topic", "partition", "producer_id", "epoch", "partition_epoch", "ongoing_epoch",
+                    "verify_error", "verified", "verdict", "error_code"),
+    "txn_marker": ("topic", "partition", "producer_id", "epoch", "coordinator_epoch", "commit",
+                   "partition_epoch", "open_epoch", "last_coordinator_epoch", "verdict", "error_code"),
 }
 
 
