@@ -13,6 +13,7 @@ from typing import Any
 
 from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
+                                  DeleteGroupsRequest, DeleteGroupsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
@@ -65,6 +66,8 @@ APIS.update({
     37: (CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     60: (DescribeClusterRequest, DescribeClusterResponse, 0, 1),
 })
+# Group deletion (impl/group_handlers.py delete_groups): every version kafka-python knows
+APIS[42] = (DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
 
 # Kafka error codes (impl/protocol/errors.py), re-exported: handlers use codec.NAME.
 from impl.protocol.errors import (  # noqa: F401
