@@ -116,6 +116,10 @@ SAMPLE_RESPONSES.update({
          "brokers": [{"broker_id": 1, "host": "h", "port": 9, "rack": None}]},
 })
 
+# group deletion (impl/group_handlers.py delete_groups)
+SAMPLE_REQUESTS[42] = {"groups_names": ["g", "h"]}
+SAMPLE_RESPONSES[42] = {"results": [{"group_id": "g", "error_code": 0}, {"group_id": "h", "error_code": 68}]}
+
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
 
 
@@ -163,6 +167,8 @@ def test_request_round_trip(api, version):
         assert list(got.groups) == ["g"]
     if api == 16:
         assert list(got.states_filter or []) == (["Stable"] if version >= 4 else [])
+    if api == 42:
+        assert list(got.groups_names) == ["g", "h"]
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
@@ -211,6 +217,8 @@ def test_response_round_trip(api, version):
         assert (g.group_state, bytes(g.members[0].member_assignment)) == ("Stable", b"asg")
     if api == 16:
         assert resp.groups[0].group_id == "g"
+    if api == 42:
+        assert [(r.group_id, r.error_code) for r in resp.results] == [("g", 0), ("h", 68)]
 
 
 def test_control_message_round_trip():
