@@ -1,0 +1,142 @@
+"""`kafkaverify nemesis --cluster FILE`: the nemesis against a cluster it knows only through a
+TOML file of shell commands and the Kafka protocol. The cluster here is our own broker driven
+strictly as an outside system -- processes started by tests/outside/cluster.sh with pid files,
+faulted by kill -9 / SIGSTOP / SIGCONT, no Python API of the harness touching them:
+- generated crash / pause / controller fail-over schedules run, are judged, and are valid (exit
+  0); the brokers' traces, which the file names, are judged by conformance too;
+- a fault command that fails ends the run unknown (exit 2) with the command and its output;
+- a malformed file, an unknown key or placeholder, and a fault the file cannot apply exit 3
+  naming the key."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from impl.cluster import free_ports
+from kafkaverify.nemesis.cluster_file import ClusterFileError, parse_cluster
+from tests.conftest import ROOT, subprocess_env
+
+pytestmark = pytest.mark.timeout(400)
+
+SCRIPT = ROOT / "tests" / "outside" / "cluster.sh"
+BROKER_CONFIG = {"session_timeout_ms": 3000, "replica_lag_time_max_ms": 1500,
+                 "group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 3}
+
+
+def kv(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "kafkaverify", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=subprocess_env())
+
+
+def outside_cluster(tmp: Path, n: int = 3, kill: str | None = None) -> Path:
+    """The cluster file and the script's environment for n brokers of ours on fresh ports."""
+    ports = free_ports(n + 1)
+    d = tmp / "outside"
+    d.mkdir()
+    (d / "env").write_text(f"PYTHON={shlex.quote(sys.executable)}\nCOORD_PORT={ports[0]}\n"
+                           f"PORTS='{' '.join(map(str, ports[1:]))}'\n"
+                           f"BROKER_CONFIG={shlex.quote(json.dumps(BROKER_CONFIG))}\n"
+                           f"export PYTHONPATH={shlex.quote(str(ROOT))}\n")
+    sh = f"{shlex.quote(str(SCRIPT))} {shlex.quote(str(d))}"
+    nodes = "".join(f"""
+[[node]]
+id = {i}
+kill = "{kill or sh + ' kill {index}'}"
+start = "{sh} start {{index}}"
+pause = "{sh} pause {{index}}"
+resume = "{sh} resume {{index}}"
+""" for i in range(n))
+    f = tmp / "cluster.toml"
+    f.write_text(f"""bootstrap = "{','.join(f'127.0.0.1:{p}' for p in ports[1:])}"
+timeout_s = 60
+setup = "{sh} setup"
+teardown = "{sh} teardown"
+traces = "{d}/data/broker-*/trace-*.jsonl"
+{nodes}""")
+    return f
+
+
+def test_our_broker_as_an_outside_cluster_runs_valid_schedules(tmp_path):
+    f = outside_cluster(tmp_path)
+    out = tmp_path / "nem"
+    r = kv("nemesis", "--cluster", str(f), "--schedules", "2", "--seed", "3", "--consumers", "1",
+           "--faults", "crash,pause,controller-failover", "--out", str(out), "--time-limit", "200")
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    assert f"cluster={f}" in r.stdout.replace("\n", "") and "conformance=traces" in r.stdout.replace("\n", "")
+    lines = [line for line in r.stdout.splitlines() if line.startswith("[")]
+    assert len(lines) == 2 and all("VALID" in line for line in lines), lines
+    runs = sorted(out.glob("run-*/result.json"))
+    assert len(runs) == 2
+    for p in runs:
+        res = json.loads(p.read_text())
+        assert res["status"] == "valid" and not res["divergences"]
+        log = (p.parent / "cluster" / "commands.log").read_text()
+        # the cluster was set up and torn down by the file's commands, and faulted by them
+        assert f"{SCRIPT}" in log and " setup\n" in log and " teardown\n" in log
+        assert any(f" {op} " in log for op in ("kill", "pause")), log[-2000:]
+        # its brokers' traces were judged: copied into the run
+        assert list((p.parent / "cluster" / "traces").glob("*trace-*.jsonl"))
+        ops = [json.loads(line) for line in (p.parent / "history.jsonl").read_text().splitlines()[1:]]
+        # records were acknowledged through the faults and read back by the final reads
+        assert sum(1 for o in ops if o.get("f") == "send" and o.get("type") == "ok") > 10
+        finals = {o["id"] for o in ops if o.get("f") == "poll" and o.get("final")}
+        assert finals and any(o["id"] in finals and o["type"] == "ok" and o["values"] for o in ops)
+
+
+def test_a_failing_fault_command_ends_the_run_unknown_with_its_output(tmp_path):
+    f = outside_cluster(tmp_path, kill="echo cannot reach the node {node} >&2; exit 7")
+    out = tmp_path / "nem"
+    r = kv("nemesis", "--cluster", str(f), "--schedules", "1", "--seed", "1", "--consumers", "0",
+           "--faults", "crash", "--out", str(out), "--time-limit", "120")
+    assert r.returncode == 2, r.stdout[-4000:] + r.stderr[-3000:]
+    text = r.stdout.replace("\n", " ")
+    assert "UNKNOWN" in text and "exited 7" in text and "cannot reach the node" in text
+    [res] = [json.loads(p.read_text()) for p in out.glob("run-*/result.json")]
+    assert res["status"] == "unknown" and "cannot reach the node" in res["reason"]
+    # the teardown still ran: no broker of the outside cluster is left behind
+    log = next(out.glob("run-*/cluster/commands.log")).read_text()
+    assert " teardown\n# teardown: exit 0" in log
+
+
+def test_bad_cluster_files_exit_3_naming_the_key(tmp_path):
+    good = outside_cluster(tmp_path).read_text()
+    cases = {
+        "typo.toml": (good.replace("timeout_s = 60", "timeout = 60"), "unknown key 'timeout'"),
+        "placeholder.toml": (good.replace("kill {index}", "kill {pid}", 1), "node[0].kill: unknown placeholder {pid}"),
+        "notoml.toml": ("bootstrap = [", "not TOML"),
+        "nonode.toml": ('bootstrap = "127.0.0.1:1"\n', "node: required"),
+    }
+    for name, (text, want) in cases.items():
+        (tmp_path / name).write_text(text)
+        r = kv("nemesis", "--cluster", str(tmp_path / name), "--out", str(tmp_path / "o"), timeout=60)
+        assert r.returncode == 3 and want in r.stderr and "Traceback" not in r.stderr, (name, r.stderr)
+    r = kv("nemesis", "--cluster", str(tmp_path / "cluster.toml"), "--faults", "crash,partition",
+           "--out", str(tmp_path / "o"), timeout=60)
+    assert r.returncode == 3 and "fault partition needs partition and heal hooks" in r.stderr, r.stderr
+
+
+def test_parse_cluster_rules():
+    base = {"bootstrap": ["h:1", "h:2"], "node": [
+        {"id": 5, "kill": "k {node}", "start": "s", "pause": "p", "resume": "r",
+         "partition": "cut {node} {peer}", "heal": "heal {peer_index}", "power_loss": "pl {index}", "timeout_s": 3}]}
+    s = parse_cluster(base)
+    assert s.bootstrap == "h:1,h:2" and s.nodes[0].timeout_s == 3 and s.timeout_s == 60
+    assert s.can_partition and s.can_power_loss and {"partition", "power-loss"} <= s.faults()
+    assert "session-expiry" not in s.faults()
+    bad = [({**base, "node": [{**base["node"][0], "heal": None}]}, "node[0].heal"),
+           ({**base, "node": [{k: v for k, v in base["node"][0].items() if k != "heal"}]}, "partition and heal"),
+           ({**base, "node": [{**base["node"][0], "kill": "k {peer}"}]}, "node[0].kill: unknown placeholder {peer}"),
+           ({**base, "node": [{**base["node"][0], "id": "x"}]}, "node[0].id"),
+           ({**base, "node": base["node"] * 2}, "node[1].id: 5 appears twice"),
+           ({**base, "bootstrap": "nohostport"}, "bootstrap"),
+           ({**base, "timeout_s": 0}, "timeout_s"),
+           ({**base, "setup": "x {node}"}, "setup: unknown placeholder {node}")]
+    for data, want in bad:
+        with pytest.raises(ClusterFileError, match=want.replace("{", r"\{").replace("}", r"\}").replace("[", r"\[")
+                           .replace("]", r"\]").replace(".", r"\.")):
+            parse_cluster(data)
