@@ -140,3 +140,47 @@ def test_parse_cluster_rules():
         with pytest.raises(ClusterFileError, match=want.replace("{", r"\{").replace("}", r"\}").replace("[", r"\[")
                            .replace("]", r"\]").replace(".", r"\.")):
             parse_cluster(data)
+
+
+PLUGIN_TEST = '''
+from kafka import KafkaProducer
+
+
+def test_outside_leader_crash(kafka_cluster, kafka_faults, kafka_history, kafka_topic):
+    assert type(kafka_cluster).__name__ == "ExternalCluster" and kafka_cluster.n == 3
+    topic = kafka_topic(replication_factor=3, min_insync=2)
+    p = kafka_history.producer(KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, acks="all",
+                                             retries=10, request_timeout_ms=5000))
+    for i in range(5):
+        p.send(topic, f"a{i}".encode(), partition=0).get(30)
+    victim = kafka_faults.crash(leader_of=(topic, 0))
+    assert victim not in kafka_cluster.alive()
+    for i in range(5):
+        p.send(topic, f"b{i}".encode(), partition=0).get(60)
+    p.close()
+    print("VICTIM", victim)
+
+
+def test_healed_for_the_next_test(kafka_cluster):
+    assert kafka_cluster.alive() == [0, 1, 2]
+'''
+
+
+def test_pytest_plugin_on_an_outside_cluster(tmp_path):
+    f = outside_cluster(tmp_path)
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "test_outside.py").write_text(PLUGIN_TEST)
+    env = subprocess_env()
+    env.pop("PYTEST_ADDOPTS", None)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-s", "-W",
+                        "ignore::DeprecationWarning", "--basetemp", str(tmp_path / "bt"), "--kafkaverify-cluster", str(f)],
+                       capture_output=True, text=True, cwd=tmp_path / "proj", timeout=300, env=env)
+    assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "VICTIM" in r.stdout
+    # the crash and the heal were the file's commands
+    log = tmp_path / "bt" / "outside-cluster0" / "commands.log"
+    assert " kill " in log.read_text() and " start " in log.read_text() and " teardown" in log.read_text()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--co",
+                        "--kafkaverify-cluster", str(tmp_path / "missing.toml")],
+                       capture_output=True, text=True, cwd=tmp_path / "proj", timeout=120, env=env)
+    assert r.returncode == 4 and "--kafkaverify-cluster" in r.stderr and "Traceback" not in r.stderr

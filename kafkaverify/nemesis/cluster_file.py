@@ -206,6 +206,7 @@ class ExternalCluster:
     paused: set[int] = field(default_factory=set)
     down: set[int] = field(default_factory=set)
     topics: tuple[str, ...] = ()        # the workload's topics (create_topic adds them)
+    generation: str = "outside"         # not one of ours: histories record it as such
     _admin: object = None
 
     def __post_init__(self):
