@@ -184,3 +184,11 @@ def test_pytest_plugin_on_an_outside_cluster(tmp_path):
                         "--kafkaverify-cluster", str(tmp_path / "missing.toml")],
                        capture_output=True, text=True, cwd=tmp_path / "proj", timeout=120, env=env)
     assert r.returncode == 4 and "--kafkaverify-cluster" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_cluster_file_mode_needs_nothing_of_our_broker():
+    code = ("import sys, kafkaverify.nemesis.cluster_file as m; m.ExternalCluster; "
+            "print(sorted({n.split('.')[0] for n in sys.modules} & {'impl', 'checkers', 'spec'}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env=subprocess_env(), timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
