@@ -192,3 +192,18 @@ def test_the_cluster_file_mode_needs_nothing_of_our_broker():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env=subprocess_env(), timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_audit_ordering_on_an_outside_cluster(tmp_path):
+    f = outside_cluster(tmp_path)
+    out = tmp_path / "audit"
+    r = kv("audit-ordering", "--cluster", str(f), "--clients", "kafka-python", "--acks", "all", "--retries", "5",
+           "--max-in-flight", "1", "--idempotence", "on", "--schedules", "2", "--model-time-limit", "20",
+           "--time-limit", "300", "--out", str(out))
+    # the model's searches may stop at their limit (exit 2); the broker column must be decided
+    assert r.returncode in (0, 2), r.stdout[-4000:] + r.stderr[-3000:]
+    assert f"cluster={f}" in r.stderr.replace("\n", "") + r.stdout.replace("\n", "")
+    assert "reorder 0/2 · dup 0/2 · loss 0/2" in r.stdout, r.stdout[-3000:]
+    logs = sorted(out.glob("runs/kafka-python/*/run-*/cluster/commands.log"))
+    assert len(logs) == 2 and all(" setup\n" in p.read_text() for p in logs)
