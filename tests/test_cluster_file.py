@@ -207,3 +207,36 @@ def test_audit_ordering_on_an_outside_cluster(tmp_path):
     assert "reorder 0/2 · dup 0/2 · loss 0/2" in r.stdout, r.stdout[-3000:]
     logs = sorted(out.glob("runs/kafka-python/*/run-*/cluster/commands.log"))
     assert len(logs) == 2 and all(" setup\n" in p.read_text() for p in logs)
+
+
+def test_hooks_get_their_placeholders_and_failures_carry_their_output(tmp_path):
+    from kafkaverify.nemesis.cluster_file import CommandFailed, ExternalCluster, ExternalCuts
+    log = tmp_path / "hooks.txt"
+    rec = f"echo {{}} >> {shlex.quote(str(log))}"
+    node = {"kill": rec.format("kill {node} {index}"), "start": rec.format("start {node}"),
+            "pause": rec.format("pause {node}"), "resume": rec.format("resume {node}"),
+            "partition": rec.format("cut {node} {peer} {peer_index}"), "heal": rec.format("heal {node} {peer}"),
+            "power_loss": rec.format("power {node} {out}")}
+    spec = parse_cluster({"bootstrap": "127.0.0.1:1", "timeout_s": 5,
+                          "node": [{"id": 7, **node}, {"id": 9, **node, "kill": "echo no such host >&2; exit 4",
+                                                       "pause": "sleep 5", "timeout_s": 0.5}]})
+    c = ExternalCluster(spec, tmp_path / "run")
+    cuts = ExternalCuts(c)
+    cuts.cut("0", "1")
+    assert cuts.active()
+    cuts.heal("1", "0")                 # either side heals a cut: it is undone by its own node's hook
+    assert not cuts.active()
+    cuts.cut("1", "0")
+    cuts.heal_all()
+    c.power_loss(0)
+    assert c.alive() == [1]
+    c.start_broker(0)
+    assert c.alive() == [0, 1]
+    assert log.read_text().splitlines() == ["cut 7 9 1", "heal 7 9", "cut 9 7 0", "heal 9 7",
+                                            f"power 7 {(tmp_path / 'run').resolve()}", "start 7"]
+    with pytest.raises(CommandFailed, match=r"kill \(node 9\) exited 4: .*\nits output: no such host"):
+        c.kill(1)
+    with pytest.raises(CommandFailed, match=r"pause \(node 9\) did not finish within 0.5s"):
+        c.pause(1)
+    assert c.alive() == [0, 1] and not c.paused     # a failed command changes nothing the harness tracks
+    assert "# kill (node 9): exit 4" in (tmp_path / "run" / "commands.log").read_text()
