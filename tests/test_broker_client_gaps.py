@@ -61,7 +61,7 @@ def _admin(c):
     return KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=15000)
 
 
-def test_delete_groups_confluent_exits_cleanly_and_survives_failover(make_cluster):
+def test_delete_groups_confluent_exits_cleanly_and_survives_failover_and_restart(make_cluster):
     c = make_cluster(3, broker_config=CFG)
     c.create_topic("dg", partitions=1, replication_factor=3, min_insync=2)
     _group_with_offsets(c, "dg", "doomed")
@@ -81,16 +81,28 @@ def test_delete_groups_confluent_exits_cleanly_and_survives_failover(make_cluste
     c.kill(coord)
     wait_until(lambda: c.leader_of("__consumer_offsets", partition_for("doomed", OFFSETS_PARTITIONS))
                not in (None, coord), timeout_s=60, what="a new coordinator for the group")
-    a = _admin(c)
-    try:
-        def gone() -> bool:
-            try:
-                return a.list_group_offsets({"doomed": None}) == {"doomed": {}}
-            except Exception:          # the new coordinator still loading: ask again
-                return False
-        wait_until(gone, timeout_s=60, what="the new coordinator answers the group's offsets")
-    finally:
-        a.close()
+
+    def gone() -> bool:
+        """The group's offsets and the group itself, asked of whoever coordinates it now (a
+        fresh admin client each time: the cluster's brokers come and go)."""
+        try:
+            a = _admin(c)
+        except Exception:
+            return False
+        try:
+            return a.list_group_offsets({"doomed": None}) == {"doomed": {}} and \
+                "doomed" not in [g["group_id"] for g in a.list_groups()]
+        except Exception:          # the new coordinator still loading: ask again
+            return False
+        finally:
+            a.close()
+    wait_until(gone, timeout_s=60, what="the new coordinator answers the group's offsets")
+    # and after a restart: the old coordinator, back from its own log on disk, leads again
+    c.mark_dead_expected(coord)
+    c.start_broker(coord)
+    c.wait_for_leaders("__consumer_offsets", timeout_s=60, isr_size=3)
+    c.move_leader("__consumer_offsets", partition_for("doomed", OFFSETS_PARTITIONS), coord)
+    wait_until(gone, timeout_s=60, what="the restarted coordinator answers the group's offsets")
 
 
 def test_delete_groups_refuses_a_group_with_members_and_reports_client_host(make_cluster):
