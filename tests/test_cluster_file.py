@@ -86,6 +86,10 @@ def test_our_broker_as_an_outside_cluster_runs_valid_schedules(tmp_path):
         assert sum(1 for o in ops if o.get("f") == "send" and o.get("type") == "ok") > 10
         finals = {o["id"] for o in ops if o.get("f") == "poll" and o.get("final")}
         assert finals and any(o["id"] in finals and o["type"] == "ok" and o["values"] for o in ops)
+    # a saved schedule replays on the same outside cluster
+    rr = kv("replay", str(runs[0].parent / "schedule.json"), "--cluster", str(f))
+    assert rr.returncode == 0 and f"cluster={f}" in rr.stdout.replace("\n", "") and "VALID" in rr.stdout, \
+        rr.stdout[-3000:] + rr.stderr[-2000:]
 
 
 def test_a_failing_fault_command_ends_the_run_unknown_with_its_output(tmp_path):

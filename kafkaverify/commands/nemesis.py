@@ -110,8 +110,8 @@ def register(group: click.Group) -> None:
                        progress=lambda i, s, r: console.print(run_line(i, s, r), highlight=False, markup=False))
         print_summary(console, summ, outp, cmd)
         if spec and summ.smallest is not None:
-            console.print("  on the outside cluster: `kafkaverify replay` runs a schedule on our own broker; "
-                          "regenerate (above) to run it there again", highlight=False, markup=False)
+            console.print(f"  on this cluster:  kafkaverify replay {shlex.quote(str(outp / 'shrunk-schedule.json'))} "
+                          f"--cluster {shlex.quote(cluster_file)}", highlight=False, markup=False)
         if summ.failures:
             return exitcodes.VIOLATION
         if not summ.runs or summ.stopped or any(r.status != "valid" for _, r in summ.runs):
