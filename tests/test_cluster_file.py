@@ -10,6 +10,7 @@ faulted by kill -9 / SIGSTOP / SIGCONT, no Python API of the harness touching th
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -33,16 +34,21 @@ def kv(*args, timeout=300):
                           timeout=timeout, cwd=ROOT, env=subprocess_env())
 
 
-def outside_cluster(tmp: Path, n: int = 3, kill: str | None = None) -> Path:
-    """The cluster file and the script's environment for n brokers of ours on fresh ports."""
+def outside_cluster(tmp: Path, n: int = 3, kill: str | None = None, hosts: list[str] | None = None) -> Path:
+    """The cluster file and the script's environment for n brokers of ours on fresh ports; with
+    hosts (one address each, inside a private network namespace) partition / heal hooks too."""
     ports = free_ports(n + 1)
     d = tmp / "outside"
     d.mkdir()
     (d / "env").write_text(f"PYTHON={shlex.quote(sys.executable)}\nCOORD_PORT={ports[0]}\n"
                            f"PORTS='{' '.join(map(str, ports[1:]))}'\n"
                            f"BROKER_CONFIG={shlex.quote(json.dumps(BROKER_CONFIG))}\n"
+                           + (f"HOSTS='{' '.join(hosts)}'\n" if hosts else "") +
                            f"export PYTHONPATH={shlex.quote(str(ROOT))}\n")
     sh = f"{shlex.quote(str(SCRIPT))} {shlex.quote(str(d))}"
+    cuts = f"""partition = "{sh} partition {{index}} {{peer_index}}"
+heal = "{sh} heal {{index}} {{peer_index}}"
+""" if hosts else ""
     nodes = "".join(f"""
 [[node]]
 id = {i}
@@ -50,9 +56,10 @@ kill = "{kill or sh + ' kill {index}'}"
 start = "{sh} start {{index}}"
 pause = "{sh} pause {{index}}"
 resume = "{sh} resume {{index}}"
-""" for i in range(n))
+{cuts}""" for i in range(n))
     f = tmp / "cluster.toml"
-    f.write_text(f"""bootstrap = "{','.join(f'127.0.0.1:{p}' for p in ports[1:])}"
+    addrs = hosts or ["127.0.0.1"] * n
+    f.write_text(f"""bootstrap = "{','.join(f'{h}:{p}' for h, p in zip(addrs, ports[1:]))}"
 timeout_s = 60
 setup = "{sh} setup"
 teardown = "{sh} teardown"
@@ -244,3 +251,25 @@ def test_hooks_get_their_placeholders_and_failures_carry_their_output(tmp_path):
         c.pause(1)
     assert c.alive() == [0, 1] and not c.paused     # a failed command changes nothing the harness tracks
     assert "# kill (node 9): exit 4" in (tmp_path / "run" / "commands.log").read_text()
+
+
+def test_partition_hooks_cut_our_brokers_in_a_private_network_namespace(tmp_path):
+    """The whole run -- harness, clients and the outside cluster -- in one private network
+    namespace (unshare -n), each broker on its own address; the file's partition / heal hooks
+    are nftables rules there (tests/outside/cluster.sh), which touch nothing on the machine."""
+    from impl.netfault import available
+    assert available() is None, f"real partitions unavailable: {available()}"
+    f = outside_cluster(tmp_path, hosts=[f"127.0.0.{11 + i}" for i in range(3)])
+    out = tmp_path / "nem"
+    inner = " ".join(shlex.quote(a) for a in [
+        sys.executable, "-m", "kafkaverify", "nemesis", "--cluster", str(f), "--schedules", "2", "--seed", "4",
+        "--consumers", "0", "--faults", "partition,crash", "--out", str(out), "--time-limit", "200"])
+    r = subprocess.run(["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {inner}"], capture_output=True,
+                       text=True, timeout=300, cwd=ROOT, env=subprocess_env())
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    assert "faults=partition,crash" in r.stdout and "network=none" in r.stdout
+    logs = "".join(p.read_text() for p in sorted(out.glob("run-*/cluster/commands.log")))
+    cuts = re.findall(r" partition (\d) (\d)\n# partition \(node \d\): exit 0", logs)
+    heals = re.findall(r" heal (\d) (\d)\n# heal \(node \d\): exit 0", logs)
+    assert cuts and sorted(cuts) == sorted(heals), logs[-3000:]
+
