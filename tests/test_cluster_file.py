@@ -215,7 +215,7 @@ def test_audit_ordering_on_an_outside_cluster(tmp_path):
     # the model's searches may stop at their limit (exit 2); the broker column must be decided
     assert r.returncode in (0, 2), r.stdout[-4000:] + r.stderr[-3000:]
     assert f"cluster={f}" in r.stderr.replace("\n", "") + r.stdout.replace("\n", "")
-    assert "reorder 0/2 · dup 0/2 · loss 0/2" in r.stdout, r.stdout[-3000:]
+    assert "reorder 0/2 · dup 0/2 · loss 0/2" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     logs = sorted(out.glob("runs/kafka-python/*/run-*/cluster/commands.log"))
     assert len(logs) == 2 and all(" setup\n" in p.read_text() for p in logs)
 

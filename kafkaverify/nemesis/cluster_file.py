@@ -381,15 +381,36 @@ class ExternalCluster:
             time.sleep(0.2)
 
     def wait_for_leaders(self, topic: str, timeout_s: float = 20, isr_size: int | None = None) -> dict[int, int]:
+        """Every partition led (with isr_size in sync) in Metadata, and its leader answering a
+        ListOffsets: Metadata alone can be stale (a broker killed and restarted within its
+        session still shows as leader and in the ISR, but serves nothing yet)."""
         deadline = time.monotonic() + timeout_s
         while True:
             ps = self._partitions(topic)
-            if ps and all(p["leader_id"] >= 0 and (isr_size is None or len(p["isr_nodes"]) >= isr_size) for p in ps):
+            if ps and all(p["leader_id"] >= 0 and (isr_size is None or len(p["isr_nodes"]) >= isr_size) for p in ps) \
+                    and self._serving(topic, [p["partition_index"] for p in ps]):
                 return {p["partition_index"]: p["leader_id"] for p in ps}
             if time.monotonic() > deadline:
                 raise ExternalClusterError(f"{topic}: not every partition led"
-                                           f"{f' with {isr_size} in sync' if isr_size else ''} within {timeout_s:g}s")
+                                           f"{f' with {isr_size} in sync' if isr_size else ''} and answering "
+                                           f"within {timeout_s:g}s")
             time.sleep(0.2)
+
+    def _serving(self, topic: str, partitions: list[int]) -> bool:
+        """The partitions' leaders answer ListOffsets (a client's end offsets), within seconds."""
+        try:
+            from kafka import KafkaConsumer, TopicPartition
+            c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                              request_timeout_ms=ADMIN_TIMEOUT_MS, client_id="kafkaverify-nemesis")
+        except Exception:
+            return False
+        try:
+            c.end_offsets([TopicPartition(topic, p) for p in partitions])
+            return True
+        except Exception:
+            return False
+        finally:
+            c.close()
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      min_insync: int | None = None) -> None:
