@@ -39,7 +39,7 @@ from pathlib import Path
 from impl import rules
 from impl.broker_coordination import BrokerCoordination
 from impl.fetcher import ReplicaFetcher
-from impl.group_handlers import GroupManager
+from impl.group_handlers import CLIENT_HOST, GroupManager
 from impl.handlers import HANDLERS
 from impl.idempotence import ProducerIdAllocator
 from impl.txn_handlers import TxnManager
@@ -288,6 +288,10 @@ class Broker:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Reads requests in order, handles them concurrently, answers in order (Kafka's
         per-connection ordering). A bad frame closes this connection only."""
+        peer = writer.get_extra_info("peername")
+        if peer:
+            # every request task of this connection inherits it (a member's clientHost)
+            CLIENT_HOST.set("/" + str(peer[0]))
         queue: asyncio.Queue = asyncio.Queue(MAX_INFLIGHT_PER_CONN)
         sender = asyncio.ensure_future(self._send_responses(queue, writer))
         try:

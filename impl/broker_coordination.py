@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from typing import Iterable
 
 from impl.admin import forget_topic
@@ -384,7 +385,9 @@ class BrokerCoordination:
             assignment = {str(i): list(r) for i, r in sorted(assignment.items())}
         else:
             assignment = {str(i): [live[(start + i + j) % len(live)] for j in range(rf)] for i in range(partitions)}
-        body = {"version": 1, "partitions": assignment,
+        # the topic id: a random UUID drawn once, at creation, stored with the assignment so that
+        # every broker answers the same one, across restarts (Kafka's KIP-516 topic id)
+        body = {"version": 1, "partitions": assignment, "topic_id": str(uuid.uuid4()),
                 "config": {**({"cleanup.policy": configs["cleanup.policy"]} if "cleanup.policy" in configs else {}),
                            "min.insync.replicas": int(configs.get("min.insync.replicas", self.b.cfg.default_min_insync)),
                            "unclean.leader.election.enable":

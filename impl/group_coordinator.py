@@ -16,6 +16,7 @@ States (GroupMetadata.validPreviousStates):
   CompletingRebalance | Stable -> PreparingRebalance   join of a new member, metadata change,
                                               leave, session expiry, missing SyncGroup
   any -> Dead                            the coordinator gave up the partition (unload)
+  Empty -> Dead                          DeleteGroups (its tombstones are then written)
 
 Static membership (group.instance.id) is not supported: a JoinGroup that carries one is answered
 UNSUPPORTED_VERSION, which is what Kafka answers when its inter-broker protocol predates KIP-345.
@@ -32,7 +33,7 @@ from impl.group_records import GroupRecord, MemberRecord
 from impl.protocol.errors import (  # noqa: F401
     NONE, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, INVALID_SESSION_TIMEOUT,
-    REBALANCE_IN_PROGRESS, UNSUPPORTED_VERSION, MEMBER_ID_REQUIRED)
+    REBALANCE_IN_PROGRESS, UNSUPPORTED_VERSION, MEMBER_ID_REQUIRED, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = \
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
@@ -541,6 +542,20 @@ def unload(g: Group) -> list:
             m.sync_token = None
     g.state = DEAD
     return eff
+
+
+# --- DeleteGroups -------------------------------------------------------------------------------
+
+def delete_check(g: Group | None) -> int:
+    """GroupCoordinator.handleDeleteGroups for a group this broker coordinates and has loaded:
+    NONE if it may be deleted (Empty: no members, only offsets or an empty generation left);
+    GROUP_ID_NOT_FOUND for a group it does not know (or one already Dead); NON_EMPTY_GROUP while
+    members remain. The caller then marks it Dead, writes the tombstones and drops it."""
+    if g is None or g.state == DEAD:
+        return GROUP_ID_NOT_FOUND
+    if g.state != EMPTY or g.members:
+        return NON_EMPTY_GROUP
+    return NONE
 
 
 # --- __consumer_offsets partitioning ------------------------------------------------------------

@@ -20,6 +20,7 @@ impl/group_records.py's (Kafka's own schemas).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 import uuid
@@ -37,6 +38,10 @@ TICK_S = 0.1                         # timer resolution of session / rebalance e
 MAX_METADATA_BYTES = 4096            # offset.metadata.max.bytes
 MAX_PARK_S = gc.NEW_MEMBER_JOIN_TIMEOUT_MS / 1000 + 10   # bound on a parked Join/SyncGroup
 LOAD_CHUNK_BYTES = 1 << 20
+# the peer address of the connection a request came on, as Kafka reports a member's clientHost
+# ("/127.0.0.1": Java's InetAddress.toString without a host name); set per connection by the
+# broker's server (impl/broker.py), read by JoinGroup
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 
 def _mono_ms() -> float:
@@ -333,7 +338,7 @@ async def join_group(b, req, version):
                                "members": []}, version)
     token = object()
     g, eff = gc.join(m.groups.get(req.group_id), req.group_id, m.cfg, _mono_ms(), token,
-                     member_id=req.member_id, client_id=req.header.client_id or "", client_host="",
+                     member_id=req.member_id, client_id=req.header.client_id or "", client_host=CLIENT_HOST.get(),
                      session_timeout_ms=req.session_timeout_ms,
                      rebalance_timeout_ms=req.rebalance_timeout_ms if version >= 1 else -1,
                      protocol_type=req.protocol_type,
@@ -523,7 +528,34 @@ async def txn_offset_commit(b, req, version):
         by_topic.setdefault(topic, []).append(
             {"partition_index": p.partition_index, "error_code": err or errors.get((topic, p.partition_index), 0)})
     return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+async def delete_groups(b, req, version):
+    """DeleteGroups (API key 42): each named group that is Empty is marked Dead and deleted by
+    tombstones in `__consumer_offsets` -- one per committed offset and one for the group's
+    metadata -- appended acks=all, so the deletion survives a fail-over and a restart (the loader
+    drops what a tombstone deletes). Kafka's answers per group: NOT_COORDINATOR /
+    COORDINATOR_LOAD_IN_PROGRESS from the coordinator's status, INVALID_GROUP_ID for "",
+    GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP; an append that fails puts the group back (Empty) and
+    answers the append's error as a commit would get it."""
+    m = _mgr(b)
+    results = []
+    for gid in req.groups_names:
+        err = m.status(gid) if gid else codec.INVALID_GROUP_ID
+        g = m.groups.get(gid) if not err else None
+        if not err:
+            err = gc.delete_check(g)
+        if not err:
+            g.state = gc.DEAD        # joins and commits meanwhile see a dead group, as in Kafka
+            records = [(gr.offset_key(gid, t, p), None) for (t, p) in sorted(g.offsets)]
+            records.append((gr.group_key(gid), None))
+            err, _ = await m.append(m.partition_of(gid), records)
+            if err:
+                if m.groups.get(gid) is g:
+                    g.state = gc.EMPTY
+            elif m.groups.get(gid) is g:
+                del m.groups[gid]
+        results.append({"group_id": gid, "error_code": err})
+    return {"throttle_time_ms": 0, "results": results}
 
 
 GROUP_HANDLERS = {8: offset_commit, 9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
-                  13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups}
+                  13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups, 42: delete_groups}

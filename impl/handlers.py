@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 from impl import rules
 from impl.group_handlers import GROUP_HANDLERS
@@ -13,6 +14,7 @@ from impl.storage.batch import CorruptBatch
 from impl.storage.log import DuplicateBatch, ProducerStateError
 
 CLUSTER_ID = "kafkaverify-cluster"
+NO_TOPIC_ID = uuid.UUID(int=0)    # Kafka's answer for a topic it does not know
 MAX_FETCH_WAIT_MS = 30_000        # bound of a Fetch's long poll, whatever max_wait_ms asks
 
 
@@ -40,7 +42,8 @@ async def metadata(b, req, version):
                 code = codec.LEADER_NOT_AVAILABLE if err in (0, codec.TOPIC_ALREADY_EXISTS) else err
             else:
                 code = codec.UNKNOWN_TOPIC_OR_PARTITION
-            topics.append({"error_code": code, "name": name, "is_internal": False, "partitions": []})
+            topics.append({"error_code": code, "name": name, "topic_id": NO_TOPIC_ID, "is_internal": False,
+                           "partitions": []})
             continue
         parts = []
         for pi in sorted(a["partitions"], key=int):
@@ -57,19 +60,28 @@ async def metadata(b, req, version):
                           "leader_epoch": st["leader_epoch"], "replica_nodes": replicas,
                           "isr_nodes": st["isr"],
                           "offline_replicas": [r for r in replicas if r not in b.live_brokers]})
-        topics.append({"error_code": 0, "name": name, "is_internal": name == "__consumer_offsets", "partitions": parts})
+        topics.append({"error_code": 0, "name": name, "topic_id": topic_id(a),
+                       "is_internal": name == "__consumer_offsets", "partitions": parts})
     return {"throttle_time_ms": 0, "cluster_id": CLUSTER_ID, "controller_id": b.controller_id,
             "brokers": [{"node_id": i, "host": h, "port": p, "rack": None}
                         for i, (h, p) in sorted(b.live_brokers.items())],
             "topics": topics}
 
 
+def topic_id(assignment: dict) -> uuid.UUID:
+    """The topic's id as created (impl/broker_coordination.py); all zeros for a topic created
+    before ids were stored."""
+    tid = assignment.get("topic_id")
+    return uuid.UUID(tid) if tid else NO_TOPIC_ID
+
+
 async def produce(b, req, version):
     acks = req.acks
     if acks not in (0, 1, -1):
         errs = {(t.name, p.index): codec.INVALID_REQUIRED_ACKS for t in req.topic_data for p in t.partition_data}
-        return _produce_response(errs, {})
+        return _produce_response(errs, {}, {})
     results: dict = {}
+    starts: dict = {}               # the log start offset of every partition appended to
     waits = []
     for t in req.topic_data:
         for pd in t.partition_data:
@@ -109,6 +121,7 @@ async def produce(b, req, version):
                 p.update_hw()            # RF=1 / ISR={self}: the HW moves at once
                 p.notify()               # wake replica fetchers long-polling on us
             results[key] = (0, base)
+            starts[key] = p.log.log_start_offset
             if acks == -1 and p.hw <= last:
                 fut = asyncio.get_running_loop().create_future()
                 p.delayed.append((last, fut))
@@ -122,7 +135,8 @@ async def produce(b, req, version):
             code = fut.result() if fut.done() else codec.REQUEST_TIMED_OUT
             if code:
                 results[key] = (code, results[key][1] if code == codec.NOT_ENOUGH_REPLICAS_AFTER_APPEND else -1)
-    return _produce_response({k: v[0] for k, v in results.items()}, {k: v[1] for k, v in results.items()})
+    return _produce_response({k: v[0] for k, v in results.items()}, {k: v[1] for k, v in results.items()},
+                             starts)
 
 
 def b_log_error(b, msg):
@@ -130,11 +144,12 @@ def b_log_error(b, msg):
     logging.getLogger("impl.broker").error("broker %d: %s", b.id, msg)
 
 
-def _produce_response(errs: dict, bases: dict):
+def _produce_response(errs: dict, bases: dict, starts: dict):
     by_topic: dict = {}
     for (t, i), e in sorted(errs.items()):
         by_topic.setdefault(t, []).append({"index": i, "error_code": e, "base_offset": bases.get((t, i), -1),
-                                           "log_append_time_ms": -1, "log_start_offset": -1,
+                                           "log_append_time_ms": -1,
+                                           "log_start_offset": starts.get((t, i), -1) if e == 0 else -1,
                                            "record_errors": [], "error_message": None})
     return {"throttle_time_ms": 0,
             "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}

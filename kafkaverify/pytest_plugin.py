@@ -24,7 +24,11 @@ Fixtures (function scope; the cluster's lifetime is the marker's `scope`):
                          topic name, created and led
   kafkaverify_seed       the run's seed (int)
 Options: --kafkaverify-generation (default current), --kafkaverify-seed (default: drawn and
-printed in the header), --kafkaverify-coordinator (embedded or zk://HOST:PORT[/chroot]).
+printed in the header), --kafkaverify-coordinator (embedded or zk://HOST:PORT[/chroot]),
+--kafkaverify-cluster FILE (any Kafka-compatible cluster, docs/any-cluster.md: kafka_cluster is
+then that cluster -- set up once for the session by the file's commands, faulted by them, healed
+after each test -- and the marker's brokers / generation / broker config do not apply;
+kafka_cluster_factory still makes clusters of our own broker).
 
 Cheap when unused (every pytest run in an environment with kafkaverify installed loads it):
 importing this module imports pytest and a few light project modules; the cluster (with
@@ -60,6 +64,7 @@ _faults = pytest.StashKey[Any]()               # item: the test's FaultHandle
 _history = pytest.StashKey[Any]()              # item: the test's ClientHistory
 _topics = pytest.StashKey[list]()              # item: topics kafka_topic created
 _reported = pytest.StashKey[bool]()            # item: our check failed it (its message says all)
+_outside = pytest.StashKey[Any]()              # config: --kafkaverify-cluster's ClusterSpec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,6 +75,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="seed of every random choice the fixtures make (default: drawn, printed)")
     g.addoption("--kafkaverify-coordinator", default=None, metavar="URL",
                 help="coordination service of the clusters: embedded (default) or zk://HOST:PORT[/chroot]")
+    g.addoption("--kafkaverify-cluster", default=None, metavar="FILE",
+                help="TOML file of any Kafka-compatible cluster and the commands that fault it "
+                     "(docs/any-cluster.md): kafka_cluster is that cluster")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,6 +90,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 31)
     config.stash[_seed] = seed
+    path = config.getoption("kafkaverify_cluster")
+    if path is not None:
+        from kafkaverify.nemesis.cluster_file import ClusterFileError, load_cluster_file
+        try:
+            config.stash[_outside] = load_cluster_file(path)
+        except ClusterFileError as e:   # a usage error, said once, naming the key
+            raise pytest.UsageError(f"--kafkaverify-cluster: {e}") from None
     gen = config.getoption("kafkaverify_generation")
     if gen is not None:
         try:
@@ -156,8 +171,22 @@ class ClusterPool:
             self.shared[key] = self.start(spec)
         return self.shared[key]
 
+    def outside(self, spec: Any) -> Any:
+        """The cluster file's cluster, set up on first use and shared by the whole session."""
+        key = ("outside", spec.path)
+        if key not in self.shared:
+            from kafkaverify.nemesis.cluster_file import ExternalCluster
+            c = ExternalCluster(spec, self.tmp.mktemp("outside-cluster"))
+            try:
+                c.start()
+            except Exception:
+                c.stop()
+                raise
+            self.shared[key] = c
+        return self.shared[key]
+
     def stop_module(self, module: str) -> None:
-        for key in [k for k in self.shared if k[0].scope == "module" and k[1] == module]:
+        for key in [k for k in self.shared if k[0] != "outside" and k[0].scope == "module" and k[1] == module]:
             self.shared.pop(key).stop()
 
     def stop_all(self) -> None:
@@ -194,6 +223,13 @@ def kafkaverify_seed(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture
 def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    outside = request.config.stash.get(_outside, None)
+    if outside is not None:
+        yield _pool(request.config, tmp_path_factory).outside(outside)
+        faults = request.node.stash.get(_faults, None)
+        if faults is not None:
+            faults.heal()
+        return
     m = request.node.get_closest_marker("kafka_cluster")
     spec = _spec(request.config, *(m.args if m else ()), **(m.kwargs if m else {}))
     pool = _pool(request.config, tmp_path_factory)
@@ -268,7 +304,7 @@ def pytest_runtest_call(item: pytest.Item):
 def _reproduce(item: pytest.Item) -> str:
     cfg = item.config
     parts = ["pytest", shlex.quote(item.nodeid), f"--kafkaverify-seed {cfg.stash[_seed]}"]
-    for opt in ("generation", "coordinator"):
+    for opt in ("generation", "coordinator", "cluster"):
         v = cfg.getoption(f"kafkaverify_{opt}")
         if v:
             parts.append(f"--kafkaverify-{opt} {shlex.quote(v)}")

@@ -153,6 +153,10 @@ SAMPLE_RESPONSES.update({
         {"transactional_id": "tx", "producer_id": 7, "transaction_state": "Ongoing"}]},
 })
 
+# group deletion (impl/group_handlers.py delete_groups)
+SAMPLE_REQUESTS[42] = {"groups_names": ["g", "h"]}
+SAMPLE_RESPONSES[42] = {"results": [{"group_id": "g", "error_code": 0}, {"group_id": "h", "error_code": 68}]}
+
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
 
 
@@ -231,6 +235,8 @@ def test_request_round_trip(api, version):
         m = got.markers[0]
         assert (m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch) == (7, 2, True, 4)
         assert list(m.topics[0].partition_indexes) == [0, 1]
+    if api == 42:
+        assert list(got.groups_names) == ["g", "h"]
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
@@ -285,6 +291,8 @@ def test_response_round_trip(api, version):
         assert (g.group_state, bytes(g.members[0].member_assignment)) == ("Stable", b"asg")
     if api == 16:
         assert resp.groups[0].group_id == "g"
+    if api == 42:
+        assert [(r.group_id, r.error_code) for r in resp.results] == [("g", 0), ("h", 68)]
 
 
 def test_control_message_round_trip():

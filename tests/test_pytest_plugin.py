@@ -171,3 +171,22 @@ def test_recorder_wraps_only_known_clients_and_refuses_subscribe(tmp_path):
     finally:
         h.close()
     assert text(b"\xff\x00") == "hex:ff00" and text("v") == "v" and text(b"v") == "v"
+
+
+def test_recorder_takes_kafka_python_at_its_default_retries(tmp_path):
+    """kafka-python 3 retries forever by default (retries=inf): recorded as Kafka's INT32_MAX,
+    never a crash of the recorder."""
+    import json
+    from kafka import KafkaProducer
+    from kafkaverify.plugin.client_history import INT32_MAX, ClientHistory
+    h = ClientHistory(tmp_path / "h.jsonl")
+    client = KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(2, 5))
+    try:
+        assert client.config["retries"] == float("inf")
+        h.producer(client)
+    finally:
+        client.close(0)
+        h.close()
+    configs = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()
+               if '"producer_config"' in line and '"invoke"' in line]
+    assert [c["retries"] for c in configs] == [INT32_MAX]

@@ -13,6 +13,7 @@ from typing import Any
 
 from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
+                                  DeleteGroupsRequest, DeleteGroupsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
                                   DescribeConfigsRequest, DescribeConfigsResponse,
@@ -97,6 +98,8 @@ OUTBOUND: dict[int, tuple[Any, Any, int, int]] = {
 def spec_for(api_key: int) -> tuple[Any, Any, int, int]:
     """The classes of an API this broker serves or sends."""
     return APIS.get(api_key) or OUTBOUND[api_key]
+# Group deletion (impl/group_handlers.py delete_groups): every version kafka-python knows
+APIS[42] = (DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
 
 # Kafka error codes (impl/protocol/errors.py), re-exported: handlers use codec.NAME.
 from impl.protocol.errors import (  # noqa: F401

@@ -79,10 +79,12 @@ class BrokerRun:
         return size(self.schedule)
 
 
-def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation: str, net: bool) -> BrokerRun:
-    sched = Schedule(generation, 3, events, workload(client, s), seed=index)
+def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation: str, net: bool,
+            cluster=None) -> BrokerRun:
+    """cluster: a cluster file's ClusterSpec (kafkaverify/nemesis/cluster_file.py) to run on."""
+    sched = Schedule(generation, len(cluster.nodes) if cluster else 3, events, workload(client, s), seed=index)
     try:
-        r = run_schedule(sched, out_dir, net=net)
+        r = run_schedule(sched, out_dir, net=net, cluster=cluster)
     except Exception as e:           # the harness failed: this run decides nothing
         r = RunResult("unknown", out_dir, reason=f"harness error: {e.__class__.__name__}: {e}")
     run = BrokerRun(index, r.status, out_dir, sched, r.seconds, divergences=len(r.divergences), reason=r.reason)

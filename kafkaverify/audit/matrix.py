@@ -124,12 +124,15 @@ def _model_job(generation: str, s: Setting, limit: float, deadline: float):
 
 def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting], n_schedules: int,
               seed: int, out: Path, time_limit_s: float, net: bool, model_time_limit: float = 120.0,
-              progress: Callable[[str], None] = lambda line: None, command: str = "") -> Audit:
+              progress: Callable[[str], None] = lambda line: None, command: str = "", cluster=None) -> Audit:
+    """cluster: a cluster file's ClusterSpec: every cell runs on that outside cluster, partitions
+    through its hooks when it has them (kafkaverify/nemesis/cluster_file.py)."""
     t0 = time.monotonic()
     deadline_wall = time.time() + time_limit_s
     deadline = t0 + time_limit_s
-    faults = ("crash", "pause", "partition") if net else ("crash", "pause")
-    a = Audit(generation, seed, clients, settings, draw_schedules(n_schedules, seed, generation, faults),
+    faults = ("crash", "pause", "partition") if net or (cluster and cluster.can_partition) else ("crash", "pause")
+    brokers = len(cluster.nodes) if cluster else 3
+    a = Audit(generation, seed, clients, settings, draw_schedules(n_schedules, seed, generation, faults, brokers),
               net=net, command=command, model_time_limit=model_time_limit)
     for i, ev in enumerate(a.schedules, 1):
         progress(f"schedule {i}: {' ; '.join(e.describe() for e in ev)}")
@@ -164,7 +167,7 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
                     a.stopped = f"time limit {time_limit_s:g}s reached"
                     break
                 d = out / "runs" / c.client / c.setting.key / f"run-{i:02d}"
-                r = run_one(c.client, c.setting, ev, i, d, generation, net)
+                r = run_one(c.client, c.setting, ev, i, d, generation, net, cluster)
                 c.runs.append(r)
                 found = ", ".join(sorted(f"{f.question}{'' if f.permitted_by_checker else '!'}" for f in r.findings))
                 progress(f"{c.client:12s} {c.setting.label()} run {i}/{len(a.schedules)}: {r.status.upper()} "

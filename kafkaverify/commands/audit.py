@@ -42,8 +42,11 @@ def register(group: click.Group) -> None:
                   help="seconds for the whole audit; nothing starts after it (exit 2)")
     @click.option("--model-time-limit", type=click.FloatRange(min=0, min_open=True), default=120, show_default=True,
                   help="seconds per model search (a search it stops is an unknown verdict)")
+    @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False), default=None,
+                  help="TOML file describing any Kafka-compatible cluster and the shell commands that fault "
+                       "it (docs/any-cluster.md): the broker column runs there")
     def audit_ordering(clients, acks, retries, max_in_flight, idempotence, generation, schedules, seed, out,
-                       time_limit, model_time_limit):
+                       time_limit, model_time_limit, cluster_file):
         """With my client and settings, can records be reordered, duplicated or lost? The model's
         answer per setting, real clients on real 3-broker clusters under faults per client ×
         setting, and where they agree."""
@@ -71,20 +74,27 @@ def register(group: click.Group) -> None:
                 raise InputError(why)
         settings = matrix(ak, rt, mf, tuple(i == "on" for i in idem))
         err = Console(stderr=True, width=200)
-        net = net_mode(err, True)
+        spec = None
+        if cluster_file is not None:
+            from kafkaverify.nemesis.cluster_file import load_cluster_file
+            spec = load_cluster_file(cluster_file)        # ClusterFileError: exit 3, naming the key
+        # an outside cluster's partitions are its file's hooks: no private network namespace
+        net = False if spec else net_mode(err, True)
+        partitions = net or bool(spec and spec.can_partition)
         cmd = "kafkaverify " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
         click.echo(f"seed={seed} generation={generation} clients={','.join(cl)} settings={len(settings)} "
-                   f"schedules={schedules} faults=crash,pause{',partition' if net else ''} "
+                   f"schedules={schedules} faults=crash,pause{',partition' if partitions else ''} "
                    f"network={'netns+nftables' if net else 'none'} time_limit={time_limit:g}s "
+                   + (f"cluster={cluster_file} bootstrap={spec.bootstrap} " if spec else "") +
                    f"model_time_limit={model_time_limit:g}s out={outp}")
         click.echo(f"reproduce: {cmd}")
         # lazy: the audit's broker runs load Hypothesis and the Kafka clients (CLI start-up)
         from kafkaverify.audit.matrix import run_audit
         from kafkaverify.audit.report import markdown, write
         a = run_audit(generation, cl, settings, schedules, seed, outp, time_limit, net,
-                      model_time_limit=model_time_limit, command=cmd,
+                      model_time_limit=model_time_limit, command=cmd, cluster=spec,
                       progress=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
         paths = write(a, outp)
         click.echo(markdown(a))

@@ -113,13 +113,15 @@ def register(group: click.Group) -> None:
     @group.command()
     @click.argument("file", type=click.Path(dir_okay=False))
     @click.option("--rewrite", is_flag=True, help="re-record the state summaries (golden files)")
-    def replay(file, rewrite):
+    @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False), default=None,
+                  help="a fault schedule: run it on the cluster this file describes (docs/any-cluster.md)")
+    def replay(file, rewrite, cluster_file):
         """Re-execute a model trace and reproduce its verdict; a fault schedule (nemesis) is run
         against a fresh real cluster instead."""
         if is_schedule_file(file):
             # lazy: the nemesis starts real brokers and imports kafka-python (CLI start-up)
             from kafkaverify.nemesis.replay import replay_schedule
-            return replay_schedule(file)
+            return replay_schedule(file, cluster_file)
         return replay_model_trace(file, rewrite)
 
     @group.command()

@@ -53,8 +53,13 @@ def register(group: click.Group) -> None:
     @click.option("--out", type=click.Path(file_okay=False), default="nemesis-out", show_default=True)
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=1800, show_default=True,
                   help="seconds; no new schedule starts after it")
-    def nemesis(generation, without, brokers, schedules, seed, faults, clients, acks, idempotence, retries,
-                max_in_flight, min_insync, replication_factor, consumers, shrink_runs, out, time_limit):
+    @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False), default=None,
+                  help="TOML file describing any Kafka-compatible cluster and the shell commands that fault "
+                       "it (docs/any-cluster.md); --brokers is then its node count")
+    @click.pass_context
+    def nemesis(ctx, generation, without, brokers, schedules, seed, faults, clients, acks, idempotence, retries,
+                max_in_flight, min_insync, replication_factor, consumers, shrink_runs, out, time_limit,
+                cluster_file):
         """Generated fault schedules against a real cluster with real clients; histories judged
         against the clients' settings, broker traces against the model; failures shrunk."""
         # lazy: Hypothesis, the cluster and kafka-python load only when the nemesis runs (CLI start-up)
@@ -70,6 +75,13 @@ def register(group: click.Group) -> None:
         unknown = [f for f in fl if f not in FAULT_CHOICES]
         if unknown or not fl:
             raise InputError(f"unknown fault {unknown[0] if unknown else faults!r} (choose from {', '.join(FAULT_CHOICES)})")
+        spec = None
+        if cluster_file is not None:
+            from kafkaverify.nemesis.cluster_file import cluster_faults, load_cluster_file
+            spec = load_cluster_file(cluster_file)        # ClusterFileError: exit 3, naming the key
+            brokers = len(spec.nodes)
+            explicit = ctx.get_parameter_source("faults") != click.core.ParameterSource.DEFAULT
+            fl = cluster_faults(spec, fl, explicit)
         rf = replication_factor or brokers
         if rf > brokers or min_insync > rf:
             raise InputError(f"need min-insync <= replication-factor <= brokers (got {min_insync}, {rf}, {brokers})")
@@ -84,7 +96,8 @@ def register(group: click.Group) -> None:
             except ImportError:
                 raise InputError(f"client {clients} is not installed (pip install {CLIENT_NAMES[clients]})") from None
         console = Console(width=160)
-        net = net_mode(console, any(f in NEEDS_NET for f in fl))
+        # an outside cluster's partitions are its file's hooks: no private network namespace
+        net = False if spec else net_mode(console, any(f in NEEDS_NET for f in fl))
         w = default_workload(CLIENT_NAMES[clients], acks="all" if acks == "all" else int(acks), retries=retries,
                              idempotence=idempotence, max_in_flight=max_in_flight, min_insync=min_insync,
                              replication_factor=rf, consumers=consumers)
@@ -94,12 +107,17 @@ def register(group: click.Group) -> None:
         console.print(f"seed={seed} generation={generation} without={','.join(without) or '-'} brokers={brokers} "
                       f"schedules={schedules} faults={','.join(fl)} client={w['client']} acks={w['acks']} "
                       f"idempotence={w['idempotence']} retries={w['retries']} max_in_flight={w['max_in_flight']} "
-                      f"min_insync={min_insync} rf={rf} network={'netns+nftables' if net else 'none'} out={outp}",
+                      f"min_insync={min_insync} rf={rf} network={'netns+nftables' if net else 'none'} out={outp}"
+                      + (f" cluster={cluster_file} bootstrap={spec.bootstrap} conformance="
+                         f"{'traces' if spec.traces else 'not judged'}" if spec else ""),
                       highlight=False)
         summ = explore(generation, brokers, schedules, seed, fl, w, outp, time_limit, without=tuple(without),
-                       shrink_runs=shrink_runs, net=net,
+                       shrink_runs=shrink_runs, net=net, cluster=spec,
                        progress=lambda i, s, r: console.print(run_line(i, s, r), highlight=False, markup=False))
         print_summary(console, summ, outp, cmd)
+        if spec and summ.smallest is not None:
+            console.print(f"  on this cluster:  kafkaverify replay {shlex.quote(str(outp / 'shrunk-schedule.json'))} "
+                          f"--cluster {shlex.quote(cluster_file)}", highlight=False, markup=False)
         if summ.failures:
             return exitcodes.VIOLATION
         if not summ.runs or summ.stopped or any(r.status != "valid" for _, r in summ.runs):

@@ -80,16 +80,18 @@ class Summary:
 def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: tuple[str, ...],
             workload: dict, out_dir: Path, time_limit_s: float, without: tuple[str, ...] = (),
             shrink_runs: int = 8, progress: Callable[[int, Schedule, RunResult], None] | None = None,
-            net: bool = False) -> Summary:
+            net: bool = False, cluster=None) -> Summary:
     """Runs up to n_schedules generated schedules (stops at the first failure's shrink bound or
-    the time limit); returns every run and the smallest failing schedule."""
+    the time limit); returns every run and the smallest failing schedule. cluster: a cluster
+    file's ClusterSpec (kafkaverify/nemesis/cluster_file.py) to run against instead of our own
+    brokers; its partitions are its hooks, not the network namespace."""
     summ = Summary()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     state = {"i": 0, "shrinks": 0}
     verdicts: dict[tuple, bool] = {}
-    if not net:
+    if not net and cluster is None:
         faults = tuple(f for f in faults if f not in NEEDS_NET)
 
     def over() -> bool:
@@ -127,7 +129,7 @@ def explore(generation: str, brokers: int, n_schedules: int, seed: int, faults: 
         s = Schedule(s.generation, s.brokers, s.events, s.workload, seed=seed, without=s.without)
         run_dir = out_dir / f"run-{state['i']:04d}"
         try:
-            r = run_schedule(s, run_dir, net=net)
+            r = run_schedule(s, run_dir, net=net, cluster=cluster)
         except Exception as e:        # the harness itself failed: this run decides nothing
             r = RunResult("unknown", run_dir, reason=f"harness error: {e.__class__.__name__}: {e}")
         summ.runs.append((s, r))

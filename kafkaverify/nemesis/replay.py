@@ -27,21 +27,30 @@ def run_line(i: int, s, r) -> str:
     return f"[{i:4d}] {r.status.upper():8s} {r.seconds:6.1f}s  {s.describe()}{extra}"
 
 
-def replay_schedule(file: str) -> int:
-    """`kafkaverify replay SCHEDULE`: the schedule against a fresh cluster, judged as the
-    nemesis judges it."""
+def replay_schedule(file: str, cluster_file: str | None = None) -> int:
+    """`kafkaverify replay SCHEDULE [--cluster FILE]`: the schedule against a fresh cluster (or
+    the cluster file's), judged as the nemesis judges it."""
     try:
         s = load(file)
     except ScheduleError as e:
         raise InputError(str(e)) from None
     console = Console(width=160)
-    net = net_mode(console, s.needs_net())
-    if s.needs_net() and not net:
+    spec = None
+    if cluster_file is not None:
+        from kafkaverify.nemesis.cluster_file import cluster_faults, load_cluster_file
+        spec = load_cluster_file(cluster_file)
+        if len(spec.nodes) != s.brokers:
+            raise InputError(f"the schedule is for {s.brokers} brokers, {cluster_file} has {len(spec.nodes)} nodes")
+        cluster_faults(spec, tuple(sorted({e.fault for e in s.events if e.fault not in ("restart", "resume", "heal")}
+                                          )), explicit=True)
+    net = False if spec else net_mode(console, s.needs_net())
+    if s.needs_net() and not net and not spec:
         raise InputError("this schedule cuts the network: it needs root, nft and ip (a private network namespace)")
     out = Path(file).with_suffix("").parent / (Path(file).stem + "-replay")
     console.print(f"replaying {file}: generation={s.generation} brokers={s.brokers} "
-                  f"network={'netns+nftables' if net else 'none'} -> {out}", highlight=False)
-    r = run_schedule(s, out, net=net)
+                  f"network={'netns+nftables' if net else 'none'}{f' cluster={cluster_file}' if spec else ''} -> {out}",
+                  highlight=False)
+    r = run_schedule(s, out, net=net, cluster=spec)
     console.print(run_line(1, s, r), highlight=False, markup=False)
     for a in r.applied:
         console.print(f"    {a}", highlight=False, markup=False)

@@ -14,6 +14,12 @@ What each fault does here:
     service for its session timeout + 1.5 s; controller-failover = kill -9 the controller, restart
     it after duration_ms (default 1 s); producer-restart = close the producer, open a new one (a new
     process in the history); consumer-crash = kill -9 one group member and start another.
+With a cluster file (kafkaverify/nemesis/cluster_file.py: `--cluster FILE`) the same schedule runs
+against any Kafka-compatible cluster: each fault is the file's shell command for the node, a
+partition its partition / heal hooks, and the cluster is known through the Kafka protocol only.
+The workload's topic then gets a fresh name per run (the cluster outlives the run); conformance is
+judged only where the file names the brokers' traces of ours (`traces`). A command that fails
+makes the run unknown, with its output in the reason.
 A fault whose target is not in a state it applies to (crash a dead broker) is skipped and logged:
 shrinking produces such schedules and they must still run. At the end every fault is undone, the
 cluster is awaited (bounded) with full ISRs, the producer drained, and every partition read.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
@@ -34,6 +41,8 @@ from checkers.history.oracle.check import check_history
 from impl.cluster import COORD_HOST, Cluster, ClusterError
 from impl.netfault import NetCuts, in_private_netns
 from kafkaverify.groupclient import CLIENTS as MEMBER_CLIENTS, MemberProc, merge_histories
+from kafkaverify.nemesis.cluster_file import (ClusterSpec, CommandFailed, ExternalCluster, ExternalClusterError,
+                                              ExternalCuts)
 from kafkaverify.nemesis.errors import HarnessError, error_text
 from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
 from traces.history import HistoryError, load
@@ -71,9 +80,23 @@ class RunResult:
 
 
 class _Run:
-    def __init__(self, s: Schedule, out: Path, net: bool):
+    def __init__(self, s: Schedule, out: Path, net: bool, spec: ClusterSpec | None = None):
         self.s, self.out, self.net = s, out, net
-        w = s.workload
+        self.external = spec is not None
+        self.w = dict(s.workload)
+        self.undo: list[tuple[float, Event, object]] = []
+        self.applied: list[str] = []
+        self.members: list = []
+        self.next_member = 100
+        self.t0 = 0.0
+        self.cuts = None
+        if spec is not None:
+            # the cluster outlives the run: a topic of its own, named for this run
+            self.w["topic"] = f"{self.w['topic']}-{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
+            self.cluster = ExternalCluster(spec, out / "cluster")
+            if spec.can_partition:
+                self.cuts = ExternalCuts(self.cluster)
+            return
         # groups join at once (no initial rebalance delay) and a small offsets topic: the runs
         # are seconds long
         cfg = {"replica_lag_time_max_ms": LAG_MAX_MS, "group_initial_rebalance_delay_ms": 0,
@@ -82,15 +105,9 @@ class _Run:
             cfg["without_fixes"] = list(s.without)
         self.cluster = Cluster(s.brokers, out / "cluster", generation=s.generation, addresses=net,
                                session_timeout_ms=SESSION_TIMEOUT_MS, broker_config=cfg)
-        self.cuts = None
         if net:
             self.cuts = NetCuts()
             self.cuts.setup()
-        self.undo: list[tuple[float, Event, object]] = []
-        self.applied: list[str] = []
-        self.members: list = []
-        self.next_member = 100
-        self.t0 = 0.0
 
     # --- targets ---------------------------------------------------------------------------------
     def broker(self, target: str) -> int | None:
@@ -100,11 +117,13 @@ class _Run:
         if target == "controller":
             return c.controller()
         topic, _, part = target[len("leader:"):].rpartition("/")
+        if topic == self.s.workload["topic"]:
+            topic = self.w["topic"]          # renamed for this run on an outside cluster
         return c.leader_of(topic, int(part))
 
     def addr(self, side: str) -> str | None:
         if side == "coord":
-            return COORD_HOST
+            return None if self.external else COORD_HOST
         b = self.broker(side)
         return None if b is None else self.cluster.hosts[b]
 
@@ -150,9 +169,9 @@ class _Run:
             else:
                 self.later(e, i)
         elif f == "power-loss":
-            lost = sum(c.power_loss(i).values())
+            lost = c.power_loss(i)
             self.later(e, i)
-            return self.log(f"power-loss {i} ({lost} unflushed bytes dropped)")
+            return self.log(f"power-loss {i}{_dropped(lost)}")
         elif f == "pause":
             if i in c.paused:
                 return self.log(f"skip pause {i}: paused")
@@ -201,9 +220,9 @@ class _Run:
         i = self.broker(e.target)
         if i is None:
             return self.log(f"skip {e.describe()}: no such broker now")
-        lost = sum(c.power_loss(i).values())
+        lost = c.power_loss(i)
         back_at = time.monotonic() + (e.duration_ms or 0) / 1000
-        self.log(f"power-loss (isolated) {i} ({lost} unflushed bytes dropped)")
+        self.log(f"power-loss (isolated) {i}{_dropped(lost)}")
         deadline = time.monotonic() + ISOLATE_S
 
         def still_counted() -> bool:
@@ -251,7 +270,7 @@ class _Run:
         self.log(f"consumer-crash {live[0].process}")
 
     def start_member(self) -> None:
-        w = self.s.workload
+        w = self.w
         # group members are Python clients (kafkaverify.groupclient); a driver's run records its
         # producer through the driver and its members with kafka-python
         client = w["client"] if w["client"] in MEMBER_CLIENTS else "kafka-python"
@@ -292,23 +311,33 @@ class _Run:
                 self.log(f"restart {i}")
 
 
-def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> RunResult:
+def _dropped(lost: dict[str, int] | None) -> str:
+    """What a power loss dropped, when the harness knows (its own brokers: unflushed bytes)."""
+    return "" if lost is None else f" ({sum(lost.values())} unflushed bytes dropped)"
+
+
+def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None,
+                 cluster: ClusterSpec | None = None) -> RunResult:
+    """cluster: run against the outside cluster a cluster file describes (never in a private
+    network namespace: its partitions are the file's hooks)."""
 
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     save(out / "schedule.json", s)
-    net = in_private_netns() if net is None else net
-    if s.needs_net() and not net:
+    net = False if cluster is not None else in_private_netns() if net is None else net
+    if s.needs_net() and not net and not (cluster is not None and cluster.can_partition
+                                          and "session-expiry" not in {e.fault for e in s.events}):
         raise RuntimeError("this schedule cuts the network: run it in a private network namespace "
                            "(kafkaverify nemesis / replay do so by themselves)")
     t_start = time.monotonic()
-    w = s.workload
-    r = _Run(s, out, net)
+    r = _Run(s, out, net, cluster)
+    w = r.w
     c = r.cluster
     rec = None
     status, reason = "unknown", ""
+    command_failed = False
     try:
         c.start()
         _create_topic(c, w)
@@ -325,6 +354,8 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
             r.pump(at)
             try:
                 r.apply(e)
+            except CommandFailed:
+                raise                         # its command and output are the reason
             except (ClusterError, OSError, RuntimeError) as ex:
                 raise HarnessError(f"the fault {e.describe()} could not be applied: "
                                    f"{error_text(ex)}") from ex
@@ -352,10 +383,11 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
                 m.stop(20)
             except RuntimeError:
                 m.kill()
-    except ClusterError as e:
+    except (ClusterError, ExternalClusterError) as e:
         reason = f"cluster error: {e}"
     except HarnessError as e:
         reason = str(e)
+        command_failed = isinstance(e, CommandFailed)
     except Exception as e:      # a client or harness failure: the run is undecided, never a crash
         reason = f"harness error: {error_text(e)}"
     finally:
@@ -364,8 +396,12 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
             prod._stop.set()            # a run cut short by an error leaves no sender behind
         for m in r.members:
             m.kill()
-        if r.cuts is not None:
-            r.cuts.heal_all()
+        try:
+            if r.cuts is not None:
+                r.cuts.heal_all()
+        except CommandFailed as e:            # an outside cluster's heal hook failed
+            reason = "; ".join(x for x in (reason, str(e)) if x)
+            command_failed = True
         c.stop()
         if rec is not None:
             rec.close()
@@ -387,7 +423,12 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         status = "unknown"
         res.reason = "; ".join(x for x in (res.reason, f"history unreadable: {e}") if x)
     try:
-        res.divergences = _conformance(out, s)
+        if cluster is None:
+            res.divergences = _conformance(out, s)
+        elif cluster.traces:
+            res.divergences = _conformance(out, s, _external_traces(cluster.traces, out), w["topic"])
+        else:
+            res.applied.append("conformance not judged: the cluster file names no traces of ours")
     except Exception as e:      # unreadable traces: conformance undecided, the run unknown
         status = "unknown" if status == "valid" else status
         res.reason = "; ".join(x for x in (res.reason, f"conformance not judged: {error_text(e)}") if x)
@@ -396,6 +437,9 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
         status = "invalid"
         res.first_anomaly = res.first_anomaly or f"conformance: {res.divergences[0]['text']}"
     if res.reason and status == "valid":
+        status = "unknown"
+    if command_failed:
+        # the faults applied are not the schedule's: whatever the history shows decides nothing
         status = "unknown"
     res.status = status
     res.seconds = time.monotonic() - t_start
@@ -443,13 +487,30 @@ def _recover(c, w: dict, timeout_s: float) -> bool:
         c.wait_for_leaders(w["topic"], timeout_s=max(1.0, deadline - time.monotonic()),
                            isr_size=w["replication_factor"])
         return True
-    except ClusterError:
+    except (ClusterError, ExternalClusterError):
         return False
 
 
-def _conformance(out: Path, s: Schedule) -> list[dict]:
+def _external_traces(pattern: str, out: Path) -> list[Path]:
+    """The trace files an outside cluster's brokers wrote (the file's `traces` glob), copied into
+    the run's directory so the run keeps what was judged."""
+    import glob
+    dest = out / "cluster" / "traces"
+    dest.mkdir(parents=True, exist_ok=True)
+    got = []
+    for k, src in enumerate(sorted(glob.glob(pattern, recursive=True))):
+        to = dest / f"{k:02d}-{Path(src).name}"
+        shutil.copyfile(src, to)
+        got.append(to)
+    if not got:
+        raise FileNotFoundError(f"no trace file matches {pattern}")
+    return got
+
+
+def _conformance(out: Path, s: Schedule, traces: list[Path] | None = None, topic: str | None = None) -> list[dict]:
     """Divergences of the brokers' traces from the model (checkers/conformance.py)."""
-    traces = sorted((out / "cluster").glob("broker-*/trace-*.jsonl"))
+    if traces is None:
+        traces = sorted((out / "cluster").glob("broker-*/trace-*.jsonl"))
     # judged against the generation's full fixes: a broker built without one must diverge
     return [d.to_json() for d in check_traces(traces, generation=s.generation,
-                                              min_insync={s.workload["topic"]: s.workload["min_insync"]})]
+                                              min_insync={topic or s.workload["topic"]: s.workload["min_insync"]})]

@@ -23,6 +23,8 @@ from typing import Any
 
 from traces.history_recorder import HistoryRecorder
 
+INT32_MAX = 2147483647          # Kafka's "retry until delivery.timeout.ms"
+
 # Broker errors that certainly mean "not appended" (the request was refused before the log
 # write). Everything else -- timeouts, disconnects, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 # leadership changes -- may or may not have been written, so it is `info`.
@@ -164,7 +166,11 @@ class KafkaPythonProducer(_Wrapper):
         super().__init__(history, client)
         cfg = client.config
         self._acks0 = cfg.get("acks") in (0, "0")
-        history.rec.producer_config(self.process, retries=int(cfg.get("retries") or 0),
+        # kafka-python 3 defaults retries to infinity ("until delivery_timeout_ms"): recorded as
+        # Kafka's INT32_MAX, as the nemesis records it
+        retries = cfg.get("retries") or 0
+        retries = INT32_MAX if retries == float("inf") else min(int(retries), INT32_MAX)
+        history.rec.producer_config(self.process, retries=retries,
                                     max_in_flight=int(cfg.get("max_in_flight_requests_per_connection") or 1),
                                     idempotence=bool(cfg.get("enable_idempotence")),
                                     acks=_acks(cfg.get("acks")))
@@ -197,7 +203,7 @@ class ConfluentProducer(_Wrapper):
         super().__init__(history, client)
         # confluent-kafka does not expose its configuration: the application states it, or
         # librdkafka's defaults (idempotence off, retries on, 5 in flight, acks all) are recorded.
-        s = {"retries": 2147483647, "max_in_flight": 5, "idempotence": False, "acks": "all", **(settings or {})}
+        s = {"retries": INT32_MAX, "max_in_flight": 5, "idempotence": False, "acks": "all", **(settings or {})}
         self._acks0 = s["acks"] == "0"
         history.rec.producer_config(self.process, **s)
 
