@@ -10,12 +10,15 @@ DRIVER_PKGS := pkg-config librdkafka-dev libjansson-dev golang-go golang-github-
 
 .PHONY: check test bench mutate system-deps setup clean build-drivers
 
-# setup.py builds the C extensions (checkers/history/screens/_scan.c, _fused.c, traces/_edn.c) in place: a change to any reinstalls.
-$(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/history/screens/_fused.c checkers/history/screens/_arrow.h traces/_edn.c
+# setup.py builds the C extensions (checkers/history/screens/_scan.c, _fused.c, traces/_edn.c) and
+# the compiled model (Cython over spec/*.py) in place: a change to any reinstalls. A model module
+# older than its source is never used (spec/__init__.py), so a stale build only costs speed.
+$(STAMP): pyproject.toml setup.py checkers/history/screens/_scan.c checkers/history/screens/_fused.c checkers/history/screens/_arrow.h traces/_edn.c $(wildcard spec/*.py)
 	@command -v cc >/dev/null || { echo "no C compiler (cc): kafkaverify builds checkers/history/screens/_scan.c; run make system-deps (or apt-get install build-essential python3-dev)"; exit 1; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	@$(BIN)/python -c "import spec; print('model:', spec.BUILD, '(KAFKAVERIFY_MODEL=interpreted runs the source)' if spec.BUILD == 'compiled' else '(Cython or a compiler missing: the source runs)')"
 	touch $(STAMP)
 
 setup: $(STAMP) build-drivers

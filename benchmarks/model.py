@@ -60,14 +60,20 @@ def one(variant: str, bounds: dict) -> dict:
     self_kb, child_kb = _rss_kb()
     # workers are forked from this process: each holds the idle image plus its shard
     peak = (self_kb - idle) + (max(0, child_kb - idle) * (int(variant) if variant not in ("legacy", "1") else 0))
-    return {"variant": variant, "status": r.status, "distinct": r.distinct, "depth": r.depth,
+    import spec
+    return {"variant": variant, "build": spec.BUILD, "status": r.status, "distinct": r.distinct, "depth": r.depth,
             "wall": wall, "cpu": cpu, "rss_bytes": peak * 1024, "table_bytes": table}
 
 
-def _run_one(variant: str, bounds: dict) -> dict:
+def _run_one(variant: str, bounds: dict, build: str = "compiled") -> dict:
+    """One variant in a fresh process, on the model build asked for (KAFKAVERIFY_MODEL)."""
+    import os
     out = subprocess.run([sys.executable, "-m", "benchmarks.model", "--one", variant,
-                          "--exhaustive", json.dumps(bounds)], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+                          "--exhaustive", json.dumps(bounds)], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, KAFKAVERIFY_MODEL=build))
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    d["build"] = d.get("build", build)
+    return d
 
 
 def exhaustive(bounds: dict) -> None:
@@ -75,15 +81,22 @@ def exhaustive(bounds: dict) -> None:
     print(f"{'explorer':34} {'verdict':10} {'states':>10} {'wall s':>8} {'cpu s':>8} "
           f"{'st/s/core':>10} {'RSS B/st':>9} {'table B/st':>10}")
     rows = {}
-    for v, label in (("legacy", "previous explorer (baseline)"), ("1", "fingerprint explorer, 1 worker"),
-                     ("2", "fingerprint explorer, 2 workers")):
-        d = _run_one(v, bounds)
-        rows[v] = d
+    for key, v, build, label in (("legacy", "legacy", "interpreted", "previous explorer (baseline)"),
+                                 ("1i", "1", "interpreted", "fingerprint explorer, 1 worker"),
+                                 ("1", "1", "compiled", "  the same, compiled model"),
+                                 ("2", "2", "compiled", "  compiled, 2 workers")):
+        d = _run_one(v, bounds, build)
+        rows[key] = d
+        if d["build"] != build:
+            label += f" ({d['build']}: not built)"
         n = d["distinct"]
         print(f"{label:34} {d['status']:10} {n:>10,} {d['wall']:>8.1f} {d['cpu']:>8.1f} "
               f"{n / d['cpu']:>10,.0f} {d['rss_bytes'] / n:>9,.0f} {d['table_bytes'] / n:>10.1f}",
               flush=True)
-    b, w1, w2 = rows["legacy"], rows["1"], rows["2"]
+    b, w1i, w1, w2 = rows["legacy"], rows["1i"], rows["1"], rows["2"]
+    print(f"ratios: compiled / interpreted model, 1 worker: "
+          f"{(w1['distinct'] / w1['cpu']) / (w1i['distinct'] / w1i['cpu']):.2f}x states per CPU-second "
+          f"(same states: {w1['distinct'] == w1i['distinct']})")
     print(f"ratios: 1 worker / baseline: {b['cpu'] / w1['cpu']:.2f}x states per CPU-second, "
           f"{b['rss_bytes'] / max(1, w1['rss_bytes']):.1f}x less memory; "
           f"2 workers / 1 worker: {w1['wall'] / w2['wall']:.2f}x wall-clock speed-up")
