@@ -97,9 +97,9 @@ def exhaustive(bounds: dict) -> None:
     print(f"ratios: compiled / interpreted model, 1 worker: "
           f"{(w1['distinct'] / w1['cpu']) / (w1i['distinct'] / w1i['cpu']):.2f}x states per CPU-second "
           f"(same states: {w1['distinct'] == w1i['distinct']})")
-    print(f"ratios: 1 worker / baseline: {b['cpu'] / w1['cpu']:.2f}x states per CPU-second, "
+    print(f"ratios: compiled, 1 worker / baseline: {b['cpu'] / w1['cpu']:.2f}x states per CPU-second, "
           f"{b['rss_bytes'] / max(1, w1['rss_bytes']):.1f}x less memory; "
-          f"2 workers / 1 worker: {w1['wall'] / w2['wall']:.2f}x wall-clock speed-up")
+          f"compiled, 2 workers / 1 worker: {w1['wall'] / w2['wall']:.2f}x wall-clock speed-up")
 
 
 # The fixes of `current` whose bugs the three-broker search must find by itself (isr-broker-epoch,
