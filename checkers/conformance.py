@@ -166,13 +166,13 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
     fixes = GENERATIONS[generation] - frozenset(without)
     parts: dict[tuple[str, int], _Partition] = {}
     seen_floor: dict[int, int] = {}     # per broker: the newest controller epoch it must have seen
+    incarnation: dict[int, object] = {}     # per broker: the incarnation of its last event
     res = Result([])
     for ev in events:
         res.events += 1
         t = ev.get("type")
-        if t == "broker_started":       # a new incarnation: it learns controller epochs anew
-            seen_floor.pop(int(ev["node"]), None)
-        elif t == "controller_elected":
+        _new_incarnation(ev, incarnation, seen_floor)
+        if t == "controller_elected":
             n = int(ev["node"])
             seen_floor[n] = max(seen_floor.get(n, 0), int(ev["controller_epoch"]))
         if t == "txn_rule":
@@ -202,6 +202,23 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
             key = f"{t}:{ev.get('reason', '')}".rstrip(":")
             res.unmapped[key] = res.unmapped.get(key, 0) + 1
     return res
+
+
+def _new_incarnation(ev: dict, incarnation: dict[int, object], seen_floor: dict[int, int]) -> None:
+    """A broker process starts with no controller epoch seen: forget the floor at each new
+    incarnation. An event read from a trace file carries its file's incarnation (read_events;
+    one file per process), and that is the boundary: a restarted broker listens, and may decide
+    a LeaderAndIsr, before it traces broker_started (it registers in between). Only events that
+    carry no incarnation (written by hand) fall back to broker_started as the boundary."""
+    if "node" not in ev:
+        return
+    n = int(ev["node"])
+    if "incarnation" in ev:
+        if n in incarnation and incarnation[n] != ev["incarnation"]:
+            seen_floor.pop(n, None)
+        incarnation[n] = ev["incarnation"]
+    elif ev.get("type") == "broker_started":
+        seen_floor.pop(n, None)
 
 
 def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict[int, int], ev: dict,
@@ -617,13 +634,20 @@ def _stale_epoch_request(p: _Partition, n: int, r: _Replica, ev: dict, res: Resu
 
 def read_events(paths: Iterable[str | Path]) -> list[dict]:
     """The event records of broker trace files, merged by timestamp (stable per file). A torn
-    last line (the broker was killed mid-write) ends that file: the event never completed."""
+    last line (the broker was killed mid-write) ends that file: the event never completed. Each
+    event gets its file's `incarnation` (the header's: one file per broker process), so that
+    check_events knows where a broker's process, and what it had seen, begins anew."""
     from traces.trace import TraceError, iter_records
     evs: list[tuple[float, int, int, dict]] = []
     for k, path in enumerate(paths):
+        inc = None
         try:
             for j, rec in iter_records(path):
-                if rec.get("kind") == "event":
+                if rec.get("kind") == "header":
+                    inc = rec.get("incarnation")
+                elif rec.get("kind") == "event":
+                    if inc is not None:
+                        rec.setdefault("incarnation", inc)
                     evs.append((float(rec["ts_ms"]), k, j, rec))
         except TraceError as e:
             if "truncated line" not in e.message:
@@ -651,9 +675,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if r.divergences else 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 # broker event type -> the check of that event against its spec rule
 _RULE_CHECKS = {
@@ -664,3 +685,7 @@ _RULE_CHECKS = {
     "truncated": _truncated,
     "hw_advanced": _hw,
 }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
