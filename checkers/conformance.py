@@ -165,16 +165,17 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
         raise ValueError(f"unknown generation {generation!r}")
     fixes = GENERATIONS[generation] - frozenset(without)
     parts: dict[tuple[str, int], _Partition] = {}
-    seen_floor: dict[int, int] = {}     # per broker: the newest controller epoch it must have seen
-    incarnation: dict[int, object] = {}     # per broker: the incarnation of its last event
+    # per broker process (_process): the newest controller epoch it must have seen
+    seen_floor: dict[tuple[int, object], int] = {}
     res = Result([])
     for ev in events:
         res.events += 1
         t = ev.get("type")
-        _new_incarnation(ev, incarnation, seen_floor)
-        if t == "controller_elected":
-            n = int(ev["node"])
-            seen_floor[n] = max(seen_floor.get(n, 0), int(ev["controller_epoch"]))
+        if t == "broker_started" and "incarnation" not in ev:
+            seen_floor.pop(_process(ev), None)
+        elif t == "controller_elected":
+            k = _process(ev)
+            seen_floor[k] = max(seen_floor.get(k, 0), int(ev["controller_epoch"]))
         if t == "txn_rule":
             _txn_rule(ev, res)
             res.mapped += 1
@@ -204,24 +205,16 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
     return res
 
 
-def _new_incarnation(ev: dict, incarnation: dict[int, object], seen_floor: dict[int, int]) -> None:
-    """A broker process starts with no controller epoch seen: forget the floor at each new
-    incarnation. An event read from a trace file carries its file's incarnation (read_events;
-    one file per process), and that is the boundary: a restarted broker listens, and may decide
-    a LeaderAndIsr, before it traces broker_started (it registers in between). Only events that
-    carry no incarnation (written by hand) fall back to broker_started as the boundary."""
-    if "node" not in ev:
-        return
-    n = int(ev["node"])
-    if "incarnation" in ev:
-        if n in incarnation and incarnation[n] != ev["incarnation"]:
-            seen_floor.pop(n, None)
-        incarnation[n] = ev["incarnation"]
-    elif ev.get("type") == "broker_started":
-        seen_floor.pop(n, None)
+def _process(ev: dict) -> tuple[int, object]:
+    """The broker process that traced `ev`: its node and incarnation. A process starts with no
+    controller epoch seen. An event read from a trace file carries its file's incarnation
+    (read_events; one file per process), and that is the boundary: a restarted broker listens,
+    and may decide a LeaderAndIsr, before it traces broker_started (it registers in between).
+    Events that carry no incarnation (written by hand) have broker_started as the boundary."""
+    return int(ev["node"]), ev.get("incarnation")
 
 
-def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict[int, int], ev: dict,
+def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict[tuple[int, object], int], ev: dict,
                      res: Result) -> bool:
     """A control request's acceptance, per partition (spec.rules.control_request_accepted): the
     model's broker with the newest controller epoch seen before the request and the partition's
@@ -232,7 +225,7 @@ def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict
     broker that forgets a newer controller would report the older one and seem to conform. A
     request naming no partition decides nothing."""
     n, ce, traced = int(ev["node"]), int(ev["controller_epoch"]), int(ev["current_controller_epoch"])
-    floor = seen_floor.get(n, 0)
+    floor = seen_floor.get(_process(ev), 0)
     seen = max(traced, floor)
     entries = ev.get("partitions") or []
     if traced < floor and entries:
@@ -243,7 +236,7 @@ def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict
                          f"epoch {traced}, but it had seen {floor} (a request it accepted or its own election)",
              [f"judge against controller epoch {floor} (the newest seen never goes back)"])
     if ev.get("accepted"):
-        seen_floor[n] = max(floor, ce)
+        seen_floor[_process(ev)] = max(floor, ce)
     for x in entries:
         topic, le, cur, got = x["topic"], int(x["leader_epoch"]), int(x["current_leader_epoch"]), bool(x["accepted"])
         mi = min_insync.get(topic, 1) if isinstance(min_insync, dict) else min_insync

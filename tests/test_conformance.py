@@ -287,8 +287,10 @@ def test_a_restart_forgets_the_controller_epoch_seen_from_its_first_decision(tmp
 
 
 def test_incarnation_field_is_the_boundary_when_events_carry_it():
-    """check_events on events that carry their incarnation: a new one resets the seen epoch
-    wherever broker_started falls; within one, broker_started does not."""
+    """check_events on events that carry their incarnation: each process has its own seen
+    epoch wherever broker_started falls (within one, broker_started resets nothing), and events
+    of two processes of one broker merged out of order (a wall-clock step) are each judged
+    against their own process."""
     def inc(e, i):
         return dict(e, incarnation=i)
     evs = base() + [inc(ctl(1, 2, 1, 1, 0, True), 0)]
@@ -297,6 +299,9 @@ def test_incarnation_field_is_the_boundary_when_events_carry_it():
     r = check_events(evs + [inc(started, 0), inc(ctl(1, 2, 0, 2, 1, True), 0)], "current")
     assert [d.text.split(" (")[0] for d in r.divergences] == [
         "broker 1 decided a LeaderAndIsr of controller epoch 2 as having seen controller epoch 0, but it had seen 2"]
+    r = check_events(evs + [inc(ctl(1, 2, 0, 2, 1, True), 1), inc(ctl(1, 2, 1, 3, 2, True), 0)], "current")
+    assert [d.text.split(" (")[0] for d in r.divergences] == [
+        "broker 1 decided a LeaderAndIsr of controller epoch 2 as having seen controller epoch 1, but it had seen 2"]
 
 
 def test_module_runs_as_a_command(tmp_path):
