@@ -668,7 +668,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if r.divergences else 0
 
 
-
 # broker event type -> the check of that event against its spec rule
 _RULE_CHECKS = {
     "isr_proposed": _isr_proposed,
