@@ -165,16 +165,17 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
         raise ValueError(f"unknown generation {generation!r}")
     fixes = GENERATIONS[generation] - frozenset(without)
     parts: dict[tuple[str, int], _Partition] = {}
-    seen_floor: dict[int, int] = {}     # per broker: the newest controller epoch it must have seen
+    # per broker process (_process): the newest controller epoch it must have seen
+    seen_floor: dict[tuple[int, object], int] = {}
     res = Result([])
     for ev in events:
         res.events += 1
         t = ev.get("type")
-        if t == "broker_started":       # a new incarnation: it learns controller epochs anew
-            seen_floor.pop(int(ev["node"]), None)
+        if t == "broker_started" and "incarnation" not in ev:
+            seen_floor.pop(_process(ev), None)
         elif t == "controller_elected":
-            n = int(ev["node"])
-            seen_floor[n] = max(seen_floor.get(n, 0), int(ev["controller_epoch"]))
+            k = _process(ev)
+            seen_floor[k] = max(seen_floor.get(k, 0), int(ev["controller_epoch"]))
         if t == "txn_rule":
             _txn_rule(ev, res)
             res.mapped += 1
@@ -204,7 +205,16 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
     return res
 
 
-def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict[int, int], ev: dict,
+def _process(ev: dict) -> tuple[int, object]:
+    """The broker process that traced `ev`: its node and incarnation. A process starts with no
+    controller epoch seen. An event read from a trace file carries its file's incarnation
+    (read_events; one file per process), and that is the boundary: a restarted broker listens,
+    and may decide a LeaderAndIsr, before it traces broker_started (it registers in between).
+    Events that carry no incarnation (written by hand) have broker_started as the boundary."""
+    return int(ev["node"]), ev.get("incarnation")
+
+
+def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict[tuple[int, object], int], ev: dict,
                      res: Result) -> bool:
     """A control request's acceptance, per partition (spec.rules.control_request_accepted): the
     model's broker with the newest controller epoch seen before the request and the partition's
@@ -215,7 +225,7 @@ def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict
     broker that forgets a newer controller would report the older one and seem to conform. A
     request naming no partition decides nothing."""
     n, ce, traced = int(ev["node"]), int(ev["controller_epoch"]), int(ev["current_controller_epoch"])
-    floor = seen_floor.get(n, 0)
+    floor = seen_floor.get(_process(ev), 0)
     seen = max(traced, floor)
     entries = ev.get("partitions") or []
     if traced < floor and entries:
@@ -226,7 +236,7 @@ def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict
                          f"epoch {traced}, but it had seen {floor} (a request it accepted or its own election)",
              [f"judge against controller epoch {floor} (the newest seen never goes back)"])
     if ev.get("accepted"):
-        seen_floor[n] = max(floor, ce)
+        seen_floor[_process(ev)] = max(floor, ce)
     for x in entries:
         topic, le, cur, got = x["topic"], int(x["leader_epoch"]), int(x["current_leader_epoch"]), bool(x["accepted"])
         mi = min_insync.get(topic, 1) if isinstance(min_insync, dict) else min_insync
@@ -617,13 +627,20 @@ def _stale_epoch_request(p: _Partition, n: int, r: _Replica, ev: dict, res: Resu
 
 def read_events(paths: Iterable[str | Path]) -> list[dict]:
     """The event records of broker trace files, merged by timestamp (stable per file). A torn
-    last line (the broker was killed mid-write) ends that file: the event never completed."""
+    last line (the broker was killed mid-write) ends that file: the event never completed. Each
+    event gets its file's `incarnation` (the header's: one file per broker process), so that
+    check_events knows where a broker's process, and what it had seen, begins anew."""
     from traces.trace import TraceError, iter_records
     evs: list[tuple[float, int, int, dict]] = []
     for k, path in enumerate(paths):
+        inc = None
         try:
             for j, rec in iter_records(path):
-                if rec.get("kind") == "event":
+                if rec.get("kind") == "header":
+                    inc = rec.get("incarnation")
+                elif rec.get("kind") == "event":
+                    if inc is not None:
+                        rec.setdefault("incarnation", inc)
                     evs.append((float(rec["ts_ms"]), k, j, rec))
         except TraceError as e:
             if "truncated line" not in e.message:
@@ -651,10 +668,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if r.divergences else 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 # broker event type -> the check of that event against its spec rule
 _RULE_CHECKS = {
     "isr_proposed": _isr_proposed,
@@ -664,3 +677,7 @@ _RULE_CHECKS = {
     "truncated": _truncated,
     "hw_advanced": _hw,
 }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,6 +5,7 @@ member are each reported with the event, the mapped model state and what the mod
 from __future__ import annotations
 
 from checkers.conformance import check_events
+from tests.conftest import subprocess_env
 
 
 def ev(node, type, **kw):
@@ -248,3 +249,73 @@ def test_control_request_judged_against_the_controller_epoch_the_trace_shows_see
     assert len(check_events(base() + [elected, forgot], "current").divergences) == 2
     started = {"kind": "event", "ts_ms": 0, "node": 1, "type": "broker_started", "port": 1}
     assert check_events(evs + [started, forgot], "current").divergences == []
+
+
+def _write_trace(path, node, incarnation, events):
+    """A broker trace file as impl/broker.py writes one per process: its header, then events."""
+    from traces.trace import TraceWriter, make_header
+    with TraceWriter(path, make_header("broker", node=node, generation="current", incarnation=incarnation)) as w:
+        for e in events:
+            w.write(e)
+
+
+def test_a_restart_forgets_the_controller_epoch_seen_from_its_first_decision(tmp_path):
+    """A restarted broker listens, and decides a LeaderAndIsr, before it traces broker_started
+    (it registers in between): the seen epoch restarts at 0 with the process, that is with its
+    trace file, not with broker_started. The nemesis run that showed it: broker 0 applied
+    controller epoch 1, crashed, came back, and decided the same controller's request as having
+    seen 0 -- truthfully -- before broker_started."""
+    from checkers.conformance import check_traces, read_events
+
+    def at(ts, e):
+        return dict(e, ts_ms=ts)
+    first = [at(1, ctl(0, 1, 0, 1, -1, True)),
+             at(2, {"kind": "event", "node": 0, "type": "broker_started", "port": 1})]
+    again = [at(10, ctl(0, 1, 0, 2, 1, True)),          # seen 0: the new process's own truth
+             at(11, {"kind": "event", "node": 0, "type": "broker_started", "port": 1})]
+    _write_trace(tmp_path / "trace-000.jsonl", 0, 0, first)
+    _write_trace(tmp_path / "trace-001.jsonl", 0, 1, again)
+    paths = [tmp_path / "trace-000.jsonl", tmp_path / "trace-001.jsonl"]
+    assert [e["incarnation"] for e in read_events(paths)] == [0, 0, 1, 1]
+    assert check_traces(paths, "current") == []
+    # one process that forgets what it saw is still caught, broker_started or not in between
+    _write_trace(tmp_path / "forgot.jsonl", 0, 1, again[:1] + [at(10.5, again[1]), at(12, ctl(0, 1, 0, 3, 2, True))])
+    ds = check_traces([tmp_path / "trace-000.jsonl", tmp_path / "forgot.jsonl"], "current")
+    assert [d.text for d in ds] == [
+        "broker 0 decided a LeaderAndIsr of controller epoch 1 as having seen controller epoch 0, but it had "
+        "seen 1 (a request it accepted or its own election)"]
+
+
+def test_incarnation_field_is_the_boundary_when_events_carry_it():
+    """check_events on events that carry their incarnation: each process has its own seen
+    epoch wherever broker_started falls (within one, broker_started resets nothing), and events
+    of two processes of one broker merged out of order (a wall-clock step) are each judged
+    against their own process."""
+    def inc(e, i):
+        return dict(e, incarnation=i)
+    evs = base() + [inc(ctl(1, 2, 1, 1, 0, True), 0)]
+    started = {"kind": "event", "ts_ms": 0, "node": 1, "type": "broker_started", "port": 1}
+    assert check_events(evs + [inc(ctl(1, 2, 0, 2, 1, True), 1)], "current").divergences == []
+    r = check_events(evs + [inc(started, 0), inc(ctl(1, 2, 0, 2, 1, True), 0)], "current")
+    assert [d.text.split(" (")[0] for d in r.divergences] == [
+        "broker 1 decided a LeaderAndIsr of controller epoch 2 as having seen controller epoch 0, but it had seen 2"]
+    r = check_events(evs + [inc(ctl(1, 2, 0, 2, 1, True), 1), inc(ctl(1, 2, 1, 3, 2, True), 0)], "current")
+    assert [d.text.split(" (")[0] for d in r.divergences] == [
+        "broker 1 decided a LeaderAndIsr of controller epoch 2 as having seen controller epoch 1, but it had seen 2"]
+
+
+def test_module_runs_as_a_command(tmp_path):
+    """python -m checkers.conformance GENERATION TRACE...: exit 0 on a conforming trace, 1 with
+    the divergence as a JSON line."""
+    import json
+    import subprocess
+    import sys
+    _write_trace(tmp_path / "ok.jsonl", 1, 0, base())
+    _write_trace(tmp_path / "bad.jsonl", 1, 0, base() + [ctl(1, 2, 1, 1, 0, True), ctl(1, 1, 1, 2, 1, True)])
+    ok = subprocess.run([sys.executable, "-m", "checkers.conformance", "current", str(tmp_path / "ok.jsonl")],
+                        capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "checkers.conformance", "current", str(tmp_path / "bad.jsonl")],
+                         capture_output=True, text=True, env=subprocess_env(), timeout=60)
+    assert bad.returncode == 1, bad.stderr
+    assert json.loads(bad.stdout.splitlines()[0])["text"].startswith("broker 1 decided a LeaderAndIsr")
