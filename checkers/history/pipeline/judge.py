@@ -24,20 +24,81 @@ from checkers.history.oracle import consumer, cycles, linearizable, log_checks
 from checkers.history.oracle.index import build
 from checkers.history.result import PER_PARTITION, CheckResult, Verdict, combine, finish
 from checkers.history.screens.columnar import Paired, Screen, clean_status, screen
-from traces.history import FIELDS, History, Op
+from traces.history import (DELIVERY_MODES, FIELDS, FS, REQUIRED, TXN_VERSION, TYPES, VERSION, History,
+                            Op)
 from traces.history import pair as pair_events
 
 
 def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: int) -> dict[int, History]:
     """The object reader's History of each run in `ev` (some of its events): the one per-row
     path, taken only for what a screen flagged (or for the cycle search of a small history).
-    One pass over the rows for all runs: no per-run filtering of the frame."""
-    names = list(FIELDS)
+    One pass over the rows for all runs: no per-run filtering of the frame. The reader's rules
+    for single events are tested on whole columns first (`fields_hold`); where they hold, the
+    reader skips them event by event (a third of its time) and checks only the rules that
+    relate events."""
+    checked = fields_hold(ev)
+    rows: list[tuple[int, int, str, dict]] = []
+    # By kind of event (operation and type), whose fields are mostly the same on every row:
+    # the fields present on every row of a kind are taken without a test for null.
+    for part in ev.select("run", "_i", "row", *FIELDS).partition_by("f", "type", maintain_order=False):
+        cols = [n for n in FIELDS if part.get_column(n).null_count() < part.height]
+        full = [n for n in cols if part.get_column(n).null_count() == 0]
+        some = [n for n in cols if n not in full]
+        vals = [part.get_column(n).to_list() for n in ("_i", "run", "row", *full, *some)]
+        nf = len(full)
+        for i, run, r, *vs in zip(*vals):
+            d = dict(zip(full, vs[:nf]))
+            for n, v in zip(some, vs[nf:]):
+                if v is not None:
+                    d[n] = v
+            rows.append((i, run, f"{where} {r + base}", d))
+    rows.sort(key=lambda x: x[0])
     per: dict[int, list] = {}
-    for r in ev.sort("_i").select("run", *names, "row").iter_rows(named=True):
-        per.setdefault(r["run"], []).append(
-            (f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
-    return {run: pair_events("", headers.get(run, {}), evs) for run, evs in per.items()}
+    for _, run, w, d in rows:
+        per.setdefault(run, []).append((w, d))
+    return {run: pair_events("", headers.get(run, {}), evs,
+                             fields_checked=checked and headers.get(run, {}).get("version", VERSION) < TXN_VERSION)
+            for run, evs in per.items()}
+
+
+def _dtype_holds(dt: pl.DataType, want: str) -> bool:
+    """Whether every non-null value of a column of polars type `dt` reads back (to_list) as the
+    Python type the reader wants for a field of Arrow type `want` (traces/history.py FIELDS)."""
+    if dt == pl.Null:
+        return True
+    if want.startswith(("int", "uint")):
+        return dt.is_integer()
+    if want == "string":
+        return dt in (pl.String, pl.Categorical) or isinstance(dt, pl.Enum)
+    if want == "bool":
+        return dt == pl.Boolean
+    if want.startswith("list<"):
+        inner = want[5:-1]
+        return isinstance(dt, pl.List) and _dtype_holds(dt.inner, inner) and dt.inner != pl.Null
+    return False
+
+
+def fields_hold(ev: pl.DataFrame) -> bool:
+    """Whether every row of `ev` (columns FIELDS; a null is an absent field) passes
+    traces.history.check_event: the column types are the fields' (so each value has the
+    Python type the reader wants), the required fields are present, types, operations and
+    delivery modes are known, no offset is negative, and no list holds a null. Whole-column
+    tests, no Python per row."""
+    c = pl.col
+    if any(n not in ev.columns or not _dtype_holds(ev.schema[n], FIELDS[n][1]) for n in FIELDS):
+        return False
+    if ev.height == 0:
+        return True
+    bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED])
+    bad = bad | ~c("type").cast(pl.String).is_in(list(TYPES)) | ~c("f").cast(pl.String).is_in(list(FS))
+    bad = bad | (c("offset") < 0).fill_null(False)
+    bad = bad | ~(c("delivery").cast(pl.String).is_in(list(DELIVERY_MODES)) | c("delivery").is_null())
+    for n in ("offsets", "values"):
+        if ev.schema[n] != pl.Null:
+            bad = bad | c(n).list.eval(pl.element().is_null()).list.any().fill_null(False)
+    if ev.schema["offsets"] != pl.Null:
+        bad = bad | (c("offsets").list.min() < 0).fill_null(False)
+    return not ev.select(bad.any()).item()
 
 
 def c_row_in(rows: pl.Series) -> pl.Expr:

@@ -1,0 +1,92 @@
+"""The pipeline's object reader for flagged partitions (checkers/history/pipeline/judge.py):
+`fields_hold` tests the reader's single-event rules (traces.history.check_event) on whole
+columns, and the reader then skips them event by event; so `fields_hold` must be true only
+of frames every row of which check_event accepts (held here row by row, on valid frames and
+on frames with one field broken in each way check_event refuses), and to_histories must give
+the reader's own History either way."""
+import dataclasses
+
+import polars as pl
+import pytest
+
+from checkers.history.generate import Params, generate
+from checkers.history.pipeline.judge import fields_hold, to_histories
+from traces.history import FIELDS, HistoryError, check_event, history_events, write
+from traces.history import pair as pair_events
+from traces import history_columnar as hc
+
+
+def _frame(tmp_path, seed=3):
+    h = generate(Params(seed=seed, ops=300, partitions=2, consumers=2), {"poll-skip": 0.1})
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    header, src, where = hc.read(str(path), None, None, lazy=True)
+    ev = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")).collect()
+    return header, ev
+
+
+def _rows_pass(ev: pl.DataFrame) -> bool:
+    for r in ev.select(*FIELDS).iter_rows(named=True):
+        try:
+            check_event("", "", {n: v for n, v in r.items() if v is not None})
+        except HistoryError:
+            return False
+    return True
+
+
+# One broken field per case: each is a rule of check_event.
+BROKEN = {
+    "required id missing": lambda ev: ev.with_columns(pl.when(pl.col("row") == 5).then(None)
+                                                      .otherwise(pl.col("id")).alias("id")),
+    "unknown type": lambda ev: ev.with_columns(pl.when(pl.col("row") == 7).then(pl.lit("done"))
+                                               .otherwise(pl.col("type")).alias("type")),
+    "unknown f": lambda ev: ev.with_columns(pl.when(pl.col("row") == 9).then(pl.lit("fetch"))
+                                            .otherwise(pl.col("f")).alias("f")),
+    "negative offset": lambda ev: ev.with_columns(pl.when(pl.col("offset").is_not_null()
+                                                          & (pl.col("row") > 20)).then(-1)
+                                                  .otherwise(pl.col("offset")).alias("offset")),
+    "negative offset in a list": lambda ev: ev.with_columns(
+        pl.when(pl.col("offsets").list.len() > 0).then(pl.col("offsets").list.eval(pl.element() - 10_000))
+        .otherwise(pl.col("offsets")).alias("offsets")),
+    "null in values": lambda ev: ev.with_columns(
+        pl.when(pl.col("values").list.len() > 0).then(pl.col("values").list.eval(
+            pl.when(pl.element().cum_count() == 1).then(None).otherwise(pl.element())))
+        .otherwise(pl.col("values")).alias("values")),
+    "unknown delivery": lambda ev: ev.with_columns(pl.when(pl.col("row") == 3).then(pl.lit("twice"))
+                                                   .otherwise(pl.col("delivery")).alias("delivery")),
+    "offset as a string": lambda ev: ev.with_columns(pl.col("offset").cast(pl.String)),
+    "final as an integer": lambda ev: ev.with_columns(pl.col("final").cast(pl.Int64)),
+}
+
+
+def test_fields_hold_on_a_valid_frame(tmp_path):
+    _, ev = _frame(tmp_path)
+    assert _rows_pass(ev)
+    assert fields_hold(ev)
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_fields_hold_refuses_what_check_event_refuses(case, tmp_path):
+    _, ev = _frame(tmp_path)
+    bad = BROKEN[case](ev)
+    assert not _rows_pass(bad), case         # the case does break a rule of the reader
+    assert not fields_hold(bad), case
+
+
+def test_to_histories_is_the_readers_history(tmp_path):
+    """The same operations (every field) as the object reader pairing the rows one by one."""
+    header, ev = _frame(tmp_path)
+    (h,) = to_histories(ev, {0: header}, "row", 1).values()
+    evs = [(f"row {r['row'] + 1}", {n: r[n] for n in FIELDS if r[n] is not None})
+           for r in ev.sort("_i").iter_rows(named=True)]
+    ref = pair_events("", header, evs)
+    assert len(h.ops) == len(ref.ops) > 100
+    assert [dataclasses.astuple(o) for o in h.ops] == [dataclasses.astuple(o) for o in ref.ops]
+
+
+def test_to_histories_still_names_a_broken_row(tmp_path):
+    """A frame whose fields do not hold goes through check_event: the reader names the row."""
+    header, ev = _frame(tmp_path)
+    bad = BROKEN["unknown f"](ev)
+    with pytest.raises(HistoryError, match="row 10.*unknown operation f='fetch'"):
+        to_histories(bad, {0: header}, "row", 1)
