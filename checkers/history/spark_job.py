@@ -199,7 +199,7 @@ def mine_spark(spark, dataset: str, out: str, progress=None, read: str = "execut
             .unionByName(violations.join(runs, "trace_id", "left").select(
                 F.lit("anomaly").alias("agg"), c("type").alias("k"), *KEYS, F.lit(0).cast("long").alias("events"),
                 c("trace_id").alias("tid"), wit.alias("w"),
-                F.struct("witness_len", "trace_id", "partition").alias("wk")), allowMissingColumns=True))
+                F.struct("witness_len", "trace_id", "partition", "witness").alias("wk")), allowMissingColumns=True))
     agg = pl.from_arrow(rows.groupBy("agg", "k", *KEYS).agg(
         F.count("*").alias("n"), F.sum("events").alias("events"), F.countDistinct("tid").alias("runs"),
         F.min_by("w", "wk").alias("w"),
@@ -214,7 +214,7 @@ def mine_spark(spark, dataset: str, out: str, progress=None, read: str = "execut
                            pl.col("runs").cast(pl.UInt32))
     cols = ["trace_id", "partition", "witness_len", "witness", "explanation", "witness_ops", "file"]
     shortest = (an.select(pl.col("k").alias("type"), "w").unnest("w")
-                .sort("witness_len", "trace_id", "partition").group_by("type", maintain_order=True).first()
+                .sort("witness_len", "trace_id", "partition", "witness").group_by("type", maintain_order=True).first()
                 .select("type", *cols).sort("type"))
     bad = st.select("bad").explode("bad").drop_nulls()
     corrupt = (bad.unnest("bad").sort("trace_id").head(MAX_CORRUPT) if bad.height

@@ -37,24 +37,30 @@ def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: i
     reader skips them event by event (a third of its time) and checks only the rules that
     relate events."""
     checked = fields_hold(ev)
-    rows: list[tuple[int, int, str, dict]] = []
-    # By kind of event (operation and type), whose fields are mostly the same on every row:
-    # the fields present on every row of a kind are taken without a test for null.
-    for part in ev.select("run", "_i", "row", *FIELDS).partition_by("f", "type", maintain_order=False):
-        cols = [n for n in FIELDS if part.get_column(n).null_count() < part.height]
-        full = [n for n in cols if part.get_column(n).null_count() == 0]
-        some = [n for n in cols if n not in full]
-        vals = [part.get_column(n).to_list() for n in ("_i", "run", "row", *full, *some)]
-        nf = len(full)
-        for i, run, r, *vs in zip(*vals):
-            d = dict(zip(full, vs[:nf]))
-            for n, v in zip(some, vs[nf:]):
-                if v is not None:
-                    d[n] = v
-            rows.append((i, run, f"{where} {r + base}", d))
-    rows.sort(key=lambda x: x[0])
+    ev = ev.sort("_i").with_row_index("_pos")
+    n = ev.height
+    where_of: list = [None] * n
+    event_of: list = [None] * n
+    run_of: list = [None] * n
+    # By kind of event (operation and type), whose fields are mostly the same on every row,
+    # column by column: the fields present on every row of a kind are zipped in without a
+    # test for null, the others set where present.
+    for part in ev.select("_pos", "run", "row", *FIELDS).partition_by("f", "type", maintain_order=False):
+        cols = [c for c in FIELDS if part.get_column(c).null_count() < part.height]
+        full = [c for c in cols if part.get_column(c).null_count() == 0]
+        dicts = [dict(zip(full, r)) for r in zip(*(part.get_column(c).to_list() for c in full))]
+        for c in cols:
+            if c not in full:
+                for d, v in zip(dicts, part.get_column(c).to_list()):
+                    if v is not None:
+                        d[c] = v
+        for pos, run, r, d in zip(part.get_column("_pos").to_list(), part.get_column("run").to_list(),
+                                  part.get_column("row").to_list(), dicts):
+            where_of[pos] = f"{where} {r + base}"
+            event_of[pos] = d
+            run_of[pos] = run
     per: dict[int, list] = {}
-    for _, run, w, d in rows:
+    for run, w, d in zip(run_of, where_of, event_of):
         per.setdefault(run, []).append((w, d))
     return {run: pair_events("", headers.get(run, {}), evs,
                              fields_checked=checked and headers.get(run, {}).get("version", VERSION) < TXN_VERSION)
