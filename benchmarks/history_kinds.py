@@ -6,11 +6,11 @@ then for each mutation of checkers/history/seeding.py (one per plantable kind; k
 a mutation are timed once) a copy with exactly one site of that anomaly planted (rate 1e-12:
 one site, the first of a seeded shuffle), also as Parquet (none of this is timed). Then each
 file is checked by `check_file` (what `check-history` runs) in a fresh subprocess pinned to one
-core (taskset -c 0, POLARS_MAX_THREADS=1) and its CPU seconds reported next to the valid
-history's, which is timed first and again last in the same run (the baseline: the lower of the
-two). Each row: the kind, CPU seconds, the ratio to the valid history, the verdict's status,
-the path the pipeline took (its engine line), and the kinds found. Prints seed= and the
-options first."""
+core (taskset -c 0, POLARS_MAX_THREADS=1) and its CPU seconds (imports included) reported,
+with the verdict's status, the path the pipeline took (its engine line) and the kinds found,
+as each finishes; the valid history is timed first and again last in the same run, and the
+lower of the two is the baseline of the ratios printed at the end. `--reuse` times the files
+an earlier run left in `--dir`. Prints seed= and the options first."""
 from __future__ import annotations
 
 import copy
@@ -54,8 +54,10 @@ def _copy_ops(ops: list) -> list:
 @click.option("--kinds", default="", help="comma-separated kinds (default: every plantable kind)")
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
               help="where to write the histories (default: a temporary directory, removed after)")
+@click.option("--reuse", is_flag=True, help="time the histories already in --dir (written by an "
+              "earlier run with the same options) instead of generating them again")
 @click.option("--one", type=str, default=None, hidden=True)
-def main(ops, seed, partitions, kinds, workdir, one):
+def main(ops, seed, partitions, kinds, workdir, reuse, one):
     """Valid against one-planted-anomaly histories, per anomaly kind."""
     if one is not None:
         print(json.dumps(_one(one)))
@@ -75,17 +77,21 @@ def main(ops, seed, partitions, kinds, workdir, one):
     d = Path(workdir or tempfile.mkdtemp(prefix="kv-kinds-")).resolve()
     d.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, POLARS_MAX_THREADS="1")
-    h = generate_valid(Params(seed=seed, ops=ops, partitions=partitions))
     files = {"valid": d / "valid.parquet"}
-    write(files["valid"], h.header, history_events(h.ops))
-    for fn, names in by_fn.items():
-        hk = History(header=h.header, ops=_copy_ops(h.ops))
-        plant(hk, names[0], 1e-12, random.Random(seed))
-        name = "/".join(names)
-        files[name] = d / f"{names[0]}.parquet"
-        write(files[name], hk.header, history_events(hk.ops))
-        del hk
-    del h
+    files.update({"/".join(names): d / f"{names[0]}.parquet" for names in by_fn.values()})
+    if reuse:
+        missing = [str(p) for p in files.values() if not p.exists()]
+        if missing:
+            raise SystemExit(f"--reuse: not in {d}: {', '.join(missing)}")
+    else:
+        h = generate_valid(Params(seed=seed, ops=ops, partitions=partitions))
+        write(files["valid"], h.header, history_events(h.ops))
+        for fn, names in by_fn.items():
+            hk = History(header=h.header, ops=_copy_ops(h.ops))
+            plant(hk, names[0], 1e-12, random.Random(seed))
+            write(files["/".join(names)], hk.header, history_events(hk.ops))
+            del hk
+        del h
 
     def run(p: Path) -> dict:
         out = subprocess.run(pin + [sys.executable, "-m", "benchmarks.history_kinds", "--one", str(p)],
@@ -95,15 +101,22 @@ def main(ops, seed, partitions, kinds, workdir, one):
         return json.loads(out.stdout)
 
     first = run(files["valid"])
-    rows = [(name, run(p)) for name, p in files.items() if name != "valid"]
+    print(f"{'history':38} {'CPU s':>7}  {'status':8} engine; kinds found")
+    print(f"{'valid (first)':38} {first['cpu_s']:7.2f}  {first['status']:8} {first['engine']}", flush=True)
+    rows = []
+    for name, p in files.items():
+        if name != "valid":
+            r = run(p)
+            rows.append((name, r))
+            print(f"{name:38} {r['cpu_s']:7.2f}  {r['status']:8} {r['engine']}; {','.join(r['types'])}",
+                  flush=True)
     last = run(files["valid"])
     base = min(first["cpu_s"], last["cpu_s"])
-    print(f"{'history':38} {'CPU s':>7} {'x valid':>8}  {'status':8} engine; kinds found")
-    print(f"{'valid (first, last)':38} {base:7.2f} {1:8.2f}  {first['status']:8} {first['engine']}; "
-          f"{first['cpu_s']:.2f}, {last['cpu_s']:.2f} CPU-s", flush=True)
-    for name, r in rows:
-        print(f"{name:38} {r['cpu_s']:7.2f} {r['cpu_s'] / base:8.2f}  {r['status']:8} {r['engine']}; "
-              f"{','.join(r['types'])}", flush=True)
+    print(f"{'valid (last)':38} {last['cpu_s']:7.2f}  {last['status']:8} {last['engine']}")
+    print(f"\nbaseline (the valid history, the lower of its two runs): {base:.2f} CPU-s")
+    print(f"{'history':38} {'x valid':>8}")
+    for name, r in sorted(rows, key=lambda x: -x[1]["cpu_s"]):
+        print(f"{name:38} {r['cpu_s'] / base:8.2f}", flush=True)
     if not workdir:
         shutil.rmtree(d, ignore_errors=True)
 
