@@ -90,3 +90,32 @@ def test_to_histories_still_names_a_broken_row(tmp_path):
     bad = BROKEN["unknown f"](ev)
     with pytest.raises(HistoryError, match="row 10.*unknown operation f='fetch'"):
         to_histories(bad, {0: header}, "row", 1)
+
+
+def test_no_whole_history_objects_when_the_cycle_search_is_not_run(tmp_path, monkeypatch):
+    """A partition not linearizable in a history above cycle_max_ops: the cycle search is not
+    run (unknown, as the oracle says), so the pipeline builds objects of the flagged partition
+    only, never of the whole history; the verdict is the oracle's."""
+    from checkers.history.pipeline import judge
+    from checkers.history.pipeline.file_check import check_file
+    from checkers.history.oracle.check import check_history
+    from traces.history import load
+    h = generate(Params(seed=2, ops=1500, partitions=4, consumers=2), {"nonlinearizable": 0.01})
+    path = tmp_path / "h.parquet"
+    write(path, h.header, history_events(h.ops))
+    built = []
+    real = judge.to_histories
+
+    def spy(ev, *a, **k):
+        built.append(ev.height)
+        return real(ev, *a, **k)
+    monkeypatch.setattr(judge, "to_histories", spy)
+    for limit, whole in ((10, False), (200_000, True)):
+        built.clear()
+        r = check_file(str(path), cycle_max_ops=limit)
+        oracle = check_history(load(path), cycle_max_ops=limit)
+        assert r.verdict.status == oracle.status and r.verdict.types() == oracle.types()
+        assert [(c.name, c.status) for c in r.verdict.checks] == [(c.name, c.status) for c in oracle.checks]
+        events = 2 * len(h.ops)
+        assert built and built[0] < events // 2              # the flagged partition's rows
+        assert (max(built) >= events - 10) == whole, (limit, built, events)

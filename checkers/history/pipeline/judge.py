@@ -167,7 +167,10 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
     # run small enough): all their events as objects, in one pass.
     full: dict[int, History] = {}
     if done:
-        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
+        # (not above cycle_max_ops operations: the search is not run there, below; building a
+        # history of 10^6 objects for nothing cost 20 CPU-s)
+        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]
+                and _graph_ops(stats.get(run)) <= cycle_max_ops]
         if need:
             full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
                                 headers, where, base)
@@ -222,3 +225,9 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
             wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
         out[run] = RunResult(run, v, n_ops[run], wit)
     return out
+
+
+def _graph_ops(st: dict | None) -> int:
+    """The operations the cycle search's graph would hold (sends and polls): the number the
+    search is bounded by."""
+    return (st or {}).get("sends", 0) + (st or {}).get("polls", 0)
