@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from checkers.history.generate import Params, generate
-from checkers.history.pipeline.judge import fields_hold, to_histories
+from checkers.history.pipeline.judge import ops_from_columns, fields_hold, to_histories
+from checkers.history.seeding import SEEDABLE
 from traces.history import FIELDS, HistoryError, check_event, history_events, write
 from traces.history import pair as pair_events
 from traces import history_columnar as hc
@@ -73,15 +74,81 @@ def test_fields_hold_refuses_what_check_event_refuses(case, tmp_path):
     assert not fields_hold(bad), case
 
 
-def test_to_histories_is_the_readers_history(tmp_path):
-    """The same operations (every field) as the object reader pairing the rows one by one."""
-    header, ev = _frame(tmp_path)
+def _same_as_reader(header, ev):
     (h,) = to_histories(ev, {0: header}, "row", 1).values()
     evs = [(f"row {r['row'] + 1}", {n: r[n] for n in FIELDS if r[n] is not None})
            for r in ev.sort("_i").iter_rows(named=True)]
     ref = pair_events("", header, evs)
-    assert len(h.ops) == len(ref.ops) > 100
+    assert len(h.ops) == len(ref.ops) > 20
     assert [dataclasses.astuple(o) for o in h.ops] == [dataclasses.astuple(o) for o in ref.ops]
+
+
+def test_to_histories_is_the_readers_history(tmp_path):
+    """The same operations (every field) as the object reader pairing the rows one by one."""
+    header, ev = _frame(tmp_path)
+    _same_as_reader(header, ev)
+
+
+@pytest.mark.parametrize("kind", sorted(SEEDABLE))
+def test_operations_from_columns_are_the_readers_for_every_kind(kind, tmp_path):
+    """`ops_from_columns` (operations built from the paired columns) against the reader, on
+    histories with each plantable anomaly (info and fail operations, commits, assigns,
+    producer settings, final reads...)."""
+    for seed in range(2):
+        h = generate(Params(seed=seed, ops=400, partitions=1 + seed, consumers=1 + seed), {kind: 0.1})
+        path = tmp_path / f"h{seed}.parquet"
+        write(path, h.header, history_events(h.ops))
+        header, src, _ = hc.read(str(path), None, None, lazy=True)
+        ev = src.with_columns(pl.lit(0, pl.Int64).alias("run"), pl.col("row").alias("_i")).collect()
+        assert ops_from_columns(ev, header, "row", 1) is not None
+        _same_as_reader(header, ev)
+
+
+def _edit(ev: pl.DataFrame, row: int, **vals) -> pl.DataFrame:
+    return ev.with_columns(*[pl.when(pl.col("row") == row).then(pl.lit(v, dtype=ev.schema[n]))
+                             .otherwise(pl.col(n)).alias(n) for n, v in vals.items()])
+
+
+def _row_of(ev: pl.DataFrame, cond) -> int:
+    return ev.filter(cond).get_column("row")[0]
+
+
+# Broken relations between events (each a rule of traces.history.pair or its _make_op) that
+# fields_hold cannot see: ops_from_columns must refuse them, and the reader then names the row.
+def _swap_completion_before_invoke(ev):
+    c = pl.col
+    r = _row_of(ev, (c("f") == "send") & (c("type") == "ok"))
+    oid = ev.filter(c("row") == r).get_column("id")[0]
+    i = _row_of(ev, (c("id") == oid) & (c("type") == "invoke"))
+    return ev.with_columns(pl.when(c("row") == r).then(pl.lit(i - 1, pl.UInt32)).otherwise(c("_i")).alias("_i")
+                           if ev.schema["_i"] == pl.UInt32 else
+                           pl.when(c("row") == r).then(i - 1).otherwise(c("_i")).alias("_i"))
+
+
+RELATIONS = {
+    "completed before its invoke": (_swap_completion_before_invoke, "without an invoke"),
+    "a value sent twice": (lambda ev: _edit(ev, _row_of(ev.filter(pl.col("row") > 40), (pl.col("f") == "send") & (pl.col("type") == "invoke")),
+                                            value=ev.filter((pl.col("f") == "send") & (pl.col("type") == "invoke")).get_column("value")[0],
+                                            partition=ev.filter((pl.col("f") == "send") & (pl.col("type") == "invoke")).get_column("partition")[0]),
+                           "already sent"),
+    "an ok send without its offset": (lambda ev: _edit(ev, _row_of(ev, (pl.col("f") == "send") & (pl.col("type") == "ok")), offset=None),
+                                      "must carry the acknowledged 'offset'"),
+    "a completion restating another partition": (lambda ev: _edit(ev, _row_of(ev, (pl.col("f") == "send") & (pl.col("type") == "ok")), partition=7),
+                                                 "does not say"),
+    "a completion of another process": (lambda ev: _edit(ev, _row_of(ev, (pl.col("f") == "send") & (pl.col("type") == "ok")), process=999),
+                                        "has process=999"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RELATIONS))
+def test_operations_from_columns_refuse_what_the_reader_refuses(case, tmp_path):
+    header, ev = _frame(tmp_path)
+    broken, message = RELATIONS[case]
+    bad = broken(ev)
+    assert fields_hold(bad)
+    assert ops_from_columns(bad, header, "row", 1) is None
+    with pytest.raises(HistoryError, match=message):
+        to_histories(bad, {0: header}, "row", 1)
 
 
 def test_to_histories_still_names_a_broken_row(tmp_path):
