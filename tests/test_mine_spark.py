@@ -104,7 +104,9 @@ def spark(cluster):
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     d = tmp_path_factory.mktemp("runs") / "ds"
-    r = generate_dataset(str(d), runs=150, seed=21, ops=50, buckets=3, corrupt_rate=0.01)
+    # A share of transactional runs (history format version 2): the lean pass flags them and
+    # the oracle judges their full rows, as the local engine does.
+    r = generate_dataset(str(d), runs=150, seed=21, ops=50, buckets=3, corrupt_rate=0.01, txn_share=0.3)
     assert r["corrupt"] >= 1 and r["planted"] >= 5       # both kinds present (seeded)
     return d
 

@@ -19,6 +19,10 @@ Rules of the layout (the one place that owns them):
   Keep files under MAX_FILE_BYTES (the generator sizes buckets so).
 - The schema metadata of each events file holds a header (format, version) as in the history
   format, so `check-history`'s reader accepts a one-run file.
+- Transactional runs (history format version 2): a file holding any has version 2's columns
+  too (txn, isolation, transactional_id) and a `version` column, 2 on every event of a
+  version-2 run and null on the others (read as version 1, as is every event of a file
+  without the column). A run is read in its own version, whatever its neighbours'.
 Imports neither spec/ nor impl/.
 """
 from __future__ import annotations
@@ -56,11 +60,29 @@ def run_schema() -> pa.Schema:
                          {"layout": LAYOUT, "version": LAYOUT_VERSION}).encode()})
 
 
-def event_schema() -> pa.Schema:
-    s = arrow_schema()
-    s = pa.schema(list(s) + [pa.field("row", pa.int64(), nullable=False)])
+def event_schema(v2: bool = False) -> pa.Schema:
+    """The events files' columns; with `v2` (a file holding transactional runs), version 2's
+    columns and the per-run `version` column too."""
+    s = arrow_schema(v2=v2)
+    s = pa.schema(list(s) + [pa.field("row", pa.int64(), nullable=False)]
+                  + ([pa.field(VERSION_COLUMN, pa.int32())] if v2 else []))
     header = {"format": FORMAT, "version": VERSION}
     return s.with_metadata({PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()})
+
+
+VERSION_COLUMN = "version"      # per event: its run's history format version (null: 1)
+
+
+def as_run_table(table: pa.Table, version: int) -> pa.Table:
+    """One run's events table (traces.history.events_to_table) in the columns of an events
+    file that may hold transactional runs: version 2's columns (null where the run has none)
+    and `version` (its version on every event; null for version 1)."""
+    cols = {}
+    for f in arrow_schema(v2=True):
+        cols[f.name] = (table.column(f.name) if f.name in table.column_names
+                        else pa.nulls(table.num_rows, f.type))
+    cols[VERSION_COLUMN] = pa.array([version if version > VERSION else None] * table.num_rows, pa.int32())
+    return pa.table(cols)
 
 
 def events_dir(dataset: str | Path) -> Path:
@@ -78,10 +100,16 @@ def bucket_path(dataset: str | Path, bucket: int, part: int = 0) -> Path:
 def write_events(path: Path, table: pa.Table) -> None:
     """One events file (whole runs, in order); adds the `row` column."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
+    v2 = VERSION_COLUMN in table.column_names
+    if v2:
+        table = table.select([n for n in table.column_names if n != VERSION_COLUMN]
+                             + [VERSION_COLUMN])
+        table = table.add_column(table.num_columns - 1, "row", pa.array(range(table.num_rows), pa.int64()))
+    else:
+        table = table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
     # One row group per file: Spark may split a file only at row groups, so a run is never
     # cut in two however Spark sizes its splits.
-    pq.write_table(table.cast(event_schema()), str(path), row_group_size=max(table.num_rows, 1),
+    pq.write_table(table.cast(event_schema(v2)), str(path), row_group_size=max(table.num_rows, 1),
                    **parquet_write_options(False))
 
 
@@ -129,9 +157,14 @@ def extract_run(dataset: str | Path, trace_id: str, out: str | Path) -> int:
     t = t.filter(pc.equal(t.column("trace_id"), trace_id)).drop_columns(["row", "trace_id"])
     if "bucket" in t.column_names:
         t = t.drop_columns(["bucket"])
+    version = VERSION
+    if VERSION_COLUMN in t.column_names:
+        version = pc.max(t.column(VERSION_COLUMN)).as_py() or VERSION
+        t = t.drop_columns([VERSION_COLUMN])
     # The one-history layout (traces.history.write_parquet): the trace_id is the header's.
-    header = {"format": FORMAT, "version": VERSION, "trace_id": trace_id}
-    t = t.cast(arrow_schema(trace_column=False)).replace_schema_metadata(
+    header = {"format": FORMAT, "version": version, "trace_id": trace_id}
+    t = t.select(arrow_schema(trace_column=False, v2=version > VERSION).names)
+    t = t.cast(arrow_schema(trace_column=False, v2=version > VERSION)).replace_schema_metadata(
         {PARQUET_META_KEY: json.dumps(header, separators=(",", ":")).encode()})
     pq.write_table(t, str(out), **parquet_write_options(True))
     return t.num_rows

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from checkers.history.generate import Params, generate_valid
+from checkers.history.generate_txn import generate_txn
 from checkers.history.oracle.log_checks import duplicate_permitted
 from checkers.history.seeding import plant
 from traces.history import events_to_table, history_events
-from traces.runs import RUN_FIELDS, bucket_path, write_events, write_runs
+from traces.runs import RUN_FIELDS, as_run_table, bucket_path, write_events, write_runs
 
 GENERATIONS = ("v0.10", "kip-101", "kip-279", "kip-320", "current")
 # Share of faulted runs in which a generation shows an anomaly (the current generation has
@@ -45,6 +46,14 @@ FAULTS = {
     "producer-retry": ("duplicate", "send-reorder"),
 }
 FAULT_RATES = (0.0, 0.1, 0.3, 0.6)
+# Transactional runs (`txn_share`; checkers/history/generate_txn.py, history format version 2):
+# producer "transactional", and the anomalies of transactions each fault type can cause.
+TRANSACTIONAL = "transactional"
+TXN_FAULTS = {
+    "none": (),
+    "coordinator-failover": ("G1a", "txn-atomicity"),      # a marker lost or misapplied
+    "lso-regression": ("precommitted-read", "G1a"),        # read_committed reads past the LSO
+}
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,10 @@ class RunSpec:
     corrupt: bool
 
 
-def spec(seed: int, i: int, corrupt_rate: float = 0.0, plant: bool = True) -> RunSpec:
+def spec(seed: int, i: int, corrupt_rate: float = 0.0, plant: bool = True,
+         txn_share: float = 0.0) -> RunSpec:
+    """Run i's settings. With `txn_share`, that share of runs is transactional (drawn after
+    every other draw, so with txn_share 0 a seed gives the runs it always gave)."""
     rng = random.Random(seed * 1_000_003 + i)
     gen = rng.choice(GENERATIONS)
     prod = rng.choice(sorted(PRODUCERS))
@@ -75,18 +87,29 @@ def spec(seed: int, i: int, corrupt_rate: float = 0.0, plant: bool = True) -> Ru
         # whose settings forbid it.
         prod = "idempotent"
     corrupt = rng.random() < corrupt_rate
-    return RunSpec(i, f"run-{i:08d}", rng.randrange(2**31), gen, prod, fault, rate, planted, corrupt)
+    run_seed = rng.randrange(2**31)
+    if txn_share and rng.random() < txn_share:
+        prod = TRANSACTIONAL
+        fault = rng.choice(sorted(TXN_FAULTS))
+        rate = 0.0 if fault == "none" else rng.choice(FAULT_RATES[1:])
+        planted = ""
+        if TXN_FAULTS[fault] and rng.random() < rate * EXPOSURE[gen] and plant:
+            planted = rng.choice(TXN_FAULTS[fault])
+    return RunSpec(i, f"run-{i:08d}", run_seed, gen, prod, fault, rate, planted, corrupt)
 
 
 def run_history(s: RunSpec, ops: int) -> tuple[dict, list[dict]]:
-    p = Params(seed=s.seed, ops=ops, partitions=2, producers=2, consumers=2)
-    h = generate_valid(p)
-    for op in h.ops:      # the run's producer settings, before planting (which may add its own)
-        if op.f == "producer_config":
-            op.config = dict(PRODUCERS[s.producer])
-    if s.planted:
-        plant(h, s.planted, 0.01, random.Random(p.seed * 1_000_003 + 17))
-        h.ops.sort(key=lambda o: (o.inv, o.id))
+    if s.producer == TRANSACTIONAL:
+        h = generate_txn(s.seed, ops, partitions=2, planted=s.planted)
+    else:
+        p = Params(seed=s.seed, ops=ops, partitions=2, producers=2, consumers=2)
+        h = generate_valid(p)
+        for op in h.ops:      # the run's producer settings, before planting (which may add its own)
+            if op.f == "producer_config":
+                op.config = dict(PRODUCERS[s.producer])
+        if s.planted:
+            plant(h, s.planted, 0.01, random.Random(p.seed * 1_000_003 + 17))
+            h.ops.sort(key=lambda o: (o.inv, o.id))
     header = dict(h.header, trace_id=s.trace_id)
     evs = history_events(h.ops)
     if s.corrupt:
@@ -99,14 +122,17 @@ def run_history(s: RunSpec, ops: int) -> tuple[dict, list[dict]]:
 
 def generate_dataset(out: str, runs: int, seed: int, ops: int = 60, buckets: int = 8,
                      distinct: int | None = None, corrupt_rate: float = 0.0,
-                     progress=None, plant: bool = True) -> dict:
-    """Writes the dataset; returns counts. Bucket b holds runs i with i % buckets == b."""
+                     progress=None, plant: bool = True, txn_share: float = 0.0) -> dict:
+    """Writes the dataset; returns counts. Bucket b holds runs i with i % buckets == b.
+    `txn_share`: the share of transactional runs (then the events files have version 2's
+    columns, traces/runs.py)."""
     k = min(distinct or runs, runs)
-    specs = [spec(seed, i, corrupt_rate, plant) for i in range(k)]
+    specs = [spec(seed, i, corrupt_rate, plant, txn_share) for i in range(k)]
     tables = []
     for s in specs:
         header, evs = run_history(s, ops)
-        tables.append(events_to_table(header, evs).replace_schema_metadata(None))
+        t = events_to_table(header, evs).replace_schema_metadata(None)
+        tables.append(as_run_table(t, header["version"]) if txn_share else t)
         if progress:
             progress(len(tables), k)
     events = 0

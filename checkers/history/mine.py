@@ -23,7 +23,8 @@ import pyarrow as pa
 from checkers.history.oracle.check import check_history
 from checkers.history.pipeline.judge import judge
 from checkers.history.screens.columnar import encode, pair, prepare, screen_runs
-from traces.history import FIELDS, FORMAT, VERSION, HistoryError
+from traces.runs import VERSION_COLUMN
+from traces.history import ALL_FIELDS, FORMAT, TXN_VERSION, V2_TYPES, VERSION, HistoryError
 from traces.history import pair as pair_events
 
 VERDICT_SCHEMA = pa.schema([
@@ -55,8 +56,19 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
     tid = dict(zip(runs.get_column("run").to_list(), runs.get_column("trace_id").to_list()))
     fil = dict(zip(runs.get_column("run").to_list(), runs.get_column("file").to_list()))
     nev = dict(zip(runs.get_column("run").to_list(), runs.get_column("events").to_list()))
-    pd = pair(prepare(encode(ev.lazy())).collect())
-    bad = pd.bad
+    # Transactional runs (history format version 2, traces/runs.py): the screens do not know
+    # transactions or assignment sets; the oracle judges each such run whole.
+    v2: dict[int, pl.DataFrame] = {}
+    if VERSION_COLUMN in ev.columns:
+        runs2 = ev.filter(c(VERSION_COLUMN) >= TXN_VERSION).get_column("run").unique().to_list()
+        if runs2:
+            keep2 = c("run").is_in(pl.Series(runs2, dtype=pl.Int64).implode())
+            v2 = ev.filter(keep2).partition_by("run", as_dict=True, include_key=True)
+            v2 = {k[0]: d for k, d in v2.items()}
+            ev = ev.filter(~keep2)
+        ev = ev.drop(*[n for n in (*V2_TYPES, VERSION_COLUMN) if n in ev.columns])
+    pd = pair(prepare(encode(ev.lazy())).collect()) if ev.height else None
+    bad = pd.bad if pd is not None else set()
     verdicts: list[dict] = []
     violations: list[dict] = []
     headers = {r: {"format": FORMAT, "version": VERSION, "trace_id": tid[r]} for r in tid}
@@ -71,13 +83,16 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
                                "witness": list(a.witness), "witness_len": len(a.witness),
                                "explanation": a.explanation, "witness_ops": lines, "file": fil[run]})
 
-    # Runs the input screen flagged: the object reader decides (and names the row).
-    for run in sorted(bad):
-        part = ev.filter(c("run") == run).sort("row")
-        evs = [(f"row {r['row'] + 1}", {n: r[n] for n in FIELDS if r[n] is not None})
-               for r in part.select(*FIELDS, "row").iter_rows(named=True)]
+    # Runs the input screen flagged, and transactional runs: the object reader decides (and
+    # names the row).
+    for run in sorted(bad | set(v2)):
+        part = v2[run] if run in v2 else ev.filter(c("run") == run)
+        names = [n for n in ALL_FIELDS if n in part.columns]
+        evs = [(f"row {r['row'] + 1}", {n: r[n] for n in names if r[n] is not None})
+               for r in part.sort("row").select(*names, "row").iter_rows(named=True)]
+        header = dict(headers[run], version=TXN_VERSION) if run in v2 else headers[run]
         try:
-            h = pair_events(fil[run] or "", headers[run], evs)
+            h = pair_events(fil[run] or "", header, evs)
         except HistoryError as e:
             verdicts.append({"trace_id": tid[run], "status": "corrupt", "ops": 0, "events": nev[run], "types": [],
                              "file": fil[run], "error": str(e)})
@@ -89,7 +104,7 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
         keep = ~c("run").is_in(pl.Series(sorted(bad), dtype=pl.Int64).implode())
         ev, pd = ev.filter(keep), pd.without(bad)
     clean: list[pl.DataFrame] = []
-    if pd.ops.height:
+    if pd is not None and pd.ops.height:
         for run, r in judge(pd, ev.filter, headers, clean=clean).items():
             emit(run, r.verdict, r.ops, r.witness_ops)
     vt = pa.Table.from_pylist(verdicts, VERDICT_SCHEMA)
@@ -111,8 +126,8 @@ def mine_frame(ev: pl.DataFrame, file_col: str = "file") -> tuple[pa.Table, pa.T
 # Bit layout of `tags` (one int per event): type (3 bits: 0 = absent or unknown, else 1 +
 # its index in TYPES), f (3 bits, FS), delivery (2 bits: 0 absent, 1 + index in
 # DELIVERY_MODES, 3 unknown), final (2 bits: 0 absent, 1 false, 2 true), extra (1 bit: some
-# PRESENCE_ONLY field present).
-TAG_SHIFT = {"type": 0, "f": 3, "delivery": 6, "final": 8, "extra": 10}
+# PRESENCE_ONLY field present), v2 (1 bit: an event of a transactional run, traces/runs.py).
+TAG_SHIFT = {"type": 0, "f": 3, "delivery": 6, "final": 8, "extra": 10, "v2": 11}
 LEAN_OUT_SCHEMA = pa.schema([("th", pa.int64()), ("file", pa.string()), ("status", pa.string()),
                              ("ops", pa.int64()), ("events", pa.int64())])
 FLAGGED = "flagged"
@@ -140,6 +155,7 @@ def decode_lean(tb: pa.Table) -> pl.DataFrame:
         (dcode == 3).alias("dunk"),
         pl.select(pl.when(fin > 0).then(fin == 2)).to_series().alias("final"),
         (field("extra", 1) == 1).alias("extra"),
+        (field("v2", 1) == 1).alias("v2"),
         c("file").forward_fill(),
         # A run is contiguous: its integer code counts the changes of its hash.
         ((c("th") != c("th").shift(1)).fill_null(True).cast(pl.Int64).cum_sum() - 1).alias("run"),
@@ -155,6 +171,10 @@ def screen_lean(ev: pl.DataFrame) -> pa.Table:
     st = screen_runs(pair(prepare(ev.lazy()).collect()))
     out = runs.join(st, on="run", how="left").with_columns(
         c("status").fill_null(FLAGGED), c("ops").fill_null(0).cast(pl.Int64))
+    if "v2" in ev.columns:      # transactional runs: the oracle judges them (mine_frame)
+        v2 = ev.filter(c("v2")).get_column("run").unique()
+        out = out.with_columns(pl.when(c("run").is_in(v2.implode())).then(pl.lit(FLAGGED))
+                               .otherwise(c("status")).alias("status"))
     return out.select(LEAN_OUT_SCHEMA.names).to_arrow().cast(LEAN_OUT_SCHEMA)
 
 

@@ -5,7 +5,8 @@ CSS and SVG, no external assets) rendered from them (house style §11: one resul
 Aggregates:
   by_status   runs by status x generation x producer x fault_type
   by_anomaly  violations and runs by anomaly type x generation x producer x fault_type
-  shortest    per anomaly type, the shortest witness (fewest operations; ties: lowest run id)
+  shortest    per anomaly type, the shortest witness (fewest operations; ties: lowest run id,
+              then partition, then witness operation ids)
   corrupt     runs with corrupt rows: run, file, the reader's message (first MAX_CORRUPT)
 Each engine (Spark or local) computes these the same way; only aggregates reach the driver.
 """
@@ -57,7 +58,7 @@ def aggregate_local(verdicts: pl.DataFrame, violations: pl.DataFrame, runs: pl.D
     by_anomaly = (x.group_by("type", *KEYS).agg(pl.len().alias("violations"),
                                                 c("trace_id").n_unique().alias("runs"))
                   .sort("type", *KEYS))
-    shortest = (x.sort("witness_len", "trace_id", "partition").group_by("type", maintain_order=True)
+    shortest = (x.sort("witness_len", "trace_id", "partition", "witness").group_by("type", maintain_order=True)
                 .first().select("type", "trace_id", "partition", "witness_len", "witness",
                                 "explanation", "witness_ops", "file").sort("type"))
     corrupt = (v.filter(c("status") == "corrupt").sort("trace_id").head(MAX_CORRUPT)

@@ -5,6 +5,7 @@ nonmonotonic send is also a real-time violation), which the checkers then report
 SEEDABLE lists what `gen-history --seed-anomaly TYPE:RATE` accepts."""
 from __future__ import annotations
 
+import bisect
 import random
 from typing import Callable
 
@@ -221,10 +222,24 @@ def delivery_at_least_once(ctx: _Ctx, rate: float) -> None:
     for o in ctx.h.ops:
         if o.f == "poll" and o.final:
             logs.setdefault(o.partition, set()).update(o.offsets)
+    # Per partition, commits by invoke time and the least offset of each suffix: the commits
+    # invoked after c completed are a suffix (one search), so finding sites is O(n log n).
+    by_part: dict[int, list[Op]] = {}
+    for c in commits:
+        by_part.setdefault(c.partition, []).append(c)
+    least: dict[int, tuple[list[int], list[int]]] = {}
+    for part, cs in by_part.items():
+        suffix = [0] * len(cs)
+        m = None
+        for i in range(len(cs) - 1, -1, -1):
+            m = cs[i].offset if m is None else min(m, cs[i].offset)
+            suffix[i] = m
+        least[part] = ([d.inv for d in cs], suffix)
     sites = []
     for c in commits:
-        later = [d.offset for d in commits if d.partition == c.partition and d.inv > c.comp]
-        if c.offset in logs.get(c.partition, ()) and later and min(later) >= c.offset + 1:
+        invs, suffix = least[c.partition]
+        j = bisect.bisect_right(invs, c.comp)
+        if c.offset in logs.get(c.partition, ()) and j < len(invs) and suffix[j] >= c.offset + 1:
             sites.append(c)
     for c in _pick(ctx, sites, rate):
         ctx.touched.add(c.id)

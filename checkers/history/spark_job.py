@@ -120,7 +120,8 @@ def lean_select(ev):
     values as a list of xxhash64. Every string column is left in the JVM."""
     from pyspark.sql import functions as F
     from checkers.history.mine import TAG_SHIFT
-    from traces.history import DELIVERY_MODES, FS, TYPES
+    from traces.history import DELIVERY_MODES, FS, TXN_VERSION, TYPES
+    from traces.runs import VERSION_COLUMN
     c = F.col
 
     def h(n):
@@ -132,9 +133,13 @@ def lean_select(ev):
         F.when(code("delivery", DELIVERY_MODES) == 0, 3).otherwise(code("delivery", DELIVERY_MODES)))
     fin = F.when(c("final").isNull(), 0).when(c("final"), 2).otherwise(1)
     extra = F.when(F.greatest(*[c(n).isNotNull().cast("int") for n in PRESENCE_ONLY]) == 1, 1).otherwise(0)
+    # A transactional run's events (traces/runs.py `version` column, where the dataset has it):
+    # the run is flagged, for the oracle.
+    v2 = (F.when(c(VERSION_COLUMN) >= TXN_VERSION, 1).otherwise(0) if VERSION_COLUMN in ev.columns
+          else F.lit(0))
     tags = (code("type", TYPES) * (1 << TAG_SHIFT["type"]) + code("f", FS) * (1 << TAG_SHIFT["f"])
             + dl * (1 << TAG_SHIFT["delivery"]) + fin * (1 << TAG_SHIFT["final"])
-            + extra * (1 << TAG_SHIFT["extra"])).cast("int")
+            + extra * (1 << TAG_SHIFT["extra"]) + v2 * (1 << TAG_SHIFT["v2"])).cast("int")
     return ev.select(
         F.xxhash64("trace_id").alias("th"),
         F.when(c("row") == 0, F.regexp_replace(c("_metadata.file_path"), "^file:", "")).alias("file"),
@@ -194,7 +199,7 @@ def mine_spark(spark, dataset: str, out: str, progress=None, read: str = "execut
             .unionByName(violations.join(runs, "trace_id", "left").select(
                 F.lit("anomaly").alias("agg"), c("type").alias("k"), *KEYS, F.lit(0).cast("long").alias("events"),
                 c("trace_id").alias("tid"), wit.alias("w"),
-                F.struct("witness_len", "trace_id", "partition").alias("wk")), allowMissingColumns=True))
+                F.struct("witness_len", "trace_id", "partition", "witness").alias("wk")), allowMissingColumns=True))
     agg = pl.from_arrow(rows.groupBy("agg", "k", *KEYS).agg(
         F.count("*").alias("n"), F.sum("events").alias("events"), F.countDistinct("tid").alias("runs"),
         F.min_by("w", "wk").alias("w"),
@@ -209,7 +214,7 @@ def mine_spark(spark, dataset: str, out: str, progress=None, read: str = "execut
                            pl.col("runs").cast(pl.UInt32))
     cols = ["trace_id", "partition", "witness_len", "witness", "explanation", "witness_ops", "file"]
     shortest = (an.select(pl.col("k").alias("type"), "w").unnest("w")
-                .sort("witness_len", "trace_id", "partition").group_by("type", maintain_order=True).first()
+                .sort("witness_len", "trace_id", "partition", "witness").group_by("type", maintain_order=True).first()
                 .select("type", *cols).sort("type"))
     bad = st.select("bad").explode("bad").drop_nulls()
     corrupt = (bad.unnest("bad").sort("trace_id").head(MAX_CORRUPT) if bad.height

@@ -23,12 +23,14 @@ def register(group: click.Group) -> None:
                   help="generate only this many distinct runs and tile them (throughput benchmarks)")
     @click.option("--corrupt-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True,
                   help="share of runs given a corrupt event (to exercise error reporting)")
-    def gen_runs_cmd(out, runs, seed, ops, buckets, distinct, corrupt_rate):
+    @click.option("--txn-share", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+                  help="share of transactional runs (history format version 2)")
+    def gen_runs_cmd(out, runs, seed, ops, buckets, distinct, corrupt_rate, txn_share):
         """Write a bulk runs dataset: seeded runs across generations, producer settings, fault
         types and rates, with anomalies planted in some (see checkers/history/gen_runs.py)."""
         # lazy: the dataset writer and the kernel import polars and pyarrow (CLI start-up)
         from kafkaverify.runs.mine import gen_runs
-        return gen_runs(out, runs, seed, ops, buckets, distinct, corrupt_rate)
+        return gen_runs(out, runs, seed, ops, buckets, distinct, corrupt_rate, txn_share)
 
     @group.command("mine")
     @click.argument("dataset", type=click.Path())

@@ -31,18 +31,19 @@ def _progress_bar(console: Console, what: str):
     return p, report
 
 
-def gen_runs(out, runs, seed, ops, buckets, distinct, corrupt_rate) -> int:
+def gen_runs(out, runs, seed, ops, buckets, distinct, corrupt_rate, txn_share=0.0) -> int:
     """`kafkaverify gen-runs`: seeded runs across generations, producer settings, fault types
-    and rates, with anomalies planted in some."""
+    and rates, with anomalies planted in some (and a share of transactional runs)."""
     click.echo(f"seed={seed} runs={runs} ops={ops} buckets={buckets} distinct={distinct} "
-               f"corrupt_rate={corrupt_rate}", err=True)
+               f"corrupt_rate={corrupt_rate} txn_share={txn_share}", err=True)
     if Path(out).exists() and any(Path(out).iterdir()):
         raise InputError(f"{out} exists and is not empty")
     console = Console(stderr=True)
     p, report = _progress_bar(console, "generating")
     t0 = time.perf_counter()
     with p:
-        r = generate_dataset(out, runs, seed, ops, buckets, distinct, corrupt_rate, report)
+        r = generate_dataset(out, runs, seed, ops, buckets, distinct, corrupt_rate, report,
+                             txn_share=txn_share)
     click.echo(f"wrote {r['runs']} runs ({r['events']} events, {r['planted']} with a planted "
                f"anomaly, {r['corrupt']} corrupt) to {out} in {time.perf_counter() - t0:.1f} s")
     return 0

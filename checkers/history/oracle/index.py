@@ -63,6 +63,8 @@ class Part:
     _sorted_offsets: list[int] | None = None
     _showing: dict[tuple[int, str], list[Op]] | None = None
     _reading: dict[str, list[Op]] | None = None
+    _scans: int = 0
+    _scans_r: int = 0
     unread_proven: list[Op] = field(default_factory=list)
     held: set[int] = field(default_factory=set)   # ok polls that do not move their consumer
 
@@ -148,8 +150,17 @@ class Part:
 
     def ops_showing(self, offset: int, value: str) -> list[Op]:
         """Operations that show `value` at `offset` (send ack or poll record), by invoke time.
-        The lookup table is built on first use, once: witnesses cost O(1) each afterwards, so
-        no rule is superlinear in the number of anomalies it reports."""
+        The first SCANNED_LOOKUPS lookups scan the partition's operations (no table: a
+        history with one anomaly builds none, so its witness costs one pass over lists);
+        later ones use a lookup table built once: witnesses then cost O(1) each, so no rule
+        is superlinear in the number of anomalies it reports."""
+        if self._showing is None and self._scans < SCANNED_LOOKUPS:
+            self._scans += 1
+            found = [op for op in self.acked + self.proven if op.offset == offset and op.value == value]
+            found += [op for op in self.polls + self.evidence
+                      if offset in op.offsets and (offset, value) in zip(op.offsets, op.values)]
+            found.sort(key=_INV_ID)
+            return found
         if self._showing is None:
             showing: dict[tuple[int, str], list[Op]] = {}
             for op in self.acked + self.proven:
@@ -163,6 +174,11 @@ class Part:
         return self._showing.get((offset, value), [])
 
     def polls_reading(self, value: str) -> list[Op]:
+        """Polls that returned `value`, by invoke order; scanned for the first
+        SCANNED_LOOKUPS lookups, then from a table built once (as ops_showing)."""
+        if self._reading is None and self._scans_r < SCANNED_LOOKUPS:
+            self._scans_r += 1
+            return [op for op in self.polls + self.evidence if value in op.values]
         if self._reading is None:
             reading: dict[str, list[Op]] = {}
             for op in self.polls + self.evidence:
@@ -170,6 +186,12 @@ class Part:
                     reading.setdefault(v, []).append(op)
             self._reading = reading
         return self._reading.get(value, [])
+
+
+# Lookups of ops_showing / polls_reading per partition answered by a scan before the table is
+# built: a few anomalies' witnesses cost a few passes over the partition's operations, not a
+# table of every record.
+SCANNED_LOOKUPS = 4
 
 
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"

@@ -24,20 +24,179 @@ from checkers.history.oracle import consumer, cycles, linearizable, log_checks
 from checkers.history.oracle.index import build
 from checkers.history.result import PER_PARTITION, CheckResult, Verdict, combine, finish
 from checkers.history.screens.columnar import Paired, Screen, clean_status, screen
-from traces.history import FIELDS, History, Op
+from traces.history import (ALWAYS_OWN, DELIVERY_MODES, FIELDS, FS, INVOKE_NEEDS, REQUIRED, RESULT_FIELDS,
+                            TXN_FS, TXN_VERSION, TYPES, VERSION, History, Op)
 from traces.history import pair as pair_events
 
 
 def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: int) -> dict[int, History]:
     """The object reader's History of each run in `ev` (some of its events): the one per-row
     path, taken only for what a screen flagged (or for the cycle search of a small history).
-    One pass over the rows for all runs: no per-run filtering of the frame."""
-    names = list(FIELDS)
+    One pass over the rows for all runs: no per-run filtering of the frame. The reader's rules
+    for single events are tested on whole columns first (`fields_hold`); where they hold, the
+    reader skips them event by event (a third of its time) and checks only the rules that
+    relate events."""
+    checked = fields_hold(ev)
+    out: dict[int, History] = {}
+    if checked:
+        # Version-1 runs whose every reader rule holds on whole columns: their operations
+        # straight from the paired columns (`ops_from_columns`), no event objects.
+        for (run,), part in ev.partition_by("run", as_dict=True).items():
+            header = headers.get(run, {})
+            if header.get("version", VERSION) < TXN_VERSION:
+                h = ops_from_columns(part, header, where, base)
+                if h is not None:
+                    out[run] = h
+        if out:
+            ev = ev.filter(~pl.col("run").is_in(pl.Series(sorted(out), dtype=ev.schema["run"]).implode()))
+            if ev.height == 0:
+                return out
+    ev = ev.sort("_i").with_row_index("_pos")
+    n = ev.height
+    where_of: list = [None] * n
+    event_of: list = [None] * n
+    run_of: list = [None] * n
+    # By kind of event (operation and type), whose fields are mostly the same on every row,
+    # column by column: the fields present on every row of a kind are zipped in without a
+    # test for null, the others set where present.
+    for part in ev.select("_pos", "run", "row", *FIELDS).partition_by("f", "type", maintain_order=False):
+        cols = [c for c in FIELDS if part.get_column(c).null_count() < part.height]
+        full = [c for c in cols if part.get_column(c).null_count() == 0]
+        dicts = [dict(zip(full, r)) for r in zip(*(part.get_column(c).to_list() for c in full))]
+        for c in cols:
+            if c not in full:
+                for d, v in zip(dicts, part.get_column(c).to_list()):
+                    if v is not None:
+                        d[c] = v
+        for pos, run, r, d in zip(part.get_column("_pos").to_list(), part.get_column("run").to_list(),
+                                  part.get_column("row").to_list(), dicts):
+            where_of[pos] = f"{where} {r + base}"
+            event_of[pos] = d
+            run_of[pos] = run
     per: dict[int, list] = {}
-    for r in ev.sort("_i").select("run", *names, "row").iter_rows(named=True):
-        per.setdefault(r["run"], []).append(
-            (f"{where} {r['row'] + base}", {n: r[n] for n in names if r[n] is not None}))
-    return {run: pair_events("", headers.get(run, {}), evs) for run, evs in per.items()}
+    for run, w, d in zip(run_of, where_of, event_of):
+        per.setdefault(run, []).append((w, d))
+    out.update({run: pair_events("", headers.get(run, {}), evs,
+                                 fields_checked=checked and headers.get(run, {}).get("version", VERSION) < TXN_VERSION)
+                for run, evs in per.items()})
+    return out
+
+
+_CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
+
+
+def ops_from_columns(ev: pl.DataFrame, header: dict, where: str, base: int) -> History | None:
+    """The History traces.history.pair would build from one version-1 run's events (`ev`:
+    columns FIELDS, `row`, `_i`; `fields_hold` true), built from columns: invokes joined with
+    their completions, every rule of pair and of its _make_op tested on whole columns first.
+    None if any rule is broken (the caller then pairs the events one by one, and the reader
+    names the row). tests/test_history_judge.py holds the two to the same operations."""
+    c = pl.col
+    ev = ev.select(*FIELDS, "row", "_i")
+    inv = ev.filter(c("type") == "invoke")
+    comp = ev.filter(c("type") != "invoke")
+    ids = inv.get_column("id")
+    if ids.n_unique() != ids.len() or comp.get_column("id").n_unique() != comp.height:
+        return None                                 # invoked twice, or completed twice
+    if inv.get_column("f").is_in(list(TXN_FS)).any():
+        return None                                 # version 2's operations
+    j = inv.join(comp, on="id", how="left", suffix="_c")
+    has_comp = c("type_c").is_not_null()
+    if j.select(has_comp.sum()).item() != comp.height:
+        return None                                 # a completion without an invoke
+    bad = has_comp & ((c("_i_c") < c("_i")) | (c("process_c") != c("process")) | (c("f_c") != c("f"))
+                      | (c("mono_ns_c") < c("mono_ns")))
+    # A completion restating an invoke's field must agree with it (result fields excepted).
+    for n in FIELDS:
+        if n in ALWAYS_OWN:
+            continue
+        owners = [f for f, res in RESULT_FIELDS.items() if n in res]
+        restated = c(f"{n}_c").is_not_null() & ~c("f").is_in(owners)
+        differs = c(n).is_null() | (c(f"{n}_c") != c(n)).fill_null(True)
+        bad = bad | (restated & differs)
+    for f, need in INVOKE_NEEDS.items():
+        if need and f not in TXN_FS:
+            bad = bad | ((c("f") == f) & pl.any_horizontal([c(n).is_null() for n in need]))
+    merged = {}
+    for n in FIELDS:
+        owners = [f for f, res in RESULT_FIELDS.items() if n in res]
+        merged[n] = (pl.when(c("f").is_in(owners)).then(pl.coalesce(f"{n}_c", n)).otherwise(c(n))
+                     if owners else c(n))
+    kind = pl.coalesce("type_c", pl.lit("info"))
+    j = j.with_columns(kind.alias("kind"), *[e.alias(f"m_{n}") for n, e in merged.items()
+                                             if n in ("offset", "offsets", "values", "generation")])
+    bad = bad | ((c("kind") == "fail") & (c("f") == "send") & c("offset_c").is_not_null())
+    bad = bad | ((c("kind") == "ok") & (c("f") == "send") & c("m_offset").is_null())
+    bad = bad | ((c("kind") == "ok") & (c("f") == "poll") & (c("m_offsets").is_null() | c("m_values").is_null()))
+    bad = bad | ((c("f") == "poll") & (c("m_offsets").is_null() != c("m_values").is_null()))
+    bad = bad | ((c("f") == "poll") & (c("m_offsets").list.len() != c("m_values").list.len()).fill_null(False))
+    if j.select(bad.any()).item():
+        return None
+    sends = j.filter(c("f") == "send").select("topic", "partition", "value")
+    if sends.height and sends.is_duplicated().any():
+        return None                                 # a value sent twice to one partition
+    j = j.sort("mono_ns", "id")
+    col = {n: j.get_column(n).to_list() for n in ("id", "process", "f", "kind", "mono_ns", "mono_ns_c",
+                                                  "topic", "partition", "key", "value", "group", "final",
+                                                  "delivery", "row", "wall_ns", "wall_ns_c", *_CONFIG)}
+    for n in ("offset", "offsets", "values", "generation"):
+        col[n] = j.get_column(f"m_{n}").to_list()
+    col["error"] = j.select(pl.coalesce("error_c", "error")).to_series().to_list()
+    ops = []
+    for (i, proc, f, kind, t0, t1, topic, part, key, value, group, final, delivery, row, w0, w1,
+         retries, mif, idem, acks, offset, offsets, values, gen, error) in zip(
+            *(col[n] for n in ("id", "process", "f", "kind", "mono_ns", "mono_ns_c", "topic", "partition",
+                               "key", "value", "group", "final", "delivery", "row", "wall_ns", "wall_ns_c",
+                               *_CONFIG, "offset", "offsets", "values", "generation", "error"))):
+        config = None
+        if f == "producer_config":
+            config = {n: v for n, v in zip(_CONFIG, (retries, mif, idem, acks)) if v is not None}
+        ops.append(Op(id=i, process=proc, f=f, type=kind, inv=t0,
+                      comp=t1 if kind != "info" else None, end=t1, topic=topic, partition=part, key=key,
+                      value=value, offset=offset, offsets=offsets, values=values, group=group,
+                      generation=gen, final=bool(final), delivery=delivery, config=config, error=error,
+                      where=f"{where} {row + base}", inv_wall=w0, end_wall=w1))
+    return History(header=header, ops=ops)
+
+
+def _dtype_holds(dt: pl.DataType, want: str) -> bool:
+    """Whether every non-null value of a column of polars type `dt` reads back (to_list) as the
+    Python type the reader wants for a field of Arrow type `want` (traces/history.py FIELDS)."""
+    if dt == pl.Null:
+        return True
+    if want.startswith(("int", "uint")):
+        return dt.is_integer()
+    if want == "string":
+        return dt in (pl.String, pl.Categorical) or isinstance(dt, pl.Enum)
+    if want == "bool":
+        return dt == pl.Boolean
+    if want.startswith("list<"):
+        inner = want[5:-1]
+        return isinstance(dt, pl.List) and _dtype_holds(dt.inner, inner) and dt.inner != pl.Null
+    return False
+
+
+def fields_hold(ev: pl.DataFrame) -> bool:
+    """Whether every row of `ev` (columns FIELDS; a null is an absent field) passes
+    traces.history.check_event: the column types are the fields' (so each value has the
+    Python type the reader wants), the required fields are present, types, operations and
+    delivery modes are known, no offset is negative, and no list holds a null. Whole-column
+    tests, no Python per row."""
+    c = pl.col
+    if any(n not in ev.columns or not _dtype_holds(ev.schema[n], FIELDS[n][1]) for n in FIELDS):
+        return False
+    if ev.height == 0:
+        return True
+    bad = pl.any_horizontal([c(n).is_null() for n in REQUIRED])
+    bad = bad | ~c("type").cast(pl.String).is_in(list(TYPES)) | ~c("f").cast(pl.String).is_in(list(FS))
+    bad = bad | (c("offset") < 0).fill_null(False)
+    bad = bad | ~(c("delivery").cast(pl.String).is_in(list(DELIVERY_MODES)) | c("delivery").is_null())
+    for n in ("offsets", "values"):
+        if ev.schema[n] != pl.Null:
+            bad = bad | c(n).list.eval(pl.element().is_null()).list.any().fill_null(False)
+    if ev.schema["offsets"] != pl.Null:
+        bad = bad | (c("offsets").list.min() < 0).fill_null(False)
+    return not ev.select(bad.any()).item()
 
 
 def c_row_in(rows: pl.Series) -> pl.Expr:
@@ -100,7 +259,10 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
     # run small enough): all their events as objects, in one pass.
     full: dict[int, History] = {}
     if done:
-        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]]
+        # (not above cycle_max_ops operations: the search is not run there, below; building a
+        # history of 10^6 objects for nothing cost 20 CPU-s)
+        need = [run for run, fnd in found.items() if fnd.get("linearizable", ([], []))[0]
+                and _graph_ops(stats.get(run)) <= cycle_max_ops]
         if need:
             full = to_histories(fetch(c("run").is_in(pl.Series(need, dtype=pl.Int64).implode())),
                                 headers, where, base)
@@ -155,3 +317,9 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
             wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
         out[run] = RunResult(run, v, n_ops[run], wit)
     return out
+
+
+def _graph_ops(st: dict | None) -> int:
+    """The operations the cycle search's graph would hold (sends and polls): the number the
+    search is bounded by."""
+    return (st or {}).get("sends", 0) + (st or {}).get("polls", 0)
