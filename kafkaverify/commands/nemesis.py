@@ -47,13 +47,19 @@ def register(group: click.Group) -> None:
     @click.option("--replication-factor", type=click.IntRange(min=1), default=None,
                   help="default: the number of brokers")
     @click.option("--consumers", type=click.IntRange(min=0), default=1, show_default=True)
+    @click.option("--transactions", type=click.Choice(["on", "off"]), default="off", show_default=True,
+                  help="on: a transactional producer (transactions across the partitions, committed or "
+                  "aborted by the seed) and a read_committed consumer instead of the group members")
+    @click.option("--partitions", type=click.IntRange(min=1, max=16), default=None,
+                  help="partitions of the workload topic [1; 3 with --transactions on]")
     @click.option("--shrink-runs", type=click.IntRange(min=0), default=8, show_default=True,
                   help="bound on real runs spent shrinking a failure")
     @click.option("--out", type=click.Path(file_okay=False), default="nemesis-out", show_default=True)
     @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=1800, show_default=True,
                   help="seconds; no new schedule starts after it")
     def nemesis(generation, without, brokers, schedules, seed, faults, clients, acks, idempotence, retries,
-                max_in_flight, min_insync, replication_factor, consumers, shrink_runs, out, time_limit):
+                max_in_flight, min_insync, replication_factor, consumers, transactions, partitions, shrink_runs,
+                out, time_limit):
         """Generated fault schedules against a real cluster with real clients; histories judged
         against the clients' settings, broker traces against the model; failures shrunk."""
         # lazy: Hypothesis, the cluster and kafka-python load only when the nemesis runs (CLI start-up)
@@ -77,18 +83,28 @@ def register(group: click.Group) -> None:
             __import__(module)
         except ImportError:
             raise InputError(f"client {clients} is not installed (pip install {CLIENT_NAMES[clients]})") from None
+        txn = transactions == "on"
+        if txn and "consumer-crash" in fl:
+            raise InputError("--transactions on has no group members to crash: leave out consumer-crash")
+        if txn and (acks != "all" or idempotence is False):
+            raise InputError("--transactions on needs acks all and idempotence (a transactional producer "
+                             "is idempotent with acks all)")
         console = Console(width=160)
         net = net_mode(console, any(f in NEEDS_NET for f in fl))
         w = default_workload(CLIENT_NAMES[clients], acks="all" if acks == "all" else int(acks), retries=retries,
                              idempotence=idempotence, max_in_flight=max_in_flight, min_insync=min_insync,
-                             replication_factor=rf, consumers=consumers)
+                             replication_factor=rf, consumers=0 if txn else consumers,
+                             partitions=partitions or (3 if txn else None), transactions=txn or None)
+        if txn:
+            w["idempotence"] = True
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
         cmd = "kafkaverify " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         console.print(f"seed={seed} generation={generation} without={','.join(without) or '-'} brokers={brokers} "
                       f"schedules={schedules} faults={','.join(fl)} client={w['client']} acks={w['acks']} "
                       f"idempotence={w['idempotence']} retries={w['retries']} max_in_flight={w['max_in_flight']} "
-                      f"min_insync={min_insync} rf={rf} network={'netns+nftables' if net else 'none'} out={outp}",
+                      f"min_insync={min_insync} rf={rf} partitions={w['partitions']} "
+                      f"transactions={'on' if txn else 'off'} network={'netns+nftables' if net else 'none'} out={outp}",
                       highlight=False)
         summ = explore(generation, brokers, schedules, seed, fl, w, outp, time_limit, without=tuple(without),
                        shrink_runs=shrink_runs, net=net,
