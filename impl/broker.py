@@ -42,6 +42,7 @@ from impl.fetcher import ReplicaFetcher
 from impl.group_handlers import GroupManager
 from impl.handlers import HANDLERS
 from impl.idempotence import ProducerIdAllocator
+from impl.txn_handlers import TxnManager
 from impl.isr import IsrManager
 from impl.partition import Partition
 from impl.protocol import codec
@@ -86,6 +87,13 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000    # group.min.session.timeout.ms
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3000
+    # transactions (impl/txn_handlers.py); Kafka's names and defaults
+    transaction_state_num_partitions: int = 50          # transaction.state.log.num.partitions
+    transaction_state_replication_factor: int = 3       # transaction.state.log.replication.factor
+    transaction_state_min_isr: int = 2                  # transaction.state.log.min.isr
+    transaction_max_timeout_ms: int = 900_000           # transaction.max.timeout.ms
+    transaction_abort_timed_out_interval_ms: int = 10_000   # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    transaction_append_timeout_ms: int = 5000
     # Debug switch, never a default: fixes removed from the generation, so that conformance
     # (checkers/conformance.py) can be shown to catch a broker missing one of them.
     without_fixes: list = field(default_factory=list)
@@ -113,6 +121,7 @@ class Broker:
                                               lambda leader: self.live_brokers.get(leader))
         self.producer_ids = ProducerIdAllocator()       # InitProducerId (impl/idempotence.py)
         self.groups = GroupManager(self)
+        self.txns = TxnManager(self)
         n = len(list(self.dir.glob("trace-*.jsonl")))
         self.trace = TraceWriter(self.dir / f"trace-{n:03d}.jsonl",
                                  make_header("broker", node=self.id, generation=cfg.generation,
@@ -438,6 +447,7 @@ class Broker:
             p.fetcher = None
         p.become_leader(e, now_ms())
         self.groups.on_partition_role(p)
+        self.txns.on_partition_role(p)
 
     def _become_follower(self, p: Partition, e: dict) -> None:
         p.become_follower(e, had_fetcher=p.fetcher is not None)
@@ -445,6 +455,7 @@ class Broker:
             p.fetcher.cancel()
         p.fetcher = asyncio.ensure_future(self.replica_fetcher.run(p, p.leader, p.leader_epoch))
         self.groups.on_partition_role(p)
+        self.txns.on_partition_role(p)
 
 
 def _done(value):

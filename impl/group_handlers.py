@@ -26,7 +26,9 @@ import uuid
 
 from impl import group_coordinator as gc
 from impl import group_records as gr
+from impl import txn_coordinator as tc
 from impl.protocol import codec
+from impl.storage.log import ProducerStateError
 
 log = logging.getLogger("impl.groups")
 
@@ -66,6 +68,9 @@ class GroupManager:
         self.owned: dict[int, str] = {}
         self.loaders: dict[int, asyncio.Task] = {}
         self.parked: dict[object, asyncio.Future] = {}
+        # transactional offset commits awaiting their marker, per producer id
+        # (GroupMetadataManager's pendingTransactionalOffsetCommits): {pid: {(group, topic, p): Offset}}
+        self.txn_offsets: dict[int, dict[tuple[str, str, int], gc.Offset]] = {}
         self._ticker: asyncio.Task | None = None
 
     # --- wiring from the broker -----------------------------------------------------------------
@@ -160,7 +165,8 @@ class GroupManager:
             return codec.COORDINATOR_NOT_AVAILABLE, -1
         return codec.NONE, st["leader"]
 
-    async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+    async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
+                     producer: tuple[int, int] = (-1, -1)) -> tuple[int, int]:
         """An acks=all append to our partition `index` of the offsets topic: (error, base offset).
         The same rules as Produce with acks=-1: refused below min.insync.replicas, answered once
         the HW passed the last record (or after offsets.commit.timeout.ms)."""
@@ -171,7 +177,10 @@ class GroupManager:
         if not p.produce_allowed(-1):
             return _append_error(codec.NOT_ENOUGH_REPLICAS), -1
         try:
-            base, last, _n = p.log.append_as_leader(gr.batch(records), p.leader_epoch)
+            base, last, _n = p.log.append_as_leader(gr.batch(records, producer_id=producer[0],
+                                                             producer_epoch=producer[1]), p.leader_epoch)
+        except ProducerStateError as e:           # a fenced producer's transactional commit
+            return e.code, -1
         except OSError as e:
             log.error("broker %d: offsets append failed: %s", b.id, e)
             return codec.UNKNOWN_SERVER_ERROR, -1
@@ -196,21 +205,29 @@ class GroupManager:
         index = p.index
         try:
             offsets: dict[tuple[str, str, int], tuple[gr.OffsetRecord, int]] = {}
+            pending: dict[int, dict[tuple[str, str, int], tuple[gr.OffsetRecord, int]]] = {}
             groups: dict[str, gr.GroupRecord] = {}
             pos, end = p.log.log_start_offset, p.log.leo
             while pos < end:
                 data = p.log.read(pos, LOAD_CHUNK_BYTES, end)
                 last = pos - 1
-                for off, key, value in gr.iter_batches(data):
+                for off, key, value, pid, txn, marker in gr.iter_entries(data):
                     last = max(last, off)
                     if off < pos or key is None:
+                        continue
+                    if marker is not None:             # a transaction's end: its offsets count or not
+                        for k, (r, o) in pending.pop(pid, {}).items():
+                            if marker and (k not in offsets or offsets[k][1] < o):
+                                offsets[k] = (r, o)
                         continue
                     try:
                         r = gr.decode(bytes(key), None if value is None else bytes(value))
                     except gr.RecordError as e:
                         log.warning("broker %d: %s-%d@%d skipped: %s", self.b.id, OFFSETS_TOPIC, index, off, e)
                         continue
-                    if isinstance(r, gr.OffsetRecord):
+                    if isinstance(r, gr.OffsetRecord) and txn and r.offset is not None:
+                        pending.setdefault(pid, {})[(r.group, r.topic, r.partition)] = (r, off)
+                    elif isinstance(r, gr.OffsetRecord):
                         k = (r.group, r.topic, r.partition)
                         if r.offset is None:
                             offsets.pop(k, None)
@@ -234,6 +251,10 @@ class GroupManager:
             for gid, g in loaded.items():
                 if self.partition_of(gid) == index:
                     self.groups[gid] = g
+            for pid, offs in pending.items():           # still open: await their markers
+                for k, (r, off) in offs.items():
+                    self.txn_offsets.setdefault(pid, {})[k] = gc.Offset(r.offset, r.leader_epoch, r.metadata,
+                                                                        r.commit_ts, off)
             self.owned[index] = "loaded"
             log.info("broker %d: loaded %s-%d: %d groups, %d offsets", self.b.id, OFFSETS_TOPIC, index,
                      len(loaded), len(offsets))
@@ -252,6 +273,29 @@ class GroupManager:
             t.cancel()
         for gid in [gid for gid in self.groups if self.partition_of(gid) == index]:
             self.apply(gc.unload(self.groups.pop(gid)))
+        for offs in self.txn_offsets.values():
+            for k in [k for k in offs if self.partition_of(k[0]) == index]:
+                del offs[k]
+
+    def txn_marker_written(self, index: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT / ABORT marker of `producer_id` reached our partition `index` of the offsets
+        topic (GroupMetadataManager.handleTxnCompletion): its pending offsets there become the
+        groups' committed offsets, or are dropped. The WriteTxnMarkers handler calls this after
+        the marker's append."""
+        offs = self.txn_offsets.get(producer_id, {})
+        for k in [k for k in offs if self.partition_of(k[0]) == index]:
+            o = offs.pop(k)
+            if not commit:
+                continue
+            gid, topic, part = k
+            g = self.groups.get(gid)
+            if g is None:
+                g = self.groups[gid] = gc.Group(gid)
+            cur = g.offsets.get((topic, part))
+            if cur is None or cur.log_offset < o.log_offset:
+                g.offsets[(topic, part)] = o
+        if not offs:
+            self.txn_offsets.pop(producer_id, None)
 
 
 # --- handlers (registered in impl/handlers.py HANDLERS) ------------------------------------------
@@ -262,8 +306,10 @@ def _mgr(b) -> GroupManager:
 
 async def find_coordinator(b, req, version):
     key_type = req.key_type if version >= 1 else 0
-    if key_type != 0:
-        err, node, msg = codec.INVALID_REQUEST, -1, "transaction coordinators are not supported"
+    if key_type == 1:                       # a transactional.id: impl/txn_handlers.py
+        (err, node), msg = await b.txns.coordinator_for(req.key), None
+    elif key_type != 0:
+        err, node, msg = codec.INVALID_REQUEST, -1, f"coordinator key type {key_type} is not supported"
     else:
         (err, node), msg = await _mgr(b).coordinator_for(req.key), None
     host, port = b.live_brokers.get(node, ("", -1)) if err == 0 else ("", -1)
@@ -434,6 +480,46 @@ async def describe_groups(b, req, version):
                                  "member_assignment": mm.assignment if stable else b""}
                                 for mm in g.members.values()]})
     return {"throttle_time_ms": 0, "groups": out}
+
+
+async def txn_offset_commit(b, req, version):
+    """TxnOffsetCommit: the offsets are appended as a transactional batch under the producer's id
+    and epoch and held pending until the transaction's marker reaches this partition
+    (txn_marker_written); KIP-447's member and generation fence a zombie of an older generation."""
+    m = _mgr(b)
+    gid = req.group_id
+    parts = [(t.name, p) for t in req.topics for p in t.partitions]
+    err = m.status(gid)
+    if not err and version >= 3:
+        err = tc.validate_txn_offset_commit(m.groups.get(gid), req.member_id, req.generation_id)
+    errors: dict[tuple[str, int], int] = {}
+    if not err:
+        commits, records = {}, []
+        now_wall = int(time.time() * 1000)
+        for topic, p in parts:
+            meta = p.committed_metadata or ""
+            if len(meta.encode()) > MAX_METADATA_BYTES:
+                errors[(topic, p.partition_index)] = codec.OFFSET_METADATA_TOO_LARGE
+                continue
+            epoch = p.committed_leader_epoch if version >= 2 else -1
+            commits[(topic, p.partition_index)] = (p.committed_offset, epoch, meta, now_wall)
+            records.append((gr.offset_key(gid, topic, p.partition_index),
+                            gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
+        if records:
+            aerr, base = await m.append(m.partition_of(gid), records, (req.producer_id, req.producer_epoch))
+            if aerr == codec.INVALID_PRODUCER_EPOCH and version >= 3:
+                aerr = codec.PRODUCER_FENCED
+            if aerr == 0:
+                pend = m.txn_offsets.setdefault(req.producer_id, {})
+                for i, ((topic, part), (off, epoch, meta, ts)) in enumerate(commits.items()):
+                    pend[(gid, topic, part)] = gc.Offset(off, epoch, meta, ts, base + i)
+            for tp in commits:
+                errors[tp] = aerr
+    by_topic: dict[str, list] = {}
+    for topic, p in parts:
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": p.partition_index, "error_code": err or errors.get((topic, p.partition_index), 0)})
+    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
 GROUP_HANDLERS = {8: offset_commit, 9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,

@@ -135,11 +135,14 @@ def group_value(g: GroupRecord) -> bytes:
     return b"".join(out)
 
 
-def batch(records: list[tuple[bytes, bytes | None]], now_ms: int | None = None) -> bytes:
-    """One record batch v2 of (key, value) records, uncompressed, without producer id."""
+def batch(records: list[tuple[bytes, bytes | None]], now_ms: int | None = None, producer_id: int = -1,
+          producer_epoch: int = -1) -> bytes:
+    """One record batch v2 of (key, value) records, uncompressed; without producer id, or (a
+    transactional offset commit) transactional under the producer's id and epoch, no sequence."""
     ts = int(time.time() * 1000) if now_ms is None else now_ms
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=producer_id >= 0,
+                                  producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                                  batch_size=1 << 30)
     for i, (k, v) in enumerate(records):
         b.append(i, timestamp=ts, key=k, value=v, headers=[])
     return bytes(b.build())
@@ -191,6 +194,25 @@ def decode(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord:
     raise RecordError(f"key version {version} unknown")
 
 
+def iter_entries(data: bytes):
+    """(log offset, key, value, producer id, transactional, marker) of every record in a run of
+    record batches; `marker` is None for data, True / False for a COMMIT / ABORT control record
+    (key: int16 version, int16 type 1 commit / 0 abort)."""
+    mr = MemoryRecords(data)
+    while mr.has_next():
+        b = mr.next_batch()
+        if b is None:
+            break
+        for rec in b:
+            marker = None
+            if b.is_control_batch:
+                k = bytes(rec.key or b"")
+                if len(k) < 4:
+                    continue
+                marker = struct.unpack_from(">h", k, 2)[0] == 1
+            yield rec.offset, rec.key, rec.value, b.producer_id, b.is_transactional, marker
+
+
 def iter_batches(data: bytes):
     """(log offset, key, value) of every record in a run of record batches."""
     mr = MemoryRecords(data)
@@ -198,5 +220,7 @@ def iter_batches(data: bytes):
         b = mr.next_batch()
         if b is None:
             break
+        if b.is_control_batch:        # transaction markers: the group coordinator's to apply
+            continue
         for rec in b:
             yield rec.offset, rec.key, rec.value

@@ -85,6 +85,10 @@ async def produce(b, req, version):
             if not pd.records:
                 results[key] = (codec.CORRUPT_MESSAGE, -1)
                 continue
+            txn_error = await txn_log.check_produce(b, p, getattr(req, "transactional_id", None), pd.records)
+            if txn_error:
+                results[key] = (txn_error, -1)
+                continue
             try:
                 base, last, _n = p.log.append_as_leader(bytes(pd.records), p.leader_epoch)
             except DuplicateBatch as d:  # idempotent retry: the original offsets, nothing appended
@@ -168,6 +172,7 @@ def _has_error(out) -> bool:
 def _fetch_pass(b, req, replica, is_replica, budget):
     out, total, waitable = [], 0, []
     t_now = _now_ms()
+    isolation = getattr(req, "isolation_level", 0) or 0
     for t in req.topics:
         parts = []
         for fp in t.partitions:
@@ -187,19 +192,22 @@ def _fetch_pass(b, req, replica, is_replica, budget):
                 entry["error_code"] = fence
                 continue
             leo = p.log.leo
+            lso = p.lso()
             if fp.fetch_offset > leo or fp.fetch_offset < p.log.log_start_offset:
                 entry["error_code"] = codec.OFFSET_OUT_OF_RANGE
-                entry.update(high_watermark=p.hw, last_stable_offset=p.hw, log_start_offset=p.log.log_start_offset)
+                entry.update(high_watermark=p.hw, last_stable_offset=lso, log_start_offset=p.log.log_start_offset)
                 continue
             if is_replica:
                 _record_follower_fetch(b, p, replica, fp.fetch_offset, leo, t_now)
-            upper = leo if is_replica else p.hw
+            upper = leo if is_replica else rules.read_upper_bound(p.hw, lso, isolation)
             data = b""
             if budget - total > 0 or total == 0:
                 data = p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, max(budget - total, 1)), upper)
             total += len(data)
-            entry.update(high_watermark=p.hw, last_stable_offset=p.hw,
+            entry.update(high_watermark=p.hw, last_stable_offset=lso,
                          log_start_offset=p.log.log_start_offset, records=data)
+            if isolation == 1 and not is_replica:
+                entry["aborted_transactions"] = txn_log.aborted_in_fetch(p, fp.fetch_offset, data)
             if not data:
                 waitable.append(p)
         out.append({"topic": t.topic, "partitions": parts})
@@ -235,13 +243,15 @@ async def list_offsets(b, req, version):
                 continue
             e["leader_epoch"] = p.leader_epoch
             ts = lp.timestamp
+            # read_committed (isolation 1, v2+) ends at the LSO, read_uncommitted at the HW
+            fetchable = rules.read_upper_bound(p.hw, p.lso(), getattr(req, "isolation_level", 0) or 0)
             if ts == -2:
                 e["offset"] = p.log.log_start_offset
             elif ts == -1:
-                e["offset"] = p.log.leo if is_replica else p.hw
+                e["offset"] = p.log.leo if is_replica else fetchable
             elif ts >= 0:
                 found = p.log.offset_for_timestamp(ts)
-                if found and (is_replica or found[0] < p.hw):
+                if found and (is_replica or found[0] < fetchable):
                     e["offset"], e["timestamp"] = found
             else:
                 e["error_code"] = codec.INVALID_REQUEST
@@ -313,6 +323,10 @@ HANDLERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions
             23: offsets_for_leader_epoch, **GROUP_HANDLERS}
 
 # Idempotent producer (impl/idempotence.py) and admin surface (impl/admin.py)
-from impl import admin, idempotence  # noqa: E402
-HANDLERS.update({22: idempotence.init_producer_id, 20: admin.delete_topics, 32: admin.describe_configs,
+from impl import admin, idempotence, txn_log  # noqa: E402
+HANDLERS.update({27: txn_log.write_txn_markers, 22: idempotence.init_producer_id, 20: admin.delete_topics, 32: admin.describe_configs,
                  37: admin.create_partitions, 60: admin.describe_cluster})
+
+# Transactions: the coordinator (impl/txn_handlers.py) and the group's TxnOffsetCommit
+from impl import group_handlers, txn_handlers  # noqa: E402
+HANDLERS.update({**txn_handlers.TXN_HANDLERS, 28: group_handlers.txn_offset_commit})

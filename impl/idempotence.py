@@ -6,15 +6,15 @@ service with its atomic compare-and-set counter (`increment`) and serves
 PRODUCER_ID_BLOCK_SIZE ids from it locally; no two brokers, and no broker before and after a
 restart, ever get the same block. The per-partition sequence rules live in impl/producer_state.py.
 
-Transactions are out of scope: an InitProducerId with a transactional id is answered at once
-with UNSUPPORTED_FOR_MESSAGE_FORMAT (43) -- Kafka's own answer to a transactional request its
-log format cannot hold -- and logged, so the client fails fast and clearly instead of
-retrying a coordinator lookup.
+An InitProducerId with a transactional id is the transaction coordinator's
+(impl/txn_handlers.py), which takes its new producer ids from the same allocator.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+
+from impl import txn_handlers
 
 
 log = logging.getLogger("impl.idempotence")
@@ -47,10 +47,7 @@ class ProducerIdAllocator:
 async def init_producer_id(b, req, version):
     out = {"throttle_time_ms": 0, "error_code": 0, "producer_id": -1, "producer_epoch": -1}
     if req.transactional_id:
-        log.warning("broker %d: InitProducerId with transactional id %r refused: transactions are "
-                    "not supported", b.id, req.transactional_id)
-        out["error_code"] = UNSUPPORTED_FOR_MESSAGE_FORMAT
-        return out
+        return await txn_handlers.init_producer_id(b, req, version)   # the transaction coordinator's
     try:
         out["producer_id"] = await b.producer_ids.allocate(b)
     except Exception as e:          # coordination unavailable: retriable for the client

@@ -11,14 +11,14 @@ from impl.protocol import codec
 
 
 def _encode_request(api_key: int, version: int, corr: int, data: dict, client_id: str) -> bytes:
-    cls = codec.APIS[api_key][0][version]
+    cls = codec.spec_for(api_key)[0][version]
     req = codec.build(cls, data, version)
     req.with_header(correlation_id=corr, client_id=client_id)
     return req.encode(header=True, framed=True)
 
 
 def _decode_response(api_key: int, version: int, frame: bytes):
-    return codec.APIS[api_key][1][version].decode(frame, header=True)
+    return codec.spec_for(api_key)[1][version].decode(frame, header=True)
 
 
 class AsyncConn:

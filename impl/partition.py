@@ -151,6 +151,10 @@ class Partition:
                 keep.append((last, fut))
         self.delayed = keep
 
+    def lso(self) -> int:
+        """The last stable offset (rules.last_stable_offset over the producer state at our HW)."""
+        return rules.last_stable_offset(self.log.producers.unstable_first_offsets(self.hw), self.hw)
+
     def fetch_epoch_error(self, request_epoch: int) -> int:
         """KIP-320 fencing of a Fetch / ListOffsets / OffsetsForLeaderEpoch (0 = served)."""
         return rules.fetch_epoch_error(request_epoch, self.leader_epoch, self.fixes)

@@ -16,8 +16,16 @@ Kafka's design, in one room (STYLE.md 13):
   below X; one above the log end (e.g. after power loss dropped unflushed batches) is deleted
   on load, as Kafka's `truncateFullyAndStartAt`/`truncateAndReload` delete them. Two are kept.
 
-Error codes are Kafka's (org.apache.kafka.common.protocol.Errors). Not modelled: transactions
-(no control batches are ever written), producer-id expiration (transactional.id.expiration /
+Transactions (KIP-98), as Kafka's ProducerStateManager keeps them: per producer, the first offset
+of its ongoing transaction on this partition (`txn_first_offset`, set by its first transactional
+batch), the epoch of that transaction's latest batch and the coordinator epoch of its last marker;
+a control batch (COMMIT / ABORT marker) ends the ongoing transaction, an ABORT adds (producer id,
+first offset, marker offset) to the aborted-transactions index (Kafka's TransactionIndex), and a
+completed transaction stays "unreplicated" until the HW passes its marker. The LSO is the first
+offset of any transaction that is ongoing or unreplicated, capped by the HW. All of it is in the
+snapshots and rebuilt by replaying the log after them.
+
+Error codes are Kafka's (org.apache.kafka.common.protocol.Errors). Not modelled: producer-id expiration (transactional.id.expiration /
 producer.id.expiration.ms) -- state lives until truncation removes its batches.
 """
 from __future__ import annotations
@@ -59,6 +67,9 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    txn_first_offset: int = -1        # first offset of its ongoing transaction here, -1 none
+    txn_epoch: int = -1               # the epoch of that transaction's latest batch
+    coordinator_epoch: int = -1       # of the last marker written for it
 
     @property
     def last_seq(self) -> int:
@@ -66,13 +77,15 @@ class ProducerEntry:
 
     def to_json(self) -> dict:
         return {"epoch": self.epoch, "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset]
-                                                 for b in self.batches]}
+                                                 for b in self.batches],
+                "txn": [self.txn_first_offset, self.txn_epoch, self.coordinator_epoch]}
 
     @classmethod
     def from_json(cls, d: dict) -> "ProducerEntry":
         e = cls(int(d["epoch"]))
         for b in d["batches"][-NUM_BATCHES_TO_RETAIN:]:
             e.batches.append(BatchMeta(*map(int, b)))
+        e.txn_first_offset, e.txn_epoch, e.coordinator_epoch = map(int, d.get("txn", (-1, -1, -1)))
         return e
 
 
@@ -110,6 +123,8 @@ def check_append(entry: ProducerEntry | None, epoch: int, first_seq: int, last_s
     - same epoch, not right after the last sequence (a gap, or a duplicate older than the last
       5 batches): OUT_OF_ORDER_SEQUENCE_NUMBER.
     """
+    if first_seq == NO_SEQUENCE:    # a coordinator's own write (transactional offsets): no sequence
+        return Verdict("error", INVALID_PRODUCER_EPOCH) if entry is not None and epoch < entry.epoch else APPEND
     if entry is None:
         return APPEND if first_seq == 0 else Verdict("error", UNKNOWN_PRODUCER_ID)
     if epoch < entry.epoch:
@@ -134,28 +149,87 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.end_offset = 0
         self.snapshot_offset = -1          # offset of the newest snapshot written or loaded
+        # the aborted-transactions index: (producer id, first offset, marker offset), by marker
+        self.aborted: list[tuple[int, int, int]] = []
+        # completed transactions whose marker the HW may not have passed: (first, marker offset)
+        self.unreplicated: list[tuple[int, int]] = []
 
     # --- the rules -------------------------------------------------------------------------------
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Verdict:
         return check_append(self.producers.get(producer_id), epoch, first_seq, last_seq)
 
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self.producers.get(producer_id)
+
+    def _entry_at(self, producer_id: int, epoch: int) -> ProducerEntry:
+        """The producer's entry with `epoch` taken (ProducerStateEntry.maybeUpdateProducerEpoch:
+        a new epoch drops the retained batches; the ongoing transaction stays)."""
+        e = self.producers.get(producer_id)
+        if e is None:
+            e = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch != e.epoch:
+            n = ProducerEntry(epoch, txn_first_offset=e.txn_first_offset, txn_epoch=e.txn_epoch,
+                              coordinator_epoch=e.coordinator_epoch)
+            e = self.producers[producer_id] = n
+        return e
+
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int) -> None:
+               first_offset: int, last_offset: int, transactional: bool = False) -> None:
         """Record an appended batch (ProducerStateEntry.addBatch): a new epoch resets the
-        retained batches; only the last 5 are kept."""
+        retained batches; only the last 5 are kept. A transactional batch opens the producer's
+        transaction on this partition if none is ongoing."""
         if producer_id != NO_PRODUCER_ID and first_seq != NO_SEQUENCE:
-            e = self.producers.get(producer_id)
-            if e is None or epoch != e.epoch:
-                e = self.producers[producer_id] = ProducerEntry(epoch)
+            e = self._entry_at(producer_id, epoch)
             e.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset))
+            if transactional:
+                if e.txn_first_offset < 0:
+                    e.txn_first_offset = first_offset
+                e.txn_epoch = epoch
         self.end_offset = max(self.end_offset, last_offset + 1)
+
+    def end_txn(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+                offset: int) -> tuple[int, int, int]:
+        """A marker at `offset` (ProducerAppendInfo.appendEndTxnMarker): it ends the producer's
+        ongoing transaction (one without data here ends at the marker itself); an ABORT goes to
+        the aborted index. Returns the completed transaction (producer id, first, marker offset)."""
+        e = self._entry_at(producer_id, epoch)
+        first = e.txn_first_offset if e.txn_first_offset >= 0 else offset
+        e.txn_first_offset, e.txn_epoch = -1, -1
+        e.coordinator_epoch = coordinator_epoch
+        if not commit:
+            self.aborted.append((producer_id, first, offset))
+        self.unreplicated.append((first, offset))
+        self.end_offset = max(self.end_offset, offset + 1)
+        return producer_id, first, offset
 
     def apply_batches(self, infos: Iterable) -> None:
         """Replay batch headers (impl.storage.batch.BatchInfo) in log order."""
         for info in infos:
+            if info.control_type >= 0:
+                if info.producer_id != NO_PRODUCER_ID:
+                    self.end_txn(info.producer_id, info.producer_epoch, info.control_type == 1,
+                                 info.coordinator_epoch, info.base_offset)
+                continue
             self.update(info.producer_id, info.producer_epoch, info.base_sequence,
                         last_seq_of(info.base_sequence, info.last_offset_delta),
-                        info.base_offset, info.last_offset)
+                        info.base_offset, info.last_offset, info.is_transactional)
+
+    # --- transactions: the LSO and the aborted index --------------------------------------------
+    def ongoing_first_offsets(self) -> dict[int, int]:
+        """producer id -> first offset of its ongoing transaction on this partition."""
+        return {pid: e.txn_first_offset for pid, e in self.producers.items() if e.txn_first_offset >= 0}
+
+    def unstable_first_offsets(self, hw: int) -> list[int]:
+        """First offsets of the transactions that keep the LSO down at HW `hw`: the ongoing ones
+        and the completed ones whose marker the HW has not passed (firstUnstableOffset with
+        unreplicatedTxns; the completed ones below it are dropped, onHighWatermarkUpdated)."""
+        self.unreplicated = [t for t in self.unreplicated if t[1] >= hw]
+        return sorted(set(self.ongoing_first_offsets().values()) | {f for f, _ in self.unreplicated})
+
+    def aborted_between(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping [start, upper)
+        (TransactionIndex.collectAbortedTxns: last offset >= start and first offset < upper)."""
+        return [(pid, first) for pid, first, last in self.aborted if last >= start and first < upper]
 
     # --- snapshots -------------------------------------------------------------------------------
     def _snapshots(self) -> list[tuple[int, Path]]:
@@ -172,8 +246,10 @@ class ProducerStateManager:
         if self.end_offset == self.snapshot_offset or (not self.producers and not self.end_offset):
             return None
         path = self.dir / ("%020d%s" % (self.end_offset, SNAPSHOT_SUFFIX))
-        body = {"version": 1, "end_offset": self.end_offset,
-                "producers": {str(pid): e.to_json() for pid, e in sorted(self.producers.items())}}
+        body = {"version": 2, "end_offset": self.end_offset,
+                "producers": {str(pid): e.to_json() for pid, e in sorted(self.producers.items())},
+                "aborted": [list(t) for t in self.aborted],
+                "unreplicated": [list(t) for t in self.unreplicated]}
         atomic_write(path, json.dumps(body, sort_keys=True).encode())
         self.snapshot_offset = self.end_offset
         for _, old in self._snapshots()[:-SNAPSHOTS_KEPT]:
@@ -189,18 +265,22 @@ class ProducerStateManager:
         """Loads the newest readable snapshot at or below `max_offset`; returns its offset (0 and
         empty state when there is none). Unreadable snapshots are deleted (logged), like Kafka's
         CorruptSnapshotException handling."""
-        self.producers, self.end_offset = {}, 0
+        self.producers, self.end_offset, self.aborted, self.unreplicated = {}, 0, [], []
         for off, p in reversed(self._snapshots()):
             if off > max_offset:
                 continue
             try:
                 body = json.loads(p.read_text())
                 producers = {int(k): ProducerEntry.from_json(v) for k, v in body["producers"].items()}
+                aborted = [(int(a), int(b), int(c)) for a, b, c in body.get("aborted", [])]
+                unrep = [(int(a), int(b)) for a, b in body.get("unreplicated", [])]
+                if any(not a <= b < off for _, a, b in aborted):
+                    raise ValueError("aborted transaction outside the snapshot's range")
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("%s: unreadable producer snapshot (%s); deleting", p, e)
                 p.unlink(missing_ok=True)
                 continue
-            self.producers, self.end_offset = producers, off
+            self.producers, self.end_offset, self.aborted, self.unreplicated = producers, off, aborted, unrep
             return off
         return 0
 
@@ -228,10 +308,12 @@ class ProducerStateManager:
     def clear(self) -> None:
         """truncate_fully_and_start_at: nothing of the old log remains."""
         self.producers, self.end_offset, self.snapshot_offset = {}, 0, -1
+        self.aborted, self.unreplicated = [], []
         for _, p in self._snapshots():
             p.unlink(missing_ok=True)
 
     def describe(self) -> dict:
         return {str(pid): {"epoch": e.epoch, "last_seq": e.last_seq,
-                           "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches]}
+                           "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset] for b in e.batches],
+                           "txn_first_offset": e.txn_first_offset, "coordinator_epoch": e.coordinator_epoch}
                 for pid, e in sorted(self.producers.items())}

@@ -244,3 +244,125 @@ def check_broker_epoch(request_epoch: int, own_epoch: int | None) -> bool:
     if request_epoch < 0:
         return True
     return own_epoch is not None and request_epoch >= own_epoch
+
+
+# --- transactions: a partition leader's decisions -----------------------------------------------
+
+def txn_needs_verification(ongoing_epoch: int, epoch: int, fixes: frozenset[str]) -> bool:
+    """KIP-890 part 1 (`txn-partition-verification`): before a transactional append the leader
+    asks the coordinator (AddPartitionsToTxn, verify-only) unless the producer already has an
+    ongoing transaction of that epoch on this partition (UnifiedLog.hasOngoingTransaction;
+    `ongoing_epoch` -1 when none). Without the fix it never asks, as Kafka before 3.6."""
+    return "txn-partition-verification" in fixes and ongoing_epoch != epoch
+
+
+def txn_produce_verdict(partition_epoch: int, epoch: int, verified: bool, fixes: frozenset[str]) -> str:
+    """A data partition leader's check of a transactional batch (the model's rule of that name):
+    - "fenced": an epoch below the producer epoch the partition knows
+      (ProducerAppendInfo.checkProducerEpoch, INVALID_PRODUCER_EPOCH);
+    - "unverified": with `txn-partition-verification`, unless the coordinator answered that the
+      transaction is ongoing with that epoch and holds the partition, or the partition already
+      has that transaction ongoing (`verified`);
+    - "append" otherwise."""
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-partition-verification" in fixes and not verified:
+        return "unverified"
+    return "append"
+
+
+def txn_marker_verdict(partition_epoch: int, open_epoch: int, last_coordinator_epoch: int,
+                       epoch: int, coordinator_epoch: int, fixes: frozenset[str]) -> str:
+    """A partition leader's check of one WriteTxnMarkers entry (ProducerAppendInfo.appendEndTxnMarker;
+    the model's rule of that name):
+    - "coordinator-fenced": a coordinator epoch older than the producer's last marker's
+      (TRANSACTION_COORDINATOR_FENCED);
+    - "fenced": an epoch below the producer's (INVALID_PRODUCER_EPOCH); with `txn-epoch-bump`
+      (KIP-890 part 2) also an epoch not above the open transaction's batches: markers of
+      transaction version 2 carry the bumped epoch, so an equal one is a late marker of an
+      earlier transaction;
+    - "append": the marker ends the producer's open transaction."""
+    if coordinator_epoch < last_coordinator_epoch:
+        return "coordinator-fenced"
+    if epoch < partition_epoch:
+        return "fenced"
+    if "txn-epoch-bump" in fixes and open_epoch >= 0 and epoch <= open_epoch:
+        return "fenced"
+    return "append"
+
+
+def last_stable_offset(unstable_first_offsets: Iterable[int], hw: int) -> int:
+    """The LSO (UnifiedLog.lastStableOffset): the first offset of a transaction still unstable
+    (ongoing, or completed with its marker not yet under the HW), if below the HW; else the HW."""
+    return min([hw, *unstable_first_offsets])
+
+
+def read_upper_bound(hw: int, lso: int, isolation_level: int) -> int:
+    """How far a consumer's Fetch reads: read_committed (1) to the LSO, read_uncommitted (0) to
+    the HW (FetchIsolation)."""
+    return min(lso, hw) if isolation_level == 1 else hw
+
+
+# --- the transaction coordinator (impl/txn_coordinator.py decides with these). States are
+# Kafka's TransactionState ids: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort,
+# 4 CompleteCommit, 5 CompleteAbort. -------------------------------------------------------------
+
+def txn_request_fenced(request_epoch: int, coordinator_epoch: int) -> bool:
+    """TransactionCoordinator: a request of an older producer epoch than the coordinator's is a
+    zombie's (PRODUCER_FENCED; INVALID_PRODUCER_EPOCH for older request versions)."""
+    return request_epoch < coordinator_epoch
+
+
+def txn_bump_fenced(request_epoch: int, coordinator_epoch: int, own_abort: bool) -> bool:
+    """KIP-360's InitProducerId with the producer's current epoch: fenced unless it carries the
+    coordinator's epoch or, after the coordinator itself aborted the producer's transaction with a
+    bump, the epoch before it (TransactionMetadata.lastProducerEpoch)."""
+    if own_abort and request_epoch == coordinator_epoch - 1:
+        return False
+    return request_epoch < coordinator_epoch
+
+
+def txn_init_action(state: int) -> str:
+    """handleInitProducerId on the id's state: "wait" while a transaction completes (Prepare*:
+    CONCURRENT_TRANSACTIONS), "abort" an ongoing one first with the epoch bumped (the old
+    instance is fenced; CONCURRENT_TRANSACTIONS meanwhile), otherwise "bump" the epoch."""
+    if state in (2, 3):
+        return "wait"
+    return "abort" if state == 1 else "bump"
+
+
+def txn_end_epoch(epoch: int, fixes: frozenset[str]) -> int:
+    """The epoch of EndTxn's Prepare* record and markers: with `txn-epoch-bump` (KIP-890 part 2,
+    transaction version 2) bumped at the end of every transaction; before, unchanged."""
+    return epoch + 1 if "txn-epoch-bump" in fixes else epoch
+
+
+def txn_end_answer(request_epoch: int, epoch: int, state: int, commit: bool, retry: bool,
+                   fixes: frozenset[str]) -> str:
+    """handleEndTransaction on the id's committed state: "prepare" (write Prepare*),
+    "concurrent" (CONCURRENT_TRANSACTIONS), "done" (NONE: a retry of the EndTxn that decided it),
+    "fenced" (PRODUCER_FENCED) or "invalid" (INVALID_TXN_STATE). Transaction version 1: the epoch
+    must equal the coordinator's; Ongoing is prepared; Prepare* of the same decision is
+    concurrent, Complete* of the same decision done, anything else invalid. Version 2
+    (`txn-epoch-bump`): a retry carries the epoch before the bump its first attempt made, and
+    an abort with the current epoch on Empty or Complete* writes a new PrepareAbort."""
+    same = state in ((2, 4) if commit else (3, 5))
+    bumped = "txn-epoch-bump" in fixes and retry and epoch == request_epoch + 1
+    if txn_request_fenced(request_epoch, epoch) and not bumped or request_epoch > epoch:
+        return "fenced"
+    if bumped and state in (0, 1) or "txn-epoch-bump" in fixes and state in (2, 3) and not bumped:
+        return "fenced"
+    if state == 1:
+        return "prepare"
+    if state in (2, 3):
+        return "concurrent" if same else "invalid"
+    if "txn-epoch-bump" not in fixes or bumped:
+        return "done" if same and state in (4, 5) else "invalid"
+    return "invalid" if commit else "prepare"
+
+
+def txn_partition_verified(coordinator_epoch: int, state: int, holds: bool, epoch: int) -> bool:
+    """The coordinator's half of a partition leader's verification (AddPartitionsToTxn
+    verify-only, KIP-890 part 1; the model's txn_produce_verdict with the coordinator's
+    committed state): the transaction is Ongoing under that epoch and holds the partition."""
+    return state == 1 and coordinator_epoch == epoch and holds

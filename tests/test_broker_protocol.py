@@ -115,8 +115,32 @@ SAMPLE_RESPONSES.update({
     60: {"error_code": 0, "cluster_id": "c", "controller_id": 1, "endpoint_type": 1,
          "brokers": [{"broker_id": 1, "host": "h", "port": 9, "rack": None}]},
 })
+# transaction markers (impl/txn_log.py)
+SAMPLE_REQUESTS[27] = {"markers": [{"producer_id": 7, "producer_epoch": 2, "transaction_result": True,
+                                    "topics": [{"name": "t", "partition_indexes": [0, 1]}],
+                                    "coordinator_epoch": 4, "transaction_version": 0}]}
+SAMPLE_RESPONSES[27] = {"markers": [{"producer_id": 7, "topics": [
+    {"name": "t", "partitions": [{"partition_index": 1, "error_code": 52}]}]}]}
 
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
+
+
+@pytest.mark.parametrize("version", range(codec.OUTBOUND[24][2], codec.OUTBOUND[24][3] + 1))
+def test_outbound_verify_only_add_partitions_round_trip(version):
+    """The verify-only AddPartitionsToTxn a leader sends the coordinator, both directions."""
+    from impl import netclient
+    body = {"transactions": [{"transactional_id": "tx", "producer_id": 7, "producer_epoch": 2, "verify_only": True,
+                              "topics": [{"name": "t", "partitions": [3]}]}]}
+    frame = netclient._encode_request(24, version, 5, body, "b")
+    got = codec.spec_for(24)[0][version].decode(frame[4:], header=True)
+    tr = got.transactions[0]
+    assert (tr.transactional_id, tr.producer_epoch, tr.verify_only, list(tr.topics[0].partitions)) == ("tx", 2, True, [3])
+    resp = codec.build(codec.spec_for(24)[1][version], {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": [
+        {"transactional_id": "tx", "topic_results": [{"name": "t", "results_by_partition": [
+            {"partition_index": 3, "partition_error_code": 48}]}]}]}, version)
+    resp.with_header(correlation_id=5)
+    back = netclient._decode_response(24, version, resp.encode(header=True, framed=True)[4:])
+    assert back.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == 48
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)
@@ -163,6 +187,10 @@ def test_request_round_trip(api, version):
         assert list(got.groups) == ["g"]
     if api == 16:
         assert list(got.states_filter or []) == (["Stable"] if version >= 4 else [])
+    if api == 27:
+        m = got.markers[0]
+        assert (m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch) == (7, 2, True, 4)
+        assert list(m.topics[0].partition_indexes) == [0, 1]
 
 
 @pytest.mark.parametrize("api,version", ALL_VERSIONS)

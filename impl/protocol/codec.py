@@ -28,6 +28,13 @@ from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, Fi
                                      FindCoordinatorResponse, MetadataRequest, MetadataResponse)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+                                                 AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                                                 EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
+                                                 TxnOffsetCommitResponse)
+from kafka.protocol.admin import (DescribeTransactionsRequest, DescribeTransactionsResponse,
+                                  ListTransactionsRequest, ListTransactionsResponse)
+from kafka.protocol.producer.transaction import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 MAX_FRAME_BYTES = 100 << 20     # a larger size prefix closes the connection (not a Kafka frame)
 CONTROL_API_KEY = 1000          # our LeaderAndIsr-style control request (JSON body)
@@ -65,6 +72,31 @@ APIS.update({
     37: (CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     60: (DescribeClusterRequest, DescribeClusterResponse, 0, 1),
 })
+# Transactions (impl/txn_handlers.py): transaction version 1 only -- EndTxn 4 (TRANSACTION_ABORTABLE)
+# and 5 (KIP-890 part 2) are left out; AddPartitionsToTxn 4 is the batched broker-to-broker form
+# (clients cap at 3); TxnOffsetCommit 3 carries KIP-447's generation and member id.
+APIS.update({
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 4),
+    25: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+    26: (EndTxnRequest, EndTxnResponse, 0, 3),
+    28: (TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+    65: (DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    66: (ListTransactionsRequest, ListTransactionsResponse, 0, 1),
+})
+# Transaction markers, written by a partition leader for the coordinator (impl/txn_log.py):
+# kafka-python's schemas (Kafka 4.x) have versions 1-2.
+APIS[27] = (WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2)
+
+# Requests this broker sends to another without serving them itself unless APIS lists them: a
+# partition leader's verify-only AddPartitionsToTxn to the transaction coordinator.
+OUTBOUND: dict[int, tuple[Any, Any, int, int]] = {
+    24: (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 4, 5),
+}
+
+
+def spec_for(api_key: int) -> tuple[Any, Any, int, int]:
+    """The classes of an API this broker serves or sends."""
+    return APIS.get(api_key) or OUTBOUND[api_key]
 
 # Kafka error codes (impl/protocol/errors.py), re-exported: handlers use codec.NAME.
 from impl.protocol.errors import (  # noqa: F401
@@ -76,7 +108,8 @@ from impl.protocol.errors import (  # noqa: F401
     UNKNOWN_LEADER_EPOCH, OFFSET_METADATA_TOO_LARGE, COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS,
-    INVALID_COMMIT_OFFSET_SIZE, MEMBER_ID_REQUIRED, STALE_BROKER_EPOCH)
+    INVALID_COMMIT_OFFSET_SIZE, MEMBER_ID_REQUIRED, STALE_BROKER_EPOCH, INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED)
 
 _HDR = struct.Struct(">hhi")
 

@@ -16,6 +16,9 @@ Idempotent producers: every append updates the log's ProducerStateManager (leade
 alike); a leader append of a batch with a producer id is first checked by its sequence rules
 (duplicate -> DuplicateBatch with the original offsets, nothing written; violation ->
 ProducerStateError with Kafka's error code). Truncation and recovery rebuild that state.
+Transaction markers (control batches) are written only by `append_marker` (a client's Produce
+carrying one is refused, as Kafka's LogValidator refuses them from clients); they update the same
+state, as leader and as follower.
 
 Checkpoint files are written tmp + fsync + rename, so they are always durable; the logs are
 durable only up to the last flush. Recovery re-validates every batch's CRC-32C and truncates the
@@ -38,8 +41,8 @@ from dataclasses import replace
 
 from impl.producer_state import ProducerStateManager, last_seq_of
 from impl.storage.files import atomic_write
-from impl.storage.batch import (HEADER_SIZE, BatchInfo, CorruptBatch, crc_ok, iter_batches,
-                                parse_header, rewrite)
+from impl.storage.batch import (HEADER_SIZE, BatchInfo, CorruptBatch, crc_ok, end_txn_marker,
+                                iter_batches, parse_header, rewrite)
 
 log = logging.getLogger("impl.storage")
 
@@ -57,6 +60,9 @@ class LogConfig:
     retention_ms: int | None = None          # None = unbounded
     flush_messages: int | None = None        # fsync after this many unflushed records
     flush_ms: int | None = None              # fsync when the oldest unflushed append is older
+
+
+INVALID_RECORD = 87       # Kafka's InvalidRecordException (a client's control batch)
 
 
 class ProducerStateError(Exception):
@@ -360,6 +366,8 @@ class PartitionLog:
         infos = list(iter_batches(buf, check_crc=True))
         if not infos:
             raise CorruptBatch("no record batch in produce data")
+        if any(i.is_control for _, i in infos):
+            raise ProducerStateError(INVALID_RECORD, "control batches are written by the broker only")
         idem = [i for _, i in infos if i.producer_id >= 0]
         if idem:
             if len(infos) > 1:   # Kafka: Produce v3+ carries exactly one batch per partition
@@ -383,6 +391,19 @@ class PartitionLog:
         self.epochs.assign(leader_epoch, base)
         self._write(buf, out, count, now_ms)
         return base, nxt - 1, count
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      leader_epoch: int, now_ms: float | None = None) -> int:
+        """Append a COMMIT / ABORT control batch for the producer (the leader's half of
+        WriteTxnMarkers; the caller has checked it by the marker rule). Returns its offset."""
+        ts = int(time.time() * 1000)
+        buf = bytearray(end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, ts))
+        (_pos, info), = iter_batches(buf, check_crc=True)
+        base = self.leo
+        rewrite(buf, 0, base, leader_epoch)
+        self.epochs.assign(leader_epoch, base)
+        self._write(buf, [(0, replace(info, base_offset=base, leader_epoch=leader_epoch))], 1, now_ms)
+        return base
 
     def append_as_follower(self, records: bytes, now_ms: float | None = None) -> tuple[int, int] | None:
         """Appends whole batches fetched from the leader, keeping their offsets and epochs.
