@@ -24,7 +24,8 @@ from traces.history_recorder import HistoryRecorder
 
 TXN_RECORDS = 3                 # records per transaction, on consecutive partitions
 ABORT_ONE_IN = 3                # about one transaction in three is aborted (drawn from the seed)
-TXN_INTERVAL_S = 0.1            # pacing between transactions
+TXN_INTERVAL_S = 0.05           # pacing between transactions
+MIN_TXNS = 12                   # a run stops its producer only after this many transactions
 TXN_TIMEOUT_MS = 10_000         # the coordinator aborts a transaction left open this long
 REQUEST_TIMEOUT_MS = 4000
 BLOCK_S = 15.0                  # bound on init / commit / abort calls
@@ -228,7 +229,7 @@ class TxnWorkload:
             return
         topic, parts = self.w["topic"], self.w["partitions"]
         try:
-            while self.txn < self.limit and not self._stop.is_set():
+            while self.txn < self.limit and not (self._stop.is_set() and self.txn >= min(MIN_TXNS, self.limit)):
                 if self._restart.is_set():
                     self._restart.clear()
                     p = self._replace(p)
@@ -290,10 +291,12 @@ class TxnWorkload:
             return self._replace(p)
 
     def finish(self, timeout_s: float = 60) -> None:
-        """Waits for the transactions to be run (bounded) and the producer closed."""
+        """Waits for the transactions to be run (bounded) and the producer closed; past the
+        bound the workload stops after the transaction under way, whatever its count."""
+        self._stop.set()
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            self._stop.set()
+            self.limit = 0
             self._thread.join(30)
 
 

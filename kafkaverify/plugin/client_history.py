@@ -140,22 +140,26 @@ class ClientHistory:
                         "(or aiokafka AIOKafkaConsumer) expected")
 
     # --- final reads -----------------------------------------------------------------------
-    def final_reads(self, bootstrap: str, timeout_s: float = 30.0) -> list[str]:
+    def final_reads(self, bootstrap: str, timeout_s: float = 30.0, isolation: str | None = None) -> list[str]:
         """Reads every touched partition from offset 0 to its end (an assigned kafka-python
-        consumer), recorded as `final` polls begun after every send completed. Returns the
+        consumer), recorded as `final` polls begun after every send completed; `isolation`
+        "read_committed" reads to the last stable offset at that level (version 2). Returns the
         partitions that could not be read to their end within the bound (their final read is
         recorded as `info`, so the verdict says unknown rather than guessing)."""
+        if isolation == "read_committed":
+            self.needs_v2("a read_committed final read")
         # lazy: kafka-python is the test's client library, loaded only when a history is read back
         from kafka import KafkaConsumer, TopicPartition
         problems = []
         for n, (topic, p) in enumerate(sorted(self.touched)):
             proc = FINAL_PROCESS_BASE + n
-            op = self.rec.invoke(proc, "poll", topic=topic, partition=p, final=True)
+            op = self.rec.invoke(proc, "poll", topic=topic, partition=p, final=True,
+                                 isolation="read_committed" if isolation == "read_committed" else None)
             c = None
             offsets, values = [], []
             try:
                 c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                  request_timeout_ms=15000)
+                                  request_timeout_ms=15000, isolation_level=isolation or "read_uncommitted")
                 tp = TopicPartition(topic, p)
                 c.assign([tp])
                 end = c.end_offsets([tp])[tp]
