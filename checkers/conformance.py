@@ -47,6 +47,11 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
                                                           epoch: with controller-epoch-fencing a deposed
                                                           controller's request is refused
     recovered                     Restart (after a crash) the log as the restarted broker found it
+    txn_rule                      the transaction         the coordinator's decision (InitProducerId,
+                                  coordinator's rules     AddPartitionsToTxn, verification, EndTxn) is the
+                                                          model's rule of that name on the traced inputs
+                                                          (txn_partition_verified: txn_produce_verdict's
+                                                          coordinator half)
 Not mapped (the broker does not trace them, or they carry no replication state): fetch requests of
 the leader's own epoch (or of none: followers before KIP-320 send -1), flushes, control-message
 delivery and loss, controller_elected, stale_request_rejected (its decision is judged as the
@@ -158,6 +163,10 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
         elif t == "controller_elected":
             n = int(ev["node"])
             seen_floor[n] = max(seen_floor.get(n, 0), int(ev["controller_epoch"]))
+        if t == "txn_rule":
+            _txn_rule(ev, res)
+            res.mapped += 1
+            continue
         if t == "control_request":
             if _control_request(parts, fixes, min_insync, seen_floor, ev, res):
                 res.mapped += 1
@@ -215,6 +224,41 @@ def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict
                  [f"{'apply' if want else 'refuse'} it (spec.rules.control_request_accepted; "
                   f"controller-epoch-fencing {'on' if fencing else 'off'})"])
     return bool(entries)
+
+
+# the transaction coordinator's decisions: impl's rule name -> the model's function of its inputs
+_TXN_RULES = {
+    "txn_request_fenced": lambda i: R.txn_request_fenced(i["request_epoch"], i["coordinator_epoch"]),
+    "txn_bump_fenced": lambda i: R.txn_bump_fenced(i["request_epoch"], i["coordinator_epoch"], i["own_abort"]),
+    "txn_init_action": lambda i: R.txn_init_action(i["state"]),
+    "txn_end_answer": lambda i: R.txn_end_answer(i["request_epoch"], i["epoch"], i["state"], i["commit"],
+                                                 i["retry"], frozenset(i["fixes"])),
+    "txn_end_epoch": lambda i: R.txn_end_epoch(i["epoch"], frozenset(i["fixes"])),
+    # the coordinator's half of the leader's check: the model's verdict with the coordinator's
+    # committed (epoch, state, holds-the-partition) and no partition-side fence
+    "txn_partition_verified": lambda i: R.txn_produce_verdict(
+        -1, i["epoch"], (i["coordinator_epoch"], i["state"], int(i["holds"])), 0,
+        frozenset({"txn-partition-verification"})) == "append",
+}
+
+
+def _txn_rule(ev: dict, res: Result) -> None:
+    """A `txn_rule` event (impl/txn_coordinator.py): the decision the coordinator traced must be
+    the model's function of the same inputs (spec.rules.<rule>)."""
+    rule, inputs = ev.get("rule"), ev.get("inputs") or {}
+    fn = _TXN_RULES.get(rule)
+    if fn is None:
+        res.divergences.append(Divergence(ev, f"unknown transaction rule {rule!r}", [], sorted(_TXN_RULES)))
+        return
+    try:
+        want = fn(inputs)
+    except (KeyError, TypeError) as e:
+        res.divergences.append(Divergence(ev, f"{rule}: inputs {inputs} do not fit the model's rule ({e})", [], []))
+        return
+    if want != ev.get("output"):
+        res.divergences.append(Divergence(
+            ev, f"transaction coordinator of {ev.get('transactional_id')!r} decided {ev.get('output')!r} by {rule} "
+                f"on {inputs}", [], [f"{want!r} (spec.rules.{rule})"]))
 
 
 def _div(res: Result, p: _Partition, ev: dict, text: str, allowed: list[str], kind: str = "step") -> None:
