@@ -52,6 +52,15 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     # the leader proposes an ISR (with each added member's position), or its write failed
     "isr_proposed": ("topic", "partition", "isr", "leader_epoch", "hw", "positions"),
     "isr_change_failed": ("topic", "partition", "isr", "leader_epoch"),
+    # transactions (impl/txn_handlers.py, impl/txn_log.py): txn_rule is checked against the
+    # model's rule functions; the others describe the coordinator's and the partitions' state
+    "txn_rule": ("rule", "transactional_id", "inputs", "output"),
+    "txn_state": ("transactional_id", "producer_id", "producer_epoch", "state"),
+    "txn_loaded": ("partition", "coordinator_epoch"),
+    "txn_markers": ("transactional_id", "producer_id", "producer_epoch", "commit"),
+    "txn_timed_out": ("transactional_id", "producer_id", "producer_epoch"),
+    "txn_produce": ("topic", "partition", "producer_id", "epoch"),
+    "txn_marker": ("topic", "partition", "producer_id", "epoch", "commit"),
 }
 
 
