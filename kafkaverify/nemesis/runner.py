@@ -326,6 +326,8 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None) -> R
             for _ in range(w["consumers"]):
                 r.start_member()
         r.producer.start()
+        if txn:     # faults begin once InitProducerId is done: they are to meet transactions
+            r.producer.ready.wait(RECOVER_S)
         r.t0 = time.monotonic()
         at = r.t0 + 0.5                        # let the clients connect first
         for e in s.events:

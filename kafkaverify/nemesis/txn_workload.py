@@ -101,11 +101,30 @@ class TxnProducer:
         while not self._stop.is_set():
             self.p.poll(0.05)
 
+    def _bounded(self, fn):
+        """fn() in a thread, waited for BLOCK_S (kafka-python's commit and abort wait for the
+        coordinator's answer without a bound of their own)."""
+        box: dict = {}
+
+        def run():
+            try:
+                box["result"] = fn()
+            except BaseException as e:     # handed to the caller
+                box["error"] = e
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(BLOCK_S)
+        if t.is_alive():
+            raise TxnClientError("Timeout", f"no answer within {BLOCK_S:g}s")
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+
     def _call(self, what: str):
         """Runs one transactional call of the client, its error as a TxnClientError."""
         try:
             if self.client == "kafka-python":
-                return getattr(self.p, what)()
+                return self._bounded(getattr(self.p, what))
             if self.client == "confluent-kafka":
                 return getattr(self.p, what)(BLOCK_S)
             if what == "init_transactions":
@@ -185,6 +204,7 @@ class TxnWorkload:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._restart = threading.Event()
+        self.ready = threading.Event()      # the first instance initialised (or gave up)
         self._thread = threading.Thread(target=self._run, name="txn-producer", daemon=True)
         self.sent = 0
 
@@ -204,17 +224,17 @@ class TxnWorkload:
             try:
                 p.init()
                 return p
-            except TxnClientError as e:
+            except TxnClientError:
                 if time.monotonic() > deadline or self._stop.is_set():
                     p.close(1)
                     raise
-                if self.client != "kafka-python" or "Timeout" not in e.name:
-                    # confluent's and aiokafka's init is not resumable after an error: a new instance
-                    p.close(1)
-                    self.process += 1
-                    p = TxnProducer(self.client, self.bootstrap, TRANSACTIONAL_ID)
-                    self.rec.producer_config(process=self.process, **p.settings())
-                time.sleep(0.2)
+                # an init that failed (the coordinator moving or loading) is retried by a new
+                # instance: the clients do not all resume a failed InitProducerId
+                p.close(1)
+                self._stop.wait(0.2)
+                self.process += 1
+                p = TxnProducer(self.client, self.bootstrap, TRANSACTIONAL_ID)
+                self.rec.producer_config(process=self.process, **p.settings())
 
     def _replace(self, p: TxnProducer) -> TxnProducer:
         p.close(2)
@@ -227,6 +247,8 @@ class TxnWorkload:
         except Exception as e:
             self.errors.append(f"transactional producer did not start: {e}")
             return
+        finally:
+            self.ready.set()
         topic, parts = self.w["topic"], self.w["partitions"]
         try:
             while self.txn < self.limit and not (self._stop.is_set() and self.txn >= min(MIN_TXNS, self.limit)):
