@@ -357,11 +357,13 @@ class ConfluentProducer(_Transactional):
         err = e.args[0] if e.args else None
         return bool(hasattr(err, "txn_requires_abort") and err.txn_requires_abort())
 
-    def send_offsets_to_transaction(self, positions, group_metadata, *args: Any) -> None:
-        group = self._h.group_of.get(id(group_metadata))
+    def send_offsets_to_transaction(self, positions, group_metadata, *args: Any, group: str | None = None) -> None:
+        """`group`: the consumer group's id, when `group_metadata` is not a recorded consumer's
+        (librdkafka's group metadata does not say its group)."""
+        group = group or self._h.group_of.get(id(group_metadata))
         if group is None:
-            raise ValueError("pass the group metadata of a recorded consumer (its "
-                             "consumer_group_metadata()): the history names the group the offsets go to")
+            raise ValueError("pass the group metadata of a recorded consumer (its consumer_group_metadata()), "
+                             "or group=: the history names the group the offsets go to")
         ops = self._offsets_invokes({(tp.topic, tp.partition): tp.offset for tp in positions}, group)
         try:
             self._client.send_offsets_to_transaction(positions, group_metadata, *args)
