@@ -72,7 +72,8 @@ def run(a: argparse.Namespace) -> dict:
                 for m in msgs:
                     producer.produce(a.output, transform(m.value()), partition=m.partition())
                     producer.poll(0)
-                positions = consumer.position(consumer.assignment())
+                # the next offset to read of every partition this member has a position in
+                positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
                 if history is not None:
                     producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30,
                                                          group=a.group)

@@ -18,7 +18,7 @@ from tests.broker_fixtures import *  # noqa: F401,F403
 from tests.broker_fixtures import wait_until
 from tests.conftest import ROOT, subprocess_env
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]     # a 3-broker cluster, two runs: ~20 s
 EXAMPLE = os.path.join(ROOT, "examples", "consume_transform_produce.py")
 N = 60
 

@@ -364,7 +364,9 @@ class ConfluentProducer(_Transactional):
         if group is None:
             raise ValueError("pass the group metadata of a recorded consumer (its consumer_group_metadata()), "
                              "or group=: the history names the group the offsets go to")
-        ops = self._offsets_invokes({(tp.topic, tp.partition): tp.offset for tp in positions}, group)
+        # librdkafka leaves out a partition without a position (a negative logical offset)
+        ops = self._offsets_invokes({(tp.topic, tp.partition): tp.offset for tp in positions if tp.offset >= 0},
+                                    group)
         try:
             self._client.send_offsets_to_transaction(positions, group_metadata, *args)
         except Exception as e:
