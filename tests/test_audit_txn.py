@@ -31,7 +31,9 @@ def test_transactional_column_for_one_client(tmp_path):
     assert [c["client"] for c in t["cells"]] == ["confluent"] and t["cells"][0]["refusal"] is None
     runs = t["cells"][0]["runs"]
     assert len(runs) == 1 and runs[0]["status"] == "valid", runs       # the broker keeps every promise
-    assert (tmp_path / "runs" / "confluent" / "transactions" / "run-01" / "history.jsonl").exists()
+    hist = (tmp_path / "runs" / "confluent" / "transactions" / "run-01" / "history.jsonl").read_text()
+    # the run asked the question: transactions committed and read back by read_committed
+    assert hist.count('"f":"txn_commit"') >= 2 and '"isolation":"read_committed"' in hist
     assert set(t["model"]) == set(TXN_QUESTIONS)
     assert t["model"]["loss"]["status"] == "refused"
     # exit 1 exactly when a promise is broken: here only the model can break one (current lacks

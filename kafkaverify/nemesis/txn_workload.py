@@ -126,7 +126,8 @@ class TxnProducer:
             if self.client == "kafka-python":
                 return self._bounded(getattr(self.p, what))
             if self.client == "confluent-kafka":
-                return getattr(self.p, what)(BLOCK_S)
+                # begin_transaction is local (no timeout argument); the others take one
+                return getattr(self.p, what)() if what == "begin_transaction" else getattr(self.p, what)(BLOCK_S)
             if what == "init_transactions":
                 return self._run(self.p.start())
             return self._run(getattr(self.p, what)())
@@ -201,6 +202,7 @@ class TxnWorkload:
         self.limit = transactions if transactions is not None else max(1, w["records"] // TXN_RECORDS)
         self.txn = 0
         self.committed = self.aborted = self.unknown = 0
+        self.begin_errors: list[str] = []
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._restart = threading.Event()
@@ -261,6 +263,11 @@ class TxnWorkload:
             self.errors.append(f"transactional producer stopped: {type(e).__name__}: {e}")
         finally:
             p.close()
+        if not (self.committed + self.aborted + self.unknown) and not self.errors:
+            # no transaction ended: the run asked nothing, and must not pass for valid
+            self.errors.append("no transaction ended" + (f" (begin_transaction failed: "
+                                                          f"{', '.join(sorted(set(self.begin_errors)))})"
+                                                          if self.begin_errors else ""))
 
     def _one(self, p: TxnProducer, topic: str, parts: int) -> TxnProducer:
         """One transaction; returns the producer to go on with (a new one after an unknown end)."""
@@ -270,7 +277,8 @@ class TxnWorkload:
         first = self.rng.randrange(max(1, parts))
         try:
             p.begin()
-        except TxnClientError:          # no transaction began: a new instance takes over
+        except TxnClientError as e:     # no transaction began: a new instance takes over
+            self.begin_errors.append(e.name)
             return self._replace(p)
         for k in range(TXN_RECORDS):
             part = (first + k) % parts
