@@ -47,6 +47,18 @@ epoch of each offset, as the model's log is (record, epoch) pairs):
                                                           epoch: with controller-epoch-fencing a deposed
                                                           controller's request is refused
     recovered                     Restart (after a crash) the log as the restarted broker found it
+    txn_produce                   a data partition        the verdict is spec.rules.txn_produce_verdict of the
+                                  leader's check of a     traced partition epoch and batch epoch, with the
+                                  transactional batch     coordinator holding the transaction iff it answered
+                                                          the verify-only AddPartitionsToTxn with no error or
+                                                          the partition had that epoch's transaction ongoing
+                                                          (KIP-890 part 1 with txn-partition-verification); the
+                                                          error code is the verdict's
+    txn_marker                    the leader's check of   the verdict is spec.rules.txn_marker_verdict of the
+                                  a WriteTxnMarkers entry traced producer state (epoch, open transaction's
+                                                          epoch, last coordinator epoch) and marker (KIP-890
+                                                          part 2 with txn-epoch-bump); the error code is the
+                                                          verdict's
     txn_rule                      the transaction         the coordinator's decision (InitProducerId,
                                   coordinator's rules     AddPartitionsToTxn, verification, EndTxn) is the
                                                           model's rule of that name on the traced inputs
@@ -173,6 +185,11 @@ def check_events(events: Iterable[dict], generation: str, without: Iterable[str]
             else:
                 res.unmapped[t] = res.unmapped.get(t, 0) + 1
             continue
+        if t in _TXN_CHECKS:
+            mi = min_insync.get(ev["topic"], 1) if isinstance(min_insync, dict) else min_insync
+            _TXN_CHECKS[t](parts.setdefault((ev["topic"], int(ev["partition"])), _Partition(fixes, mi)), ev, res)
+            res.mapped += 1
+            continue
         if t not in MAPPED or "topic" not in ev:
             res.unmapped[t] = res.unmapped.get(t, 0) + 1
             continue
@@ -224,6 +241,58 @@ def _control_request(parts: dict, fixes: frozenset, min_insync, seen_floor: dict
                  [f"{'apply' if want else 'refuse'} it (spec.rules.control_request_accepted; "
                   f"controller-epoch-fencing {'on' if fencing else 'off'})"])
     return bool(entries)
+
+
+# Kafka's error codes for each verdict (Errors.INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED)
+_PRODUCE_CODES = {"append": 0, "fenced": 47}
+_MARKER_CODES = {"append": 0, "fenced": 47, "coordinator-fenced": 52}
+
+
+def _txn_produce(p: _Partition, ev: dict, res: Result) -> None:
+    """A leader's verdict on a transactional batch against spec.rules.txn_produce_verdict. The
+    coordinator the model consults is the traced answer: an Ongoing transaction of the batch's
+    epoch holding the partition iff the verify-only request came back without error, or the
+    partition already had that epoch's transaction ongoing (no question asked)."""
+    part, e, pe = int(ev["partition"]), int(ev["epoch"]), int(ev["partition_epoch"])
+    ve, ongoing = ev["verify_error"], int(ev["ongoing_epoch"])
+    vouched = ve == 0 or (ve is None and ongoing == e)
+    fix = "txn-partition-verification" in p.fixes
+    if bool(ev["verified"]) != vouched:
+        _div(res, p, ev, f"leader {ev['node']} took producer {ev['producer_id']}'s batch as "
+                         f"{'verified' if ev['verified'] else 'unverified'}, but the coordinator answered {ve} "
+                         f"and the partition's ongoing transaction has epoch {ongoing}",
+             ["verified iff the verify-only AddPartitionsToTxn succeeded or that epoch's transaction is ongoing"])
+    if fix and ve is None and ongoing != e and e >= pe:
+        _div(res, p, ev, f"leader {ev['node']} did not ask the coordinator before producer {ev['producer_id']}'s "
+                         f"first batch of epoch {e} on the partition (ongoing epoch {ongoing})",
+             ["AddPartitionsToTxn verify-only first (KIP-890 part 1, txn-partition-verification)"])
+    coordinator = (e, 1, 1 << part) if vouched else (e, 0, 0)
+    want = R.txn_produce_verdict(pe, e, coordinator, part, p.fixes)
+    if ev["verdict"] != want or (_PRODUCE_CODES.get(want, -1) != int(ev["error_code"])
+                                 and not (want == "unverified" and int(ev["error_code"]) != 0)):
+        _div(res, p, ev, f"leader {ev['node']} decided {ev['verdict']} (error {ev['error_code']}) on producer "
+                         f"{ev['producer_id']}'s batch of epoch {e} over partition epoch {pe}",
+             [f"{want} (spec.rules.txn_produce_verdict; txn-partition-verification {'on' if fix else 'off'})"])
+
+
+def _txn_marker(p: _Partition, ev: dict, res: Result) -> None:
+    """A leader's verdict on a WriteTxnMarkers entry against spec.rules.txn_marker_verdict. The
+    model's markers with `txn-epoch-bump` are transaction version 2 ones; a marker the coordinator
+    wrote as version 1 (traced) is judged without it (the coordinator's epoch choice is judged by
+    its own txn_end_epoch decision)."""
+    fixes = p.fixes if int(ev.get("transaction_version", 0)) >= 2 else p.fixes - {"txn-epoch-bump"}
+    want = R.txn_marker_verdict(int(ev["partition_epoch"]), int(ev["open_epoch"]), int(ev["last_coordinator_epoch"]),
+                                int(ev["epoch"]), int(ev["coordinator_epoch"]), fixes)
+    if ev["verdict"] != want or _MARKER_CODES[want] != int(ev["error_code"]):
+        bump = "txn-epoch-bump" in fixes
+        _div(res, p, ev, f"leader {ev['node']} decided {ev['verdict']} (error {ev['error_code']}) on a marker of "
+                         f"producer {ev['producer_id']} epoch {ev['epoch']}, coordinator epoch "
+                         f"{ev['coordinator_epoch']} (partition epoch {ev['partition_epoch']}, open transaction's "
+                         f"epoch {ev['open_epoch']}, last coordinator epoch {ev['last_coordinator_epoch']})",
+             [f"{want} (spec.rules.txn_marker_verdict; txn-epoch-bump {'on' if bump else 'off'})"])
+
+
+_TXN_CHECKS = {"txn_produce": _txn_produce, "txn_marker": _txn_marker}
 
 
 # the transaction coordinator's decisions: impl's rule name -> the model's function of its inputs

@@ -438,15 +438,20 @@ async def offset_fetch(b, req, version):
             wanted.setdefault(t, []).append(p)
     else:
         wanted = {t.name: list(t.partition_indexes) for t in req.topics}
+    # KIP-447: a partition with a transactional commit still pending is unstable for a client
+    # that asks for stable offsets (it retries until the transaction ends)
+    unstable = {(gid, t, p) for offs in m.txn_offsets.values() for (gid, t, p) in offs
+                if gid == req.group_id} if version >= 7 and req.require_stable else set()
     topics = []
     for t, ps in wanted.items():
         out = []
         for p in ps:
             o = g.offsets.get((t, p)) if g else None
-            out.append({"partition_index": p, "committed_offset": o.offset if o else -1,
-                        "committed_leader_epoch": o.leader_epoch if o else -1,
+            pending = (req.group_id, t, p) in unstable
+            out.append({"partition_index": p, "committed_offset": o.offset if o and not pending else -1,
+                        "committed_leader_epoch": o.leader_epoch if o and not pending else -1,
                         "metadata": o.metadata if o else "",
-                        "error_code": err if version < 2 else 0})
+                        "error_code": codec.UNSTABLE_OFFSET_COMMIT if pending else err if version < 2 else 0})
         topics.append({"name": t, "partitions": out})
     return {"throttle_time_ms": 0, "topics": topics, "error_code": err}
 
@@ -507,8 +512,6 @@ async def txn_offset_commit(b, req, version):
                             gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
         if records:
             aerr, base = await m.append(m.partition_of(gid), records, (req.producer_id, req.producer_epoch))
-            if aerr == codec.INVALID_PRODUCER_EPOCH and version >= 3:
-                aerr = codec.PRODUCER_FENCED
             if aerr == 0:
                 pend = m.txn_offsets.setdefault(req.producer_id, {})
                 for i, ((topic, part), (off, epoch, meta, ts)) in enumerate(commits.items()):

@@ -21,7 +21,6 @@ log = logging.getLogger("impl.idempotence")
 
 PRODUCER_ID_BLOCK_SIZE = 1000          # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 BLOCK_PATH = "/latest_producer_id_block"
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 COORDINATOR_NOT_AVAILABLE = 15
 
 

@@ -134,6 +134,7 @@ class Partition:
                               self.min_insync, self.fixes)
         if new > self.hw:
             self.hw = new
+            self.log.producers.on_high_watermark(new)
             self.event("hw_advanced", topic=self.topic, partition=self.index, hw=new)
             self.complete_delayed()
             self.notify_hw()
@@ -237,6 +238,7 @@ class Partition:
             # is traced with the same type and "lowered": true (no separate type in the schema)
             extra = {"lowered": True} if new_hw < self.hw else {}
             self.hw = new_hw
+            self.log.producers.on_high_watermark(new_hw)
             self.event("hw_advanced", topic=self.topic, partition=self.index, hw=new_hw, role="follower", **extra)
 
     def out_of_range(self, leader_leo: int) -> bool:

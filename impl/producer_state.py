@@ -30,6 +30,7 @@ producer.id.expiration.ms) -- state lives until truncation removes its batches.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -153,6 +154,7 @@ class ProducerStateManager:
         self.aborted: list[tuple[int, int, int]] = []
         # completed transactions whose marker the HW may not have passed: (first, marker offset)
         self.unreplicated: list[tuple[int, int]] = []
+        self.open_txns: dict[int, int] = {}    # producer id -> its ongoing transaction's first offset
 
     # --- the rules -------------------------------------------------------------------------------
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Verdict:
@@ -178,12 +180,16 @@ class ProducerStateManager:
         """Record an appended batch (ProducerStateEntry.addBatch): a new epoch resets the
         retained batches; only the last 5 are kept. A transactional batch opens the producer's
         transaction on this partition if none is ongoing."""
-        if producer_id != NO_PRODUCER_ID and first_seq != NO_SEQUENCE:
+        # a coordinator's transactional write (offsets of a transaction) has no sequence: it still
+        # sets the producer's epoch and opens its transaction here
+        if producer_id != NO_PRODUCER_ID and (first_seq != NO_SEQUENCE or transactional):
             e = self._entry_at(producer_id, epoch)
-            e.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset))
+            if first_seq != NO_SEQUENCE:
+                e.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset))
             if transactional:
                 if e.txn_first_offset < 0:
                     e.txn_first_offset = first_offset
+                    self.open_txns[producer_id] = first_offset
                 e.txn_epoch = epoch
         self.end_offset = max(self.end_offset, last_offset + 1)
 
@@ -195,6 +201,7 @@ class ProducerStateManager:
         e = self._entry_at(producer_id, epoch)
         first = e.txn_first_offset if e.txn_first_offset >= 0 else offset
         e.txn_first_offset, e.txn_epoch = -1, -1
+        self.open_txns.pop(producer_id, None)
         e.coordinator_epoch = coordinator_epoch
         if not commit:
             self.aborted.append((producer_id, first, offset))
@@ -217,19 +224,30 @@ class ProducerStateManager:
     # --- transactions: the LSO and the aborted index --------------------------------------------
     def ongoing_first_offsets(self) -> dict[int, int]:
         """producer id -> first offset of its ongoing transaction on this partition."""
-        return {pid: e.txn_first_offset for pid, e in self.producers.items() if e.txn_first_offset >= 0}
+        return dict(self.open_txns)
 
     def unstable_first_offsets(self, hw: int) -> list[int]:
         """First offsets of the transactions that keep the LSO down at HW `hw`: the ongoing ones
         and the completed ones whose marker the HW has not passed (firstUnstableOffset with
         unreplicatedTxns; the completed ones below it are dropped, onHighWatermarkUpdated)."""
-        self.unreplicated = [t for t in self.unreplicated if t[1] >= hw]
+        self.on_high_watermark(hw)
         return sorted(set(self.ongoing_first_offsets().values()) | {f for f, _ in self.unreplicated})
+
+    def on_high_watermark(self, hw: int) -> None:
+        """The HW passed these markers: their transactions are stable (onHighWatermarkUpdated)."""
+        if self.unreplicated and self.unreplicated[0][1] < hw:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= hw]
+
+    def drop_aborted_below(self, log_start: int) -> None:
+        """Retention deleted the segments holding these aborted transactions (their index goes
+        with them in Kafka)."""
+        self.aborted = [t for t in self.aborted if t[2] >= log_start]
 
     def aborted_between(self, start: int, upper: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping [start, upper)
         (TransactionIndex.collectAbortedTxns: last offset >= start and first offset < upper)."""
-        return [(pid, first) for pid, first, last in self.aborted if last >= start and first < upper]
+        i = bisect.bisect_left(self.aborted, start, key=lambda t: t[2])    # the index is in marker order
+        return [(pid, first) for pid, first, last in self.aborted[i:] if first < upper]
 
     # --- snapshots -------------------------------------------------------------------------------
     def _snapshots(self) -> list[tuple[int, Path]]:
@@ -266,6 +284,7 @@ class ProducerStateManager:
         empty state when there is none). Unreadable snapshots are deleted (logged), like Kafka's
         CorruptSnapshotException handling."""
         self.producers, self.end_offset, self.aborted, self.unreplicated = {}, 0, [], []
+        self.open_txns = {}
         for off, p in reversed(self._snapshots()):
             if off > max_offset:
                 continue
@@ -281,6 +300,7 @@ class ProducerStateManager:
                 p.unlink(missing_ok=True)
                 continue
             self.producers, self.end_offset, self.aborted, self.unreplicated = producers, off, aborted, unrep
+            self.open_txns = {pid: e.txn_first_offset for pid, e in producers.items() if e.txn_first_offset >= 0}
             return off
         return 0
 
@@ -308,7 +328,7 @@ class ProducerStateManager:
     def clear(self) -> None:
         """truncate_fully_and_start_at: nothing of the old log remains."""
         self.producers, self.end_offset, self.snapshot_offset = {}, 0, -1
-        self.aborted, self.unreplicated = [], []
+        self.aborted, self.unreplicated, self.open_txns = [], [], {}
         for _, p in self._snapshots():
             p.unlink(missing_ok=True)
 

@@ -291,6 +291,13 @@ def txn_marker_verdict(partition_epoch: int, open_epoch: int, last_coordinator_e
     return "append"
 
 
+def marker_fixes(fixes: frozenset[str], transaction_version: int) -> frozenset[str]:
+    """The fixes a marker is judged under: `txn-epoch-bump` (KIP-890 part 2) applies to markers
+    of transaction version 2 (WriteTxnMarkers v2's TransactionVersion), as Kafka checks the
+    bumped epoch only for those; a coordinator writing version 1 markers keeps the old check."""
+    return fixes if transaction_version >= 2 else fixes - {"txn-epoch-bump"}
+
+
 def last_stable_offset(unstable_first_offsets: Iterable[int], hw: int) -> int:
     """The LSO (UnifiedLog.lastStableOffset): the first offset of a transaction still unstable
     (ongoing, or completed with its marker not yet under the HW), if below the HW; else the HW."""

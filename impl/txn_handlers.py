@@ -19,6 +19,9 @@ impl/txn_coordinator.py's; records impl/txn_records.py's (Kafka's TransactionLog
   resending its markers; on becoming follower its ids are dropped (NOT_COORDINATOR) and their
   marker tasks cancelled -- the new leader finishes them.
 - Timer: an Ongoing transaction older than its timeout is aborted with an epoch bump.
+
+Test-only hook: while the file `<data-dir>/HOLD_TXN_MARKERS` exists, this coordinator sends no
+markers (a transaction stays Prepare*: the window of a coordinator crash during a commit).
 """
 from __future__ import annotations
 
@@ -272,7 +275,11 @@ class TxnManager:
         return out
 
     async def _finish(self, tid: str) -> None:
-        """Markers to every partition of the Prepare* transaction, then Complete*."""
+        """Markers to every partition of the Prepare* transaction, then Complete*. Retried every
+        MARKER_BACKOFF_S without a count bound, as Kafka's marker channel does (a transaction
+        cannot complete otherwise); it ends when every partition answered, when this broker stops
+        coordinating the id (the new coordinator finishes it) or when a topic is deleted. One
+        round waits at most the connection timeout (10 s) for a paused leader."""
         index = self.partition_of(tid)
         cepoch = self.coordinator_epoch.get(index)
         b = self.b
@@ -284,6 +291,9 @@ class TxnManager:
             while remaining:
                 if self.coordinator_epoch.get(index) != cepoch or self.owned.get(index) != "loaded":
                     return
+                if (b.dir / "HOLD_TXN_MARKERS").exists():     # test hook: a commit stuck mid-way
+                    await asyncio.sleep(MARKER_BACKOFF_S)
+                    continue
                 by_leader: dict[int, list] = {}
                 for tp in sorted(remaining):
                     if tp[0] not in b.topic_assignments:
@@ -330,6 +340,7 @@ class TxnManager:
                     log.info("broker %d: transaction %s timed out; aborting with an epoch bump", self.b.id, tid)
                     self.b.event("txn_timed_out", transactional_id=tid, producer_id=t.producer_id,
                                  producer_epoch=t.epoch)
+                    self.pending.add(tid)      # at once: no request may decide on `t` meanwhile
                     asyncio.ensure_future(self.write(tc.abort_with_bump(t, now)))
 
 

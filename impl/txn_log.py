@@ -141,14 +141,15 @@ def _marker_one(b, m, topic: str, index: int, waits: list) -> int:
     partition_epoch = entry.epoch if entry else -1
     open_epoch = entry.txn_epoch if entry and entry.txn_first_offset >= 0 else -1
     last_cepoch = entry.coordinator_epoch if entry else -1
+    tv = getattr(m, "transaction_version", 0) or 0
     verdict = rules.txn_marker_verdict(partition_epoch, open_epoch, last_cepoch, m.producer_epoch,
-                                       m.coordinator_epoch, b.fixes)
+                                       m.coordinator_epoch, rules.marker_fixes(b.fixes, tv))
     code = {"append": 0, "fenced": INVALID_PRODUCER_EPOCH,
             "coordinator-fenced": TRANSACTION_COORDINATOR_FENCED}[verdict]
     b.event("txn_marker", topic=topic, partition=index, producer_id=m.producer_id, epoch=m.producer_epoch,
             coordinator_epoch=m.coordinator_epoch, commit=bool(m.transaction_result),
             partition_epoch=partition_epoch, open_epoch=open_epoch, last_coordinator_epoch=last_cepoch,
-            verdict=verdict, error_code=code)
+            transaction_version=tv, verdict=verdict, error_code=code)
     if code:
         return code
     try:

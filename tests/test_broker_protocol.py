@@ -122,6 +122,37 @@ SAMPLE_REQUESTS[27] = {"markers": [{"producer_id": 7, "producer_epoch": 2, "tran
 SAMPLE_RESPONSES[27] = {"markers": [{"producer_id": 7, "topics": [
     {"name": "t", "partitions": [{"partition_index": 1, "error_code": 52}]}]}]}
 
+# the transaction coordinator's APIs (impl/txn_handlers.py, TxnOffsetCommit in impl/group_handlers.py);
+# AddPartitionsToTxn carries both the v0-3 (client) and the v4 (batched, broker) fields
+SAMPLE_REQUESTS.update({
+    24: {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 7, "v3_and_below_producer_epoch": 2,
+         "v3_and_below_topics": [{"name": "t", "partitions": [0, 1]}],
+         "transactions": [{"transactional_id": "tx", "producer_id": 7, "producer_epoch": 2, "verify_only": True,
+                           "topics": [{"name": "t", "partitions": [0, 1]}]}]},
+    25: {"transactional_id": "tx", "producer_id": 7, "producer_epoch": 2, "group_id": "g"},
+    26: {"transactional_id": "tx", "producer_id": 7, "producer_epoch": 2, "committed": True},
+    28: {"transactional_id": "tx", "group_id": "g", "producer_id": 7, "producer_epoch": 2, "generation_id": 3,
+         "member_id": "m", "group_instance_id": None,
+         "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                  "committed_leader_epoch": 1, "committed_metadata": ""}]}]},
+    65: {"transactional_ids": ["tx"]},
+    66: {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1},
+})
+SAMPLE_RESPONSES.update({
+    24: {"error_code": 0, "results_by_topic_v3_and_below": [{"name": "t", "results_by_partition": [
+             {"partition_index": 0, "partition_error_code": 51}]}],
+         "results_by_transaction": [{"transactional_id": "tx", "topic_results": [{"name": "t", "results_by_partition": [
+             {"partition_index": 0, "partition_error_code": 51}]}]}]},
+    25: {"error_code": 90},
+    26: {"error_code": 48},
+    28: {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 22}]}]},
+    65: {"transaction_states": [{"error_code": 0, "transactional_id": "tx", "transaction_state": "Ongoing",
+                                 "transaction_timeout_ms": 60000, "transaction_start_time_ms": 5, "producer_id": 7,
+                                 "producer_epoch": 2, "topics": [{"topic": "t", "partitions": [0, 1]}]}]},
+    66: {"error_code": 0, "unknown_state_filters": [], "transaction_states": [
+        {"transactional_id": "tx", "producer_id": 7, "transaction_state": "Ongoing"}]},
+})
+
 ALL_VERSIONS = [(k, v) for k, spec in sorted(codec.APIS.items()) for v in range(spec[2], spec[3] + 1)]
 
 
@@ -162,6 +193,15 @@ def test_request_round_trip(api, version):
         assert got.topics[0].partitions[0].leader_epoch == 3
     if api == 22:
         assert got.transactional_id is None and got.transaction_timeout_ms == 60000
+    if api == 24:
+        parts = got.v3_and_below_topics if version <= 3 else got.transactions[0].topics
+        assert list(parts[0].partitions) == [0, 1]
+        assert (got.v3_and_below_producer_epoch if version <= 3 else got.transactions[0].verify_only) in (2, True)
+    if api == 26:
+        assert (got.transactional_id, got.producer_epoch, got.committed) == ("tx", 2, True)
+    if api == 28:
+        assert got.topics[0].partitions[0].committed_offset == 42
+        assert got.generation_id == (3 if version >= 3 else -1)
     if api == 20:
         assert list(got.topic_names) == ["t"]
     if api == 32:
@@ -212,6 +252,12 @@ def test_response_round_trip(api, version):
         assert resp.topics[0].partitions[0].end_offset == 77
     if api == 22:
         assert (resp.producer_id, resp.producer_epoch, resp.error_code) == (12345, 0, 0)
+    if api == 24:
+        topics = resp.results_by_topic_v3_and_below if version <= 3 else resp.results_by_transaction[0].topic_results
+        assert topics[0].results_by_partition[0].partition_error_code == 51
+    if api == 65:
+        st = resp.transaction_states[0]
+        assert (st.transaction_state, st.producer_epoch, list(st.topics[0].partitions)) == ("Ongoing", 2, [0, 1])
     if api == 20:
         assert resp.responses[0].name == "t"
     if api == 32:

@@ -59,8 +59,11 @@ BROKER_EVENT_FIELDS: dict[str, tuple[str, ...]] = {
     "txn_loaded": ("partition", "coordinator_epoch"),
     "txn_markers": ("transactional_id", "producer_id", "producer_epoch", "commit"),
     "txn_timed_out": ("transactional_id", "producer_id", "producer_epoch"),
-    "txn_produce": ("topic", "partition", "producer_id", "epoch"),
-    "txn_marker": ("topic", "partition", "producer_id", "epoch", "commit"),
+    # a partition leader's transaction decisions, with their inputs (impl/txn_log.py)
+    "txn_produce": ("topic", "partition", "producer_id", "epoch", "partition_epoch", "ongoing_epoch",
+                    "verify_error", "verified", "verdict", "error_code"),
+    "txn_marker": ("topic", "partition", "producer_id", "epoch", "coordinator_epoch", "commit",
+                   "partition_epoch", "open_epoch", "last_coordinator_epoch", "verdict", "error_code"),
 }
 
 

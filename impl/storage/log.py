@@ -621,6 +621,7 @@ class PartitionLog:
             deleted += 1
         if deleted:
             self._record_flushed_after_truncate()
+            self.producers.drop_aborted_below(self.log_start_offset)
         return deleted
 
     def close(self) -> None:
