@@ -1,7 +1,8 @@
 """`kafkaverify nemesis --transactions on|off` as a user runs it: bad values exit 3; a schedule
 carries the transactional workload (and a plain one's JSON is what it was); a short run on a
-real cluster with a transactional kafka-python producer, crashes and pauses ends valid, its
-history in format version 2 with committed and aborted transactions and read_committed polls."""
+real cluster of the newest generation (kip-966) with a transactional kafka-python producer,
+crashes and pauses ends valid, its history in format version 2 with committed and aborted
+transactions and read_committed polls."""
 from __future__ import annotations
 
 import json
@@ -46,7 +47,7 @@ def test_schedule_carries_the_transactional_workload():
 
 
 def test_short_transactional_run_is_valid(tmp_path):
-    r = kv("nemesis", "--transactions", "on", "--generation", "current", "--schedules", "1", "--seed", "3",
+    r = kv("nemesis", "--transactions", "on", "--generation", "kip-966", "--schedules", "1", "--seed", "3",
            "--faults", "crash,pause", "--shrink-runs", "0", "--out", str(tmp_path), "--time-limit", "120")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     assert "transactions=on" in r.stdout and "partitions=3" in r.stdout
