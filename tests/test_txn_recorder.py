@@ -172,3 +172,27 @@ def test_kafka_python_transactions_on_the_broker_read_committed(make_cluster, tm
     hist = load(str(tmp_path / "h.jsonl"))
     v = check_history(hist, time_limit=30)
     assert v.status == "valid", [f"{a.type}: {a.explanation}" for a in v.anomalies]
+
+
+def test_assignment_sets_and_merged_version(tmp_path):
+    from kafkaverify.groupclient import merge_histories
+    from traces.history_recorder import HistoryRecorder
+    rec = HistoryRecorder(tmp_path / "a.jsonl", version=2)
+    ids = rec.invoke_set(3, "assign", [{"topic": "t", "partition": p} for p in range(3)])
+    for i in ids:
+        rec.ok(i, offset=0)
+    op = rec.invoke(3, "poll", topic="t", partition=0, isolation="read_committed")
+    rec.ok(op, offsets=[], values=[])
+    rec.close()
+    with pytest.raises(ValueError, match="unknown operation"):
+        HistoryRecorder(tmp_path / "b.jsonl").invoke_set(0, "nope", [{}])
+    ev = events(tmp_path / "a.jsonl")
+    assigns = [e for e in ev if e["f"] == "assign" and e["type"] == "invoke"]
+    # one assignment: the set's invokes share one time, with distinct ids
+    assert len({e["mono_ns"] for e in assigns}) == 1 and sorted(e["id"] for e in assigns) == sorted(ids)
+    v1 = HistoryRecorder(tmp_path / "v1.jsonl")
+    v1.close()
+    out = merge_histories([tmp_path / "v1.jsonl", tmp_path / "a.jsonl"], tmp_path / "m.jsonl", trace_id="m")
+    assert json.loads(open(out).readline())["version"] == 2
+    assert json.loads(open(merge_histories([tmp_path / "v1.jsonl"], tmp_path / "m1.jsonl", trace_id="m1"))
+                      .readline())["version"] == 1
