@@ -123,6 +123,24 @@ def test_aiokafka_transactions_recorded_on_librdkafka_mock(tmp_path):
         finally:
             await p.stop()
     first = asyncio.run(run())
+
+    async def read() -> list[str]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        c = h.consumer(AIOKafkaConsumer(bootstrap_servers=boot, isolation_level="read_committed",
+                                        enable_auto_commit=False, auto_offset_reset="earliest"))
+        await c.start()
+        try:
+            c.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+            got: list[str] = []
+            for _ in range(50):
+                got += [m.value.decode() for ms in (await c.getmany(timeout_ms=200)).values() for m in ms]
+                if {"x0", "x1"} <= set(got):
+                    break
+            return got
+        finally:
+            await c.stop()
+    got = asyncio.run(read())
+    assert {"x0", "x1"} <= set(got)
     h.close()
     ev = events(tmp_path / "h.jsonl")
     cfg = next(e for e in ev if e["f"] == "producer_config" and e["type"] == "invoke")
@@ -133,6 +151,10 @@ def test_aiokafka_transactions_recorded_on_librdkafka_mock(tmp_path):
     assert sends["x0"] == (1, first) and sends["x1"][0] == 1 and sends["y0"][0] == 2
     ends = sorted((e["f"], e["txn"], done[e["id"]]["type"]) for e in inv.values() if e["f"].startswith("txn_"))
     assert ends == [("txn_abort", 2, "ok"), ("txn_commit", 1, "ok")]
+    polls = [e for e in inv.values() if e["f"] == "poll"]
+    assert polls and all(e["isolation"] == "read_committed" for e in polls)
+    assigns = [e for e in inv.values() if e["f"] == "assign"]
+    assert len(assigns) == 2 and len({e["mono_ns"] for e in assigns}) == 1     # one assignment
     assert load(str(tmp_path / "h.jsonl")).header["version"] == 2
 
 
