@@ -151,15 +151,19 @@ def add_partitions(t: Txn | None, pid: int, epoch: int, partitions: frozenset, p
                                   update_ms=now_ms), trace=tuple(trace))
 
 
-def verify_partitions(t: Txn | None, pid: int, epoch: int, partitions: list, pending: bool) -> tuple[dict, tuple]:
+def verify_partitions(t: Txn | None, pid: int, epoch: int, partitions: list,
+                      pending: int | None) -> tuple[dict, tuple]:
     """The verify-only AddPartitionsToTxn a partition leader sends before a producer's first
     transactional append (KIP-890 part 1): per partition NONE if the transaction is Ongoing under
-    that epoch and holds it, else INVALID_TXN_STATE (rules.txn_partition_verified)."""
+    that epoch and holds it, else INVALID_TXN_STATE (rules.txn_partition_verified). `pending`: the
+    state an in-flight write moves the id to, or None. Another AddPartitionsToTxn in flight
+    (to Ongoing) does not hold the answer up: the committed state answers, as Kafka's
+    handleVerifyPartitionsInTransaction does; any other transition is CONCURRENT_TRANSACTIONS."""
     if t is None or pid != t.producer_id:
         return {tp: E.INVALID_PRODUCER_ID_MAPPING for tp in partitions}, ()
     if epoch < t.epoch:
         return {tp: E.PRODUCER_FENCED for tp in partitions}, ()
-    if pending:
+    if pending is not None and pending != ONGOING:
         return {tp: E.CONCURRENT_TRANSACTIONS for tp in partitions}, ()
     out, trace = {}, []
     for tp in partitions:

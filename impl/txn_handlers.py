@@ -68,7 +68,7 @@ class TxnManager:
         self.owned: dict[int, str] = {}
         self.coordinator_epoch: dict[int, int] = {}
         self.loaders: dict[int, asyncio.Task] = {}
-        self.pending: set[str] = set()
+        self.pending: dict[str, int] = {}        # id -> the state its in-flight write moves to
         self.markers: dict[str, asyncio.Task] = {}
         self.conns: dict[int, AsyncConn] = {}
         self._ticker: asyncio.Task | None = None
@@ -160,11 +160,11 @@ class TxnManager:
         """Make `t` durable, then take it as the id's state (if we still coordinate it)."""
         index = self.partition_of(t.tid)
         cepoch = self.coordinator_epoch.get(index)
-        self.pending.add(t.tid)
+        self.pending[t.tid] = t.state
         try:
             err = await self._append(index, [(tr.key(t.tid), tr.value(t.record()))])
         finally:
-            self.pending.discard(t.tid)
+            self.pending.pop(t.tid, None)
         if err == 0 and self.owned.get(index) == "loaded" and self.coordinator_epoch.get(index) == cepoch:
             self.txns[t.tid] = t
             self.b.event("txn_state", transactional_id=t.tid, producer_id=t.producer_id, producer_epoch=t.epoch,
@@ -340,7 +340,7 @@ class TxnManager:
                     log.info("broker %d: transaction %s timed out; aborting with an epoch bump", self.b.id, tid)
                     self.b.event("txn_timed_out", transactional_id=tid, producer_id=t.producer_id,
                                  producer_epoch=t.epoch)
-                    self.pending.add(tid)      # at once: no request may decide on `t` meanwhile
+                    self.pending[tid] = tr.PREPARE_ABORT     # at once: no request may decide on `t` meanwhile
                     asyncio.ensure_future(self.write(tc.abort_with_bump(t, now)))
 
 
@@ -427,7 +427,7 @@ async def add_partitions_to_txn(b, req, version):
             errs = {tp: err for tp in parts}
         elif tx.verify_only:
             errs, trace = tc.verify_partitions(m.txns.get(tx.transactional_id), tx.producer_id, tx.producer_epoch,
-                                               parts, tx.transactional_id in m.pending)
+                                               parts, m.pending.get(tx.transactional_id))
             m.trace(tx.transactional_id, tc.Decision(trace=trace))
         else:
             e = await _add(b, tx.transactional_id, tx.producer_id, tx.producer_epoch, frozenset(parts), version)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import weakref
 
 from impl import rules
@@ -107,7 +108,7 @@ async def check_produce(b, p, transactional_id: str | None, records) -> int:
     in the append, as for any idempotent batch."""
     try:
         info = parse_header(records, 0)
-    except (CorruptBatch, Exception):
+    except (CorruptBatch, struct.error):
         return 0                              # the append reports the corruption
     if not info.is_transactional or info.producer_id < 0:
         return 0

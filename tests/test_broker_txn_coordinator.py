@@ -250,7 +250,8 @@ def test_partition_leader_kill_mid_transaction(make_cluster, client):
 def test_timed_out_transaction_is_aborted_with_an_epoch_bump(make_cluster):
     """A producer that stops mid-transaction: past transaction.timeout.ms the coordinator aborts
     it with an epoch bump, so its records never reach read_committed, the partitions' LSO moves
-    on (a later transaction is read) and the producer's own late commit is refused."""
+    on (a later transaction is read) and the producer's own late commit is refused. Then KIP-360's
+    re-init on the wire: the epoch before that bump passes, older ones are fenced by version."""
     c = cluster(make_cluster, transaction_abort_timed_out_interval_ms=200)
     tid = "slow"
     p = txn_producer("confluent", c.bootstrap, tid, **{"transaction.timeout.ms": 2000})
@@ -261,6 +262,20 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(make_cluster):
     st = describe(c, node, tid)
     with pytest.raises(Fenced):
         p.commit()
+    # KIP-360 re-init (InitProducerId 3+ naming the producer): the epoch before the coordinator's
+    # own bump still passes; an older one is fenced (PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH
+    # in v3); another producer id is INVALID_PRODUCER_ID_MAPPING
+    def reinit(version, pid, epoch):
+        with SyncConn(*c.address(node)) as conn:
+            r = conn.request(22, version, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                           "producer_id": pid, "producer_epoch": epoch})
+        return r.error_code, r.producer_epoch
+    pid = st.producer_id
+    assert reinit(4, pid, 0) == (0, 2)
+    assert reinit(4, pid, 1) == (90, -1) and reinit(3, pid, 1) == (47, -1)
+    assert reinit(4, pid + 1, 2) == (49, -1)
+    assert reinit(4, pid, 2) == (0, 3)
+    conformance_clean(c)                 # txn_bump_fenced among the judged decisions
     q = txn_producer("confluent", c.bootstrap, "after")
     try:
         q.begin(); send_all(q, vals("ok", 6)); q.commit()
@@ -317,3 +332,71 @@ def test_consume_transform_produce_exactly_once_across_a_member_crash(make_clust
     dup = sorted(v for v in set(got) if got.count(v) > 1)
     assert set(got) == set(inputs) and not dup, (sorted(set(inputs) - set(got)), dup)
     conformance_clean(c)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_coordinator_kill_at_a_random_moment_of_a_commit_is_all_or_nothing(make_cluster, seed):
+    """No hook: the commit runs in a thread and the coordinator is killed -9 after a seeded delay
+    (0-60 ms, around the EndTxn). Whatever the client saw, a read_committed reader sees the
+    transaction on every partition or on none, and a later transaction is read past it."""
+    import random
+    import threading
+    c = cluster(make_cluster)
+    tid = f"rand-{seed}"
+    p = txn_producer("confluent", c.bootstrap, tid)
+    x = coordinator_of(c, tid)
+    outcome: list = []
+    try:
+        p.begin(); send_all(p, vals("r", 6)); p.flush()
+
+        def commit():
+            try:
+                p.commit()
+                outcome.append("committed")
+            except Exception as e:             # the client may see the crash: indeterminate
+                outcome.append(repr(e))
+        t = threading.Thread(target=commit)
+        t.start()
+        threading.Event().wait(random.Random(seed).uniform(0, 0.06))
+        c.kill(x)
+        t.join(90)
+        assert not t.is_alive(), "commit_transaction hung"
+    finally:
+        p.close()
+    q = txn_producer("confluent", live_bootstrap(c), f"after-{seed}")
+    try:
+        q.begin(); send_all(q, vals("s", 6)); q.commit()
+    finally:
+        q.close()
+    got = read_values("confluent", live_bootstrap(c), "t", PARTS, set(vals("s", 6)), timeout_s=60)
+    seen = set(got) & set(vals("r", 6))
+    assert set(vals("s", 6)) <= set(got)
+    assert seen in (set(), set(vals("r", 6))), (outcome, sorted(seen))
+    if outcome == ["committed"]:
+        assert seen == set(vals("r", 6)), "a commit the client saw succeed is not visible"
+
+
+def test_kip966_generation_serves_transaction_version_1_clients(make_cluster):
+    """On the generation with txn-epoch-bump the clients still speak transaction version 1 (no
+    EndTxn 5 is advertised): commits and aborts work, the epoch stays, and markers are
+    transaction version 1 ones, which the partitions' version-2 epoch check leaves alone."""
+    c = make_cluster(3, generation="kip-966", broker_config=TXN_CONFIG)
+    c.create_topic("t", partitions=PARTS, replication_factor=3, min_insync=2)
+    c.wait_for_leaders("t", isr_size=3)
+    p = txn_producer("confluent", c.bootstrap, "tv1")
+    try:
+        p.begin(); send_all(p, vals("c", 6)); p.commit()
+        p.begin(); send_all(p, vals("a", 6)); p.flush(); p.abort()
+        p.begin(); send_all(p, vals("s", 6)); p.commit()
+    finally:
+        p.close()
+    want = set(vals("c", 6) + vals("s", 6))
+    got = read_values("confluent", c.bootstrap, "t", PARTS, want)
+    assert sorted(got) == sorted(want)
+    node = coordinator_of(c, "tv1")
+    wait_until(lambda: describe(c, node, "tv1").transaction_state == "CompleteCommit", 10, what="CompleteCommit")
+    assert describe(c, node, "tv1").producer_epoch == 0
+    from checkers.conformance import check_events, read_events
+    evs = [e for e in read_events(f for i in range(c.n) for f in c.trace_files(i)) if e.get("type") == "txn_rule"]
+    assert evs and check_events(evs, "kip-966").divergences == []

@@ -389,7 +389,13 @@ def test_a_late_produce_after_an_abort_hangs_only_without_partition_verification
         assert tx.end(False) == 0
         wait_until(lambda: raw.lso() == raw.fetch(0).high_watermark == 3, what="the ABORT marker under the HW")
         assert raw.aborted() == [(tx.pid, 0)]
-        late = raw.produce(txn_batch(tx.pid, tx.epoch, 2, 1), "tx-late")
+        if verification:
+            # a retriable refusal (NOT_ENOUGH_REPLICAS) while the coordinator completes the abort
+            # or is slow to answer; retried as a client would, then INVALID_TXN_STATE
+            late = wait_until(lambda: (r := raw.produce(txn_batch(tx.pid, tx.epoch, 2, 1), "tx-late"))[0] != 19 and r,
+                              what="a settled verification")
+        else:
+            late = raw.produce(txn_batch(tx.pid, tx.epoch, 2, 1), "tx-late")
         if verification:
             assert late == (48, -1)                                   # INVALID_TXN_STATE
             assert raw.lso() == raw.fetch(0).high_watermark == 3
@@ -402,7 +408,8 @@ def test_a_late_produce_after_an_abort_hangs_only_without_partition_verification
         tx.close()
     verdicts = [(e["verdict"], e["verify_error"]) for e in trace_events(c, leader, "txn_produce")]
     if verification:
-        assert verdicts == [("append", 0), ("unverified", 48)]
+        assert verdicts[0] == ("append", 0) and verdicts[-1] == ("unverified", 48)
+        assert all(v == "unverified" for v, _ in verdicts[1:])
     else:
         assert verdicts == [("append", None), ("append", None)]
     events = _all_events(c)
@@ -457,8 +464,10 @@ def test_transactional_clients_commit_and_abort_read_committed(make_cluster, cli
             r.close()
     leader = c.leader_of(topic, 0)
     verified = [e for e in trace_events(c, leader, "txn_produce") if e["topic"] == topic]
-    assert verified and all(e["verdict"] == "append" for e in verified)
-    assert [e["verify_error"] for e in verified if e["verify_error"] is not None][:1] == [0]
+    # every append was vouched for (the coordinator answered, or that transaction was ongoing);
+    # a verification that failed under load was refused and retried by the client
+    assert any(e["verify_error"] == 0 and e["verdict"] == "append" for e in verified)
+    assert all(e["verify_error"] in (0, None) for e in verified if e["verdict"] == "append")
     assert not check_events(_all_events(c), "current").divergences
 
 

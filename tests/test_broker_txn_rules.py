@@ -293,3 +293,10 @@ def test_a_coordinators_transactional_write_without_sequence_opens_the_transacti
     assert lg.producers.ongoing_first_offsets() == {9: 0}
     lg.append_marker(9, 1, False, 0, 0)
     assert lg.producers.aborted == [(9, 0, 1)] and lg.producers.ongoing_first_offsets() == {}
+
+
+def test_a_produce_too_short_for_a_header_is_left_to_the_append():
+    """check_produce never raises on garbage: the append answers CORRUPT_MESSAGE."""
+    import asyncio
+    from impl.txn_log import check_produce
+    assert asyncio.run(check_produce(None, None, "tx", b"\x00" * 10)) == 0

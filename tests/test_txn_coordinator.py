@@ -133,11 +133,14 @@ def test_add_partitions_errors():
 
 def test_verify_only_answers_per_partition():
     t = txn(tr.ONGOING, parts=[("t", 0)], start=T0)
-    errs, trace = tc.verify_partitions(t, 7, 3, [("t", 0), ("t", 1)], False)
+    errs, trace = tc.verify_partitions(t, 7, 3, [("t", 0), ("t", 1)], None)
     assert errs == {("t", 0): E.NONE, ("t", 1): E.INVALID_TXN_STATE} and len(trace) == 2
-    errs, _ = tc.verify_partitions(txn(tr.COMPLETE_ABORT, parts=[]), 7, 3, [("t", 0)], False)
+    errs, _ = tc.verify_partitions(txn(tr.COMPLETE_ABORT, parts=[]), 7, 3, [("t", 0)], None)
     assert errs == {("t", 0): E.INVALID_TXN_STATE}            # a late Produce after the abort
-    assert tc.verify_partitions(t, 7, 2, [("t", 0)], False)[0] == {("t", 0): E.PRODUCER_FENCED}
+    assert tc.verify_partitions(t, 7, 2, [("t", 0)], None)[0] == {("t", 0): E.PRODUCER_FENCED}
+    # another partition being added meanwhile: the committed state answers; an abort in flight waits
+    assert tc.verify_partitions(t, 7, 3, [("t", 0)], tr.ONGOING)[0] == {("t", 0): E.NONE}
+    assert tc.verify_partitions(t, 7, 3, [("t", 0)], tr.PREPARE_ABORT)[0] == {("t", 0): E.CONCURRENT_TRANSACTIONS}
 
 
 # --- EndTxn -------------------------------------------------------------------------------------
@@ -229,7 +232,7 @@ def test_conformance_accepts_the_coordinators_traced_decisions():
           tc.end_txn(txn(tr.PREPARE_ABORT), 7, 3, True, False, T0, CURRENT, 3),
           tc.add_partitions(txn(tr.ONGOING), 7, 1, frozenset({("t", 0)}), False, T0, 3),
           tc.Decision(trace=tc.verify_partitions(txn(tr.ONGOING, parts=[("t", 0)]), 7, 3, [("t", 0), ("t", 1)],
-                                                 False)[1])]
+                                                 None)[1])]
     evs = _rule_events(ds)
     assert len(evs) >= 7
     res = check_events(evs, "current")
