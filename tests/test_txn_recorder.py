@@ -218,3 +218,51 @@ def test_assignment_sets_and_merged_version(tmp_path):
     assert json.loads(open(out).readline())["version"] == 2
     assert json.loads(open(merge_histories([tmp_path / "v1.jsonl"], tmp_path / "m1.jsonl", trace_id="m1"))
                       .readline())["version"] == 1
+
+
+def test_a_zombie_is_fenced_and_its_transaction_never_commits(make_cluster, tmp_path):
+    """Two instances of one transactional.id (confluent-kafka) on our broker: the old one has a
+    transaction open when the new one runs InitProducerId; the old one's commit is refused as
+    fenced (recorded as not ok), its records never reach read_committed, and the new
+    instance's committed transaction does; the history is valid."""
+    from confluent_kafka import KafkaException, Producer
+    from kafka import KafkaConsumer, TopicPartition
+    c = make_cluster(1, broker_config={"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 1})
+    c.create_topic("zt", partitions=2, replication_factor=1, min_insync=1)
+    c.wait_for_leaders("zt", timeout_s=20, isr_size=1)
+    h = ClientHistory(tmp_path / "h.jsonl", version=2)
+
+    def instance():
+        return h.producer(Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "zombie",
+                                    "log_level": 0}), transactional_id="zombie")
+    old = instance()
+    old.init_transactions(20)
+    old.begin_transaction()
+    for part in (0, 1):
+        old.produce("zt", f"old-{part}".encode(), partition=part)
+    old.flush(10)                                    # its records are in the log, uncommitted
+    new = instance()
+    new.init_transactions(20)                        # fences the old instance, aborts its transaction
+    new.begin_transaction()
+    for part in (0, 1):
+        new.produce("zt", f"new-{part}".encode(), partition=part)
+    new.commit_transaction(20)
+    with pytest.raises(KafkaException) as refused:
+        old.commit_transaction(20)
+    assert refused.value.args[0].fatal() or "FENCED" in refused.value.args[0].name()
+    cons = h.consumer(KafkaConsumer(bootstrap_servers=c.bootstrap, group_id=None, enable_auto_commit=False,
+                                    isolation_level="read_committed", auto_offset_reset="earliest"))
+    cons.assign([TopicPartition("zt", 0), TopicPartition("zt", 1)])
+    got: list[str] = []
+    wait_until(lambda: got.extend(m.value.decode() for ms in cons.poll(timeout_ms=200).values() for m in ms)
+               or len(got) >= 2, timeout_s=20, what="the new instance's records read")
+    cons.close()
+    assert h.final_reads(c.bootstrap, isolation="read_committed") == []
+    h.close()
+    assert sorted(got) == ["new-0", "new-1"]
+    ev = events(tmp_path / "h.jsonl")
+    ends = {e["id"]: e for e in ev if e["f"] == "txn_commit"}
+    outcome = {e["process"]: e["type"] for e in ends.values() if e["type"] != "invoke"}
+    assert outcome == {0: "info", 1: "ok"}, outcome  # the zombie's end unknown to its client, never ok
+    v = check_history(load(str(tmp_path / "h.jsonl")), time_limit=30)
+    assert v.status == "valid", [f"{a.type}: {a.explanation}" for a in v.anomalies]
