@@ -306,18 +306,29 @@ def read_events(path: Path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines()[1:] if line.endswith("}")]
 
 
+def _header_version(path: Path) -> int:
+    """The format version a recorder's file declares (1 when it has no readable header yet)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(json.loads(f.readline()).get("version", 1))
+    except (OSError, ValueError, AttributeError):
+        return 1
+
+
 def merge_histories(paths: list[Path], out: Path, trace_id: str, **meta) -> Path:
     """One history from several recorders' files (one monotonic clock: CLOCK_MONOTONIC is shared by
-    the processes of a machine): events merged by time, ids renumbered per file."""
-    streams, base = [], 0
+    the processes of a machine): events merged by time, ids renumbered per file; the newest format
+    version of the files (a transactional recorder writes version 2)."""
+    streams, base, version = [], 0, 1
     for path in paths:
+        version = max(version, _header_version(path))
         evs = read_events(path)
         ids = sorted({e["id"] for e in evs})
         remap = {old: base + i for i, old in enumerate(ids)}
         base += len(ids)
         streams.append([dict(e, id=remap[e["id"]]) for e in evs])
     with open(out, "w") as f:
-        f.write(json.dumps({"format": "kafkaverify-history", "version": 1, "trace_id": trace_id, "meta": meta}) + "\n")
+        f.write(json.dumps({"format": "kafkaverify-history", "version": version, "trace_id": trace_id, "meta": meta}) + "\n")
         for e in heapq.merge(*streams, key=lambda e: e["mono_ns"]):
             f.write(json.dumps(e, separators=(",", ":")) + "\n")
     return Path(out)

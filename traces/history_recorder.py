@@ -58,6 +58,27 @@ class HistoryRecorder:
         self._write(ev)
         return oid
 
+    def invoke_set(self, process: int, f: str, many: list[dict[str, Any]]) -> list[int]:
+        """Invokes of one operation per entry at one `mono_ns`: in version 2 the assign or
+        subscribe events of one process at one time are one assignment (a set). Returns the ids
+        in the entries' order."""
+        if f not in FS:
+            raise ValueError(f"unknown operation {f!r}")
+        mono, wall = self._clock(), self._wall()
+        evs = []
+        for fields in many:
+            ev = {"id": 0, "type": "invoke", "process": process, "f": f,
+                  **{k: v for k, v in fields.items() if v is not None}, "mono_ns": mono, "wall_ns": wall}
+            self._check(ev)
+            evs.append(ev)
+        with self._lock:
+            for ev in evs:
+                ev["id"] = next(self._ids)
+                self._open[ev["id"]] = (process, f)
+        for ev in evs:
+            self._write(ev)
+        return [ev["id"] for ev in evs]
+
     def _complete(self, oid: int, kind: str, **fields: Any) -> None:
         with self._lock:
             process, f = self._open.pop(oid)

@@ -96,7 +96,7 @@ CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka", "kafkajs", "librdkafka
 WORKLOAD_DEFAULTS: dict[str, Any] = {
     "client": "kafka-python", "acks": "all", "retries": 5, "max_in_flight": 1, "idempotence": False,
     "records": 400, "consumers": 0, "min_insync": 2, "replication_factor": 3, "topic": "nemesis",
-    "partitions": 1,
+    "partitions": 1, "transactions": False,
 }
 
 
@@ -154,7 +154,9 @@ class Schedule:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "kind": KIND,
                                "generation": self.generation, "brokers": self.brokers,
-                               "workload": dict(sorted(self.workload.items())),
+                               # transactions only when on: older schedules stay byte-equal
+                               "workload": {k: v for k, v in sorted(self.workload.items())
+                                            if k != "transactions" or v},
                                "events": [e.to_json() for e in self.events]}
         if self.seed is not None:
             out["seed"] = self.seed
@@ -268,6 +270,8 @@ def _workload(raw: Any) -> dict[str, Any]:
         raise ScheduleError(f"workload: max_in_flight must be a positive integer, got {w['max_in_flight']!r}")
     if not isinstance(w["idempotence"], bool):
         raise ScheduleError(f"workload: idempotence must be true or false, got {w['idempotence']!r}")
+    if not isinstance(w["transactions"], bool):
+        raise ScheduleError(f"workload: transactions must be true or false, got {w['transactions']!r}")
     return w
 
 

@@ -15,6 +15,7 @@ from kafkaverify.audit.broker import BrokerRun, draw_schedules, run_one
 from kafkaverify.audit.explained import explain
 from kafkaverify.audit.model import ModelVerdict, effective, verdicts
 from kafkaverify.audit.settings import QUESTIONS, Setting, client_refusal
+from kafkaverify.audit.txn import TXN_QUESTIONS, TxnCell, model_verdicts as txn_model_verdicts, run_txn, txn_refusal
 
 
 @dataclass
@@ -67,6 +68,10 @@ class Audit:
     net: bool = False
     command: str = ""
     model_time_limit: float = 120.0
+    # the transactional column (--transactions on): one cell per client, the model's answer
+    txn_cells: list[TxnCell] = field(default_factory=list)
+    txn_model: dict = field(default_factory=dict)
+    transactions: bool = False
 
     def cell(self, client: str, s: Setting) -> Cell:
         return next(c for c in self.cells if c.client == client and c.setting == s)
@@ -105,12 +110,21 @@ class Audit:
             for q, v in vs.items():
                 if v.status == "found" and s.promises()[q] is None:
                     out.append(("model", s, q, v.command))
+        for c in self.txn_cells:
+            for q in TXN_QUESTIONS:
+                if c.broken(q):
+                    w = min((r for r in c.decided if q in r.questions()), key=lambda r: (r.size(), r.index))
+                    out.append((c.client, "transactions", q, str(w.out_dir)))
+        for q, v in self.txn_model.items():
+            if v.status == "found":
+                out.append(("model", "transactions", q, v.command))
         return out
 
     @property
     def incomplete(self) -> bool:
-        return bool(self.stopped) or any(c.incomplete for c in self.cells) or \
-            any(r.status not in ("valid", "invalid") for c in self.cells for r in c.runs)
+        cells = [*self.cells, *self.txn_cells]
+        return bool(self.stopped) or any(c.incomplete for c in cells) or \
+            any(r.status not in ("valid", "invalid") for c in cells for r in c.runs)
 
 
 def _model_job(generation: str, s: Setting, limit: float, deadline: float):
@@ -122,18 +136,27 @@ def _model_job(generation: str, s: Setting, limit: float, deadline: float):
     return vs, time.monotonic() - t0
 
 
+def _txn_model_job(generation: str, limit: float, deadline: float):
+    left = deadline - time.time()
+    if left <= 1:
+        return None
+    return txn_model_verdicts(generation, time_limit_s=min(limit, left))
+
+
 def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting], n_schedules: int,
               seed: int, out: Path, time_limit_s: float, net: bool, model_time_limit: float = 120.0,
-              progress: Callable[[str], None] = lambda line: None, command: str = "", cluster=None) -> Audit:
+              progress: Callable[[str], None] = lambda line: None, command: str = "", cluster=None,
+              transactions: bool = False) -> Audit:
     """cluster: a cluster file's ClusterSpec: every cell runs on that outside cluster, partitions
-    through its hooks when it has them (kafkaverify/nemesis/cluster_file.py)."""
+    through its hooks when it has them (kafkaverify/nemesis/cluster_file.py). `settings` may be
+    empty (only the transactional column, `transactions`)."""
     t0 = time.monotonic()
     deadline_wall = time.time() + time_limit_s
     deadline = t0 + time_limit_s
     faults = ("crash", "pause", "partition") if net or (cluster and cluster.can_partition) else ("crash", "pause")
     brokers = len(cluster.nodes) if cluster else 3
     a = Audit(generation, seed, clients, settings, draw_schedules(n_schedules, seed, generation, faults, brokers),
-              net=net, command=command, model_time_limit=model_time_limit)
+              net=net, command=command, model_time_limit=model_time_limit, transactions=transactions)
     for i, ev in enumerate(a.schedules, 1):
         progress(f"schedule {i}: {' ; '.join(e.describe() for e in ev)}")
     pool = ProcessPoolExecutor(max_workers=1)
@@ -151,6 +174,7 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
             progress(f"model {s.label()}: " + ", ".join(f"{q} {v.short()}" for q, v in vs.items()) + f" ({secs:.0f} s)")
     for s, f in futs.items():
         f.add_done_callback(lambda f, s=s: said(f, s))     # run at once for a shared, finished future
+    txn_fut = pool.submit(_txn_model_job, generation, model_time_limit, deadline_wall) if transactions else None
     try:
         for s in settings:
             for client in clients:
@@ -175,6 +199,37 @@ def run_audit(generation: str, clients: tuple[str, ...], settings: list[Setting]
                          f"reproduce: kafkaverify replay {d / 'schedule.json'}")
             if a.stopped:
                 break
+        if transactions:
+            for client in clients:
+                refusal = txn_refusal(client)
+                c = TxnCell(client, refusal, 0 if refusal else len(a.schedules))
+                a.txn_cells.append(c)
+                if refusal:
+                    progress(f"{client:12s} transactions: {refusal}")
+        for c in a.txn_cells:
+            if c.refusal or a.stopped:
+                continue
+            for i, ev in enumerate(a.schedules, 1):
+                if time.monotonic() >= deadline:
+                    a.stopped = f"time limit {time_limit_s:g}s reached"
+                    break
+                d = out / "runs" / c.client / "transactions" / f"run-{i:02d}"
+                r = run_txn(c.client, ev, i, d, generation, net)
+                c.runs.append(r)
+                found = ", ".join(sorted(f.question for f in r.findings))
+                progress(f"{c.client:12s} transactions run {i}/{len(a.schedules)}: {r.status.upper()} "
+                         f"{r.seconds:.1f}s {found or '-'}{' (' + r.reason + ')' if r.reason else ''}  "
+                         f"reproduce: kafkaverify replay {d / 'schedule.json'}")
+        if txn_fut is not None:
+            if a.stopped:
+                txn_fut.cancel()
+            if not txn_fut.cancelled():
+                got = txn_fut.result()
+                if got is None:
+                    a.stopped = a.stopped or f"time limit {time_limit_s:g}s reached (model)"
+                else:
+                    a.txn_model = got
+                    progress("model transactions: " + ", ".join(f"{q} {v.short()}" for q, v in got.items()))
         for s, f in futs.items():
             if a.stopped:
                 f.cancel()

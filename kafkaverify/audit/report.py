@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kafkaverify.audit.matrix import Audit, Cell
 from kafkaverify.audit.settings import QUESTIONS
+from kafkaverify.audit.txn import TXN_QUESTIONS, TXN_SHORT, broker_cell as txn_broker_cell, model_cell as txn_model_cell
 
 Q_SHORT = {"reorder": "reorder", "duplicate": "dup", "loss": "loss"}
 
@@ -40,6 +41,25 @@ def _anchor(*parts) -> str:
     return "w-" + "-".join(str(p).replace(".", "") for p in parts)
 
 
+def _label(s) -> str:
+    return s if isinstance(s, str) else s.label()
+
+
+def txn_markdown(a: Audit) -> list[str]:
+    """The transactional column: the model's answer per question, then each client's runs."""
+    if not a.transactions:
+        return []
+    head = ["transactions", *(f"model: {TXN_SHORT[q]}" for q in TXN_QUESTIONS), *a.clients]
+    cells = {c.client: c for c in a.txn_cells}
+    row = ["`read_committed, acks=all, idempotence=on`",
+           *(txn_model_cell(a.txn_model.get(q)) for q in TXN_QUESTIONS),
+           *(txn_broker_cell(cells[c]) if c in cells else "not run" for c in a.clients)]
+    return ["Transactional column: each client's transactional producer (transactions of 3 records across 3 "
+            "partitions, committed or aborted by the seed) and a read_committed consumer under the same "
+            "schedules; every question is promised (BROKEN: seen).", "",
+            "| " + " | ".join(head) + " |", "|" + "---|" * len(head), "| " + " | ".join(row) + " |", ""]
+
+
 def markdown(a: Audit) -> str:
     head = ["setting", "promised", "model: reorder", "model: dup", "model: loss", *a.clients]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -50,7 +70,7 @@ def markdown(a: Audit) -> str:
     out = [f"Ordering audit: generation {a.generation}, seed {a.seed}, {len(a.schedules)} fault schedules "
            f"per cell (faults: crash, pause{', partition' if a.net else ''}), brokers 3, RF 3, min.insync.replicas 2.",
            "Broker cells count runs showing reordering / duplicates / loss (BROKEN: a promised one).", "",
-           *lines, ""]
+           *(lines + [""] if a.settings else []), *txn_markdown(a)]
     dis = [(c, q, t) for c in a.cells for q in QUESTIONS for k, t in [a.agreement(c, q)] if k == "disagree"]
     cov = [(c, q, t) for c in a.cells for q in QUESTIONS for k, t in [a.agreement(c, q)] if k == "coverage"]
     out.append(f"Disagreements (broker shows what the model rules out): {len(dis) or 'none'}")
@@ -59,7 +79,7 @@ def markdown(a: Audit) -> str:
     out += [f"- {c.client} `{c.setting.label()}` {q}: {t}" for c, q, t in cov]
     b = a.broken()
     out.append(f"Promises broken: {len(b) or 'none'}")
-    out += [f"- {who} `{s.label()}` {q}: {where}" for who, s, q, where in b]
+    out += [f"- {who} `{_label(s)}` {q}: {where}" for who, s, q, where in b]
     if a.stopped:
         out.append(f"Incomplete: {a.stopped}")
     if a.command:
@@ -82,7 +102,12 @@ def to_json(a: Audit) -> dict:
                        "counts": {q: c.count(q) for q in QUESTIONS}, "runs": [run_json(r) for r in c.runs],
                        "broken": [q for q in QUESTIONS if c.broken(q)], "other": c.other(),
                        "agreement": {q: list(a.agreement(c, q)) for q in QUESTIONS}} for c in a.cells],
-            "broken": [[w, s.label(), q, x] for w, s, q, x in a.broken()]}
+            "transactional": None if not a.transactions else {
+                "model": {q: v.to_json() for q, v in a.txn_model.items()},
+                "cells": [{"client": c.client, "refusal": c.refusal, "counts": {q: c.count(q) for q in TXN_QUESTIONS},
+                           "broken": [q for q in TXN_QUESTIONS if c.broken(q)], "runs": [run_json(r) for r in c.runs]}
+                          for c in a.txn_cells]},
+            "broken": [[w, _label(s), q, x] for w, s, q, x in a.broken()]}
 
 
 CSS = """
@@ -171,11 +196,32 @@ def render_html(a: Audit, base: Path) -> str:
             f"<style>{CSS}</style></head><body><h1>Ordering audit: can records be reordered, duplicated or lost?</h1>"
             f"<p>generation {_e(a.generation)} · seed {a.seed} · {len(a.schedules)} fault schedules per cell · "
             f"{a.seconds:.0f} s{' · ' + _e(a.stopped) if a.stopped else ''}</p>{legend}"
-            f"<table id='matrix'>{head}{''.join(rows)}</table>"
+            f"<table id='matrix'>{head}{''.join(rows)}</table>{_txn_html(a)}"
             "<h2>Fault schedules (every cell runs these)</h2><ol>" +
             "".join(f"<li>{_e(' ; '.join(e.describe() for e in ev))}</li>" for ev in a.schedules) + "</ol>"
             f"<h2>Summary</h2><pre>{_e(md)}</pre>"
             f"<h2>Witnesses</h2>{''.join(stories) or '<p>none</p>'}</body></html>")
+
+
+def _txn_html(a: Audit) -> str:
+    """The transactional column as its own table: the model's answer, then each client."""
+    if not a.transactions:
+        return ""
+    head = "<tr><th>who</th>" + "".join(f"<th>{_e(TXN_SHORT[q])}</th>" for q in TXN_QUESTIONS) + "</tr>"
+    rows = ["<tr><td>model</td>" + "".join(
+        f"<td class='v-{'broken' if v is not None and v.status == 'found' else 'none' if v is not None and v.status == 'none' else 'unknown'}' "
+        f"title='{_e(v.command if v else '')}'>{_e(txn_model_cell(v))}</td>"
+        for v in (a.txn_model.get(q) for q in TXN_QUESTIONS)) + "</tr>"]
+    for c in a.txn_cells:
+        if c.refusal:
+            rows.append(f"<tr><td>{_e(c.client)}</td><td class='v-refused' colspan={len(TXN_QUESTIONS)} "
+                        f"data-verdict='refused'>{_e(c.refusal)}</td></tr>")
+            continue
+        n = len(c.decided)
+        rows.append(f"<tr><td>{_e(c.client)}</td>" + "".join(
+            f"<td class='v-{'broken' if c.broken(q) else 'none'}' data-verdict='{'broken' if c.broken(q) else 'none'}'>"
+            f"{c.count(q)}/{n}</td>" for q in TXN_QUESTIONS) + "</tr>")
+    return f"<h2>Transactions (read_committed)</h2><table id='transactions'>{head}{''.join(rows)}</table>"
 
 
 def _cell_story(client: str, s, c: Cell, base: Path) -> str:

@@ -1,7 +1,8 @@
 """CLI of the ordering audit: `kafkaverify audit-ordering`. Thin shell over kafkaverify/audit/.
 Exit 1 a documented promise broken (idempotence: no reordering, no duplicates; max.in.flight 1
 or no retries: no reordering; no retries: no duplicates; acks=all with min.insync.replicas 2:
-no loss) by a broker run or by the model; else 2 when incomplete (the time limit cut it short,
+no loss; transactions: no aborted read, atomic, no duplicate, no loss) by a broker run or by the
+model; else 2 when incomplete (the time limit cut it short,
 or a broker run was undecided); else 0. 3 usage or input error."""
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from kafkaverify.nemesis.netns import net_mode
 from spec import GENERATIONS
 
 DEFAULTS = {"clients": ",".join(CLIENTS), "acks": "1,all", "retries": "0,5",
-            "max_in_flight": "1,2,5", "idempotence": "on,off"}
+            "max_in_flight": "1,2,5", "idempotence": "on,off", "transactions": "off"}
 
 
 def register(group: click.Group) -> None:
@@ -32,6 +33,9 @@ def register(group: click.Group) -> None:
     @click.option("--max-in-flight", default=DEFAULTS["max_in_flight"], show_default=True,
                   help="comma-separated max.in.flight.requests.per.connection, 1..8")
     @click.option("--idempotence", default=DEFAULTS["idempotence"], show_default=True, help="comma-separated: on, off")
+    @click.option("--transactions", default=DEFAULTS["transactions"], show_default=True,
+                  help="comma-separated: off (the settings matrix), on (a transactional column per client: "
+                  "its transactional producer and a read_committed consumer, the model's answer beside)")
     @click.option("--generation", "-g", default="current", show_default=True,
                   help="broker and model generation: kip-101, kip-279, kip-320, current")
     @click.option("--schedules", type=click.IntRange(min=1), default=5, show_default=True,
@@ -45,8 +49,8 @@ def register(group: click.Group) -> None:
     @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False), default=None,
                   help="TOML file describing any Kafka-compatible cluster and the shell commands that fault "
                        "it (docs/any-cluster.md): the broker column runs there")
-    def audit_ordering(clients, acks, retries, max_in_flight, idempotence, generation, schedules, seed, out,
-                       time_limit, model_time_limit, cluster_file):
+    def audit_ordering(clients, acks, retries, max_in_flight, idempotence, transactions, generation, schedules,
+                       seed, out, time_limit, model_time_limit, cluster_file):
         """With my client and settings, can records be reordered, duplicated or lost? The model's
         answer per setting, real clients on real 3-broker clusters under faults per client ×
         setting, and where they agree."""
@@ -56,6 +60,7 @@ def register(group: click.Group) -> None:
             rt = parse_list(retries, "--retries", int)
             mf = parse_list(max_in_flight, "--max-in-flight", int)
             idem = parse_list(idempotence, "--idempotence", str, ("on", "off"))
+            txn = parse_list(transactions, "--transactions", str, ("on", "off"))
         except ValueError as e:
             raise InputError(str(e)) from None
         if any(r < 0 for r in rt):
@@ -65,17 +70,24 @@ def register(group: click.Group) -> None:
         if generation not in BROKER_GENERATIONS or generation not in GENERATIONS:
             known = [g for g in BROKER_GENERATIONS if g in GENERATIONS]
             raise InputError(f"unknown generation {generation!r} (one of {', '.join(known)})")
-        if "on" in idem and "idempotent-producer" not in GENERATIONS[generation]:
+        if "on" in txn and "idempotent-producer" not in GENERATIONS[generation]:
+            raise InputError(f"generation {generation} has no transactions (KIP-98 came with kip-101): "
+                             "say --transactions off")
+        if "on" in idem and "off" in txn and "idempotent-producer" not in GENERATIONS[generation]:
             raise InputError(f"generation {generation} has no idempotent producer (KIP-98 came with kip-101): "
                              "say --idempotence off")
         for c in cl:
             why = client_missing(c)
             if why:
                 raise InputError(why)
-        settings = matrix(ak, rt, mf, tuple(i == "on" for i in idem))
+        # --transactions on alone: only the transactional column, no settings matrix
+        settings = matrix(ak, rt, mf, tuple(i == "on" for i in idem)) if "off" in txn else []
         err = Console(stderr=True, width=200)
         spec = None
         if cluster_file is not None:
+            if "on" in txn:
+                raise InputError("--transactions on runs on our own brokers only: leave out --cluster "
+                                 "or say --transactions off")
             from kafkaverify.nemesis.cluster_file import load_cluster_file
             spec = load_cluster_file(cluster_file)        # ClusterFileError: exit 3, naming the key
         # an outside cluster's partitions are its file's hooks: no private network namespace
@@ -85,6 +97,7 @@ def register(group: click.Group) -> None:
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
         click.echo(f"seed={seed} generation={generation} clients={','.join(cl)} settings={len(settings)} "
+                   f"transactions={','.join(txn)} "
                    f"schedules={schedules} faults=crash,pause{',partition' if partitions else ''} "
                    f"network={'netns+nftables' if net else 'none'} time_limit={time_limit:g}s "
                    + (f"cluster={cluster_file} bootstrap={spec.bootstrap} " if spec else "") +
@@ -94,7 +107,7 @@ def register(group: click.Group) -> None:
         from kafkaverify.audit.matrix import run_audit
         from kafkaverify.audit.report import markdown, write
         a = run_audit(generation, cl, settings, schedules, seed, outp, time_limit, net,
-                      model_time_limit=model_time_limit, command=cmd, cluster=spec,
+                      model_time_limit=model_time_limit, command=cmd, cluster=spec, transactions="on" in txn,
                       progress=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
         paths = write(a, outp)
         click.echo(markdown(a))

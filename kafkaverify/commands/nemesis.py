@@ -48,6 +48,11 @@ def register(group: click.Group) -> None:
     @click.option("--replication-factor", type=click.IntRange(min=1), default=None,
                   help="default: the number of brokers")
     @click.option("--consumers", type=click.IntRange(min=0), default=1, show_default=True)
+    @click.option("--transactions", type=click.Choice(["on", "off"]), default="off", show_default=True,
+                  help="on: a transactional producer (transactions across the partitions, committed or "
+                  "aborted by the seed) and a read_committed consumer instead of the group members")
+    @click.option("--partitions", type=click.IntRange(min=1, max=16), default=None,
+                  help="partitions of the workload topic [1; 3 with --transactions on]")
     @click.option("--shrink-runs", type=click.IntRange(min=0), default=8, show_default=True,
                   help="bound on real runs spent shrinking a failure")
     @click.option("--out", type=click.Path(file_okay=False), default="nemesis-out", show_default=True)
@@ -58,8 +63,8 @@ def register(group: click.Group) -> None:
                        "it (docs/any-cluster.md); --brokers is then its node count")
     @click.pass_context
     def nemesis(ctx, generation, without, brokers, schedules, seed, faults, clients, acks, idempotence, retries,
-                max_in_flight, min_insync, replication_factor, consumers, shrink_runs, out, time_limit,
-                cluster_file):
+                max_in_flight, min_insync, replication_factor, consumers, transactions, partitions, shrink_runs,
+                out, time_limit, cluster_file):
         """Generated fault schedules against a real cluster with real clients; histories judged
         against the clients' settings, broker traces against the model; failures shrunk."""
         # lazy: Hypothesis, the cluster and kafka-python load only when the nemesis runs (CLI start-up)
@@ -95,19 +100,32 @@ def register(group: click.Group) -> None:
                 __import__(module)
             except ImportError:
                 raise InputError(f"client {clients} is not installed (pip install {CLIENT_NAMES[clients]})") from None
+        txn = transactions == "on"
+        if txn and is_driver(clients):
+            raise InputError(f"--transactions on: the {clients} driver's protocol has no transactional "
+                             "operations (docs/drivers.md); use a Python client")
+        if txn and "consumer-crash" in fl:
+            raise InputError("--transactions on has no group members to crash: leave out consumer-crash")
+        if txn and (acks != "all" or idempotence is False):
+            raise InputError("--transactions on needs acks all and idempotence (a transactional producer "
+                             "is idempotent with acks all)")
         console = Console(width=160)
         # an outside cluster's partitions are its file's hooks: no private network namespace
         net = False if spec else net_mode(console, any(f in NEEDS_NET for f in fl))
         w = default_workload(CLIENT_NAMES[clients], acks="all" if acks == "all" else int(acks), retries=retries,
                              idempotence=idempotence, max_in_flight=max_in_flight, min_insync=min_insync,
-                             replication_factor=rf, consumers=consumers)
+                             replication_factor=rf, consumers=0 if txn else consumers,
+                             partitions=partitions or (3 if txn else None), transactions=txn or None)
+        if txn:
+            w["idempotence"] = True
         outp = Path(out)
         outp.mkdir(parents=True, exist_ok=True)
         cmd = "kafkaverify " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         console.print(f"seed={seed} generation={generation} without={','.join(without) or '-'} brokers={brokers} "
                       f"schedules={schedules} faults={','.join(fl)} client={w['client']} acks={w['acks']} "
                       f"idempotence={w['idempotence']} retries={w['retries']} max_in_flight={w['max_in_flight']} "
-                      f"min_insync={min_insync} rf={rf} network={'netns+nftables' if net else 'none'} out={outp}"
+                      f"min_insync={min_insync} rf={rf} partitions={w['partitions']} "
+                      f"transactions={'on' if txn else 'off'} network={'netns+nftables' if net else 'none'} out={outp}"
                       + (f" cluster={cluster_file} bootstrap={spec.bootstrap} conformance="
                          f"{'traces' if spec.traces else 'not judged'}" if spec else ""),
                       highlight=False)

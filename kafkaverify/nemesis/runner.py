@@ -44,6 +44,7 @@ from kafkaverify.groupclient import CLIENTS as MEMBER_CLIENTS, MemberProc, merge
 from kafkaverify.nemesis.cluster_file import (ClusterSpec, CommandFailed, ExternalCluster, ExternalClusterError,
                                               ExternalCuts)
 from kafkaverify.nemesis.errors import HarnessError, error_text
+from kafkaverify.nemesis.txn_workload import ReadCommittedPoller, TxnWorkload
 from kafkaverify.nemesis.workload import ProducerWorkload, final_reads, member_histories
 from traces.history import HistoryError, load
 from traces.history_recorder import HistoryRecorder
@@ -87,6 +88,7 @@ class _Run:
         self.undo: list[tuple[float, Event, object]] = []
         self.applied: list[str] = []
         self.members: list = []
+        self.poller = None
         self.next_member = 100
         self.t0 = 0.0
         self.cuts = None
@@ -342,11 +344,21 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None,
         c.start()
         _create_topic(c, w)
         c.wait_for_leaders(w["topic"], timeout_s=30, isr_size=w["replication_factor"])
-        rec = HistoryRecorder(out / "producer.jsonl", trace_id="producer", client=w["client"])
-        r.producer = ProducerWorkload(rec, w["client"], c.bootstrap, w, driver_log=out / "driver.log")
-        for _ in range(w["consumers"]):
-            r.start_member()
+        txn = bool(w.get("transactions"))
+        rec = HistoryRecorder(out / "producer.jsonl", trace_id="producer", client=w["client"],
+                              version=2 if txn else 1)
+        if txn:
+            # transactions: a transactional producer and a read_committed poller (no group members)
+            r.producer = TxnWorkload(rec, w["client"], c.bootstrap, w, seed=s.seed or 0)
+            r.poller = ReadCommittedPoller(rec, c.bootstrap, w["topic"], w["partitions"])
+            r.poller.start()
+        else:
+            r.producer = ProducerWorkload(rec, w["client"], c.bootstrap, w, driver_log=out / "driver.log")
+            for _ in range(w["consumers"]):
+                r.start_member()
         r.producer.start()
+        if txn:     # faults begin once InitProducerId is done: they are to meet transactions
+            r.producer.ready.wait(RECOVER_S)
         r.t0 = time.monotonic()
         at = r.t0 + 0.5                        # let the clients connect first
         for e in s.events:
@@ -369,11 +381,14 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None,
         r.producer.finish(60)
         if not recovered:
             reason = f"the cluster did not recover within {RECOVER_S}s (full ISR, leaders): the run is unknown"
+        if txn:
+            r.poller.stop()
         if r.producer.errors:          # no producer, no question asked: the run decides nothing
             reason = "; ".join(r.producer.errors)
-        final = HistoryRecorder(out / "final.jsonl", trace_id="final")
+        final = HistoryRecorder(out / "final.jsonl", trace_id="final", version=2 if txn else 1)
         try:
-            unread = final_reads(final, c.bootstrap, w["topic"], w["partitions"])
+            unread = final_reads(final, c.bootstrap, w["topic"], w["partitions"],
+                                 isolation="read_committed" if txn else None)
         finally:
             final.close()
         if unread:
@@ -394,6 +409,8 @@ def run_schedule(s: Schedule, out_dir: str | Path, net: bool | None = None,
         prod = getattr(r, "producer", None)
         if prod is not None:
             prod._stop.set()            # a run cut short by an error leaves no sender behind
+        if getattr(r, "poller", None) is not None:
+            r.poller.stop(5)
         for m in r.members:
             m.kill()
         try:

@@ -239,9 +239,11 @@ class ProducerWorkload:
 
 
 def final_reads(rec: HistoryRecorder, bootstrap: str, topic: str, partitions: int,
-                timeout_s: float = 30) -> list[str]:
+                timeout_s: float = 30, isolation: str | None = None) -> list[str]:
     """A `final` poll of every partition from offset 0 to its end (kafka-python, assigned
-    partitions, read_committed is not needed: only records below the HW are served). Returns
+    partitions; only records below the HW are served). `isolation` "read_committed" (a
+    transactional run, format version 2): read at that level, to the last stable offset, and
+    recorded with it. Returns
     the partitions that could not be read at all, each with the client's error (a partition
     left without a leader times out); their reads are recorded as undecided."""
     from kafka import KafkaConsumer, TopicPartition
@@ -249,17 +251,18 @@ def final_reads(rec: HistoryRecorder, bootstrap: str, topic: str, partitions: in
     unread: list[str] = []
     try:
         c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                          request_timeout_ms=REQUEST_TIMEOUT_MS * 3, auto_offset_reset="earliest")
+                          request_timeout_ms=REQUEST_TIMEOUT_MS * 3, auto_offset_reset="earliest",
+                          isolation_level=isolation or "read_uncommitted")
     except Exception as e:              # e.g. NoBrokersAvailable: nothing answers at all
         for part in range(partitions):
-            op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True)
+            op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True, isolation=isolation)
             rec.info(op, error=f"final read failed: {error_text(e)}")
             unread.append(f"{topic}/{part}: {error_text(e)}")
         return unread
     try:
         for part in range(partitions):
             tp = TopicPartition(topic, part)
-            op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True)
+            op = rec.invoke(FINAL_READER, "poll", topic=topic, partition=part, final=True, isolation=isolation)
             try:
                 c.assign([tp])
                 c.seek(tp, 0)
