@@ -27,6 +27,7 @@ import uuid
 
 from impl import group_coordinator as gc
 from impl import group_records as gr
+from impl.coordinator_log import append_committed
 from impl import txn_coordinator as tc
 from impl.protocol import codec
 from impl.storage.log import ProducerStateError
@@ -46,18 +47,6 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 
 def _mono_ms() -> float:
     return time.monotonic() * 1000
-
-
-def _append_error(code: int) -> int:
-    """GroupMetadataManager's mapping of an append error to what the group client sees."""
-    if code in (codec.UNKNOWN_TOPIC_OR_PARTITION, codec.NOT_ENOUGH_REPLICAS,
-                codec.NOT_ENOUGH_REPLICAS_AFTER_APPEND, codec.REQUEST_TIMED_OUT):
-        return codec.COORDINATOR_NOT_AVAILABLE
-    if code == codec.NOT_LEADER_OR_FOLLOWER:
-        return codec.NOT_COORDINATOR
-    if code == codec.MESSAGE_TOO_LARGE:
-        return codec.INVALID_COMMIT_OFFSET_SIZE
-    return code if code == 0 else codec.UNKNOWN_SERVER_ERROR
 
 
 class GroupManager:
@@ -179,30 +168,12 @@ class GroupManager:
         p = b.partitions.get((OFFSETS_TOPIC, index))
         if p is None or p.role != "leader" or self.owned.get(index) != "loaded":
             return codec.NOT_COORDINATOR, -1
-        if not p.produce_allowed(-1):
-            return _append_error(codec.NOT_ENOUGH_REPLICAS), -1
         try:
-            base, last, _n = p.log.append_as_leader(gr.batch(records, producer_id=producer[0],
-                                                             producer_epoch=producer[1]), p.leader_epoch)
+            return await append_committed(b, p, gr.batch(records, producer_id=producer[0],
+                                                          producer_epoch=producer[1]),
+                                          b.cfg.offsets_commit_timeout_ms, codec.INVALID_COMMIT_OFFSET_SIZE)
         except ProducerStateError as e:           # a fenced producer's transactional commit
             return e.code, -1
-        except OSError as e:
-            log.error("broker %d: offsets append failed: %s", b.id, e)
-            return codec.UNKNOWN_SERVER_ERROR, -1
-        b.event("appended", topic=OFFSETS_TOPIC, partition=index, base_offset=base, last_offset=last,
-                leader_epoch=p.leader_epoch, acks=-1)
-        p.update_hw()
-        p.notify()
-        if p.hw <= last:
-            fut = asyncio.get_running_loop().create_future()
-            p.delayed.append((last, fut))
-            try:
-                code = await asyncio.wait_for(fut, b.cfg.offsets_commit_timeout_ms / 1000)
-            except asyncio.TimeoutError:
-                code = codec.REQUEST_TIMED_OUT
-            if code:
-                return _append_error(code), base
-        return codec.NONE, base
 
     async def _load(self, p) -> None:
         """GroupMetadataManager.doLoadGroupsAndOffsets: read the partition from its log start to

@@ -31,6 +31,7 @@ import time
 
 from impl import txn_coordinator as tc
 from impl import txn_records as tr
+from impl.coordinator_log import append_committed
 from impl.netclient import AsyncConn
 from impl.protocol import codec
 from impl.protocol import errors as E
@@ -46,16 +47,6 @@ MARKERS_VERSION = 1
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _append_error(code: int) -> int:
-    """TransactionStateManager's mapping of an append error to what the client sees."""
-    if code in (codec.UNKNOWN_TOPIC_OR_PARTITION, codec.NOT_ENOUGH_REPLICAS,
-                codec.NOT_ENOUGH_REPLICAS_AFTER_APPEND, codec.REQUEST_TIMED_OUT):
-        return codec.COORDINATOR_NOT_AVAILABLE
-    if code == codec.NOT_LEADER_OR_FOLLOWER:
-        return codec.NOT_COORDINATOR
-    return code if code == 0 else codec.UNKNOWN_SERVER_ERROR
 
 
 class TxnManager:
@@ -134,27 +125,8 @@ class TxnManager:
         p = b.partitions.get((TXN_TOPIC, index))
         if p is None or p.role != "leader" or self.owned.get(index) != "loaded":
             return codec.NOT_COORDINATOR
-        if not p.produce_allowed(-1):
-            return _append_error(codec.NOT_ENOUGH_REPLICAS)
-        try:
-            base, last, _n = p.log.append_as_leader(tr.batch(records), p.leader_epoch)
-        except OSError as e:
-            log.error("broker %d: transaction log append failed: %s", b.id, e)
-            return codec.UNKNOWN_SERVER_ERROR
-        b.event("appended", topic=TXN_TOPIC, partition=index, base_offset=base, last_offset=last,
-                leader_epoch=p.leader_epoch, acks=-1)
-        p.update_hw()
-        p.notify()
-        if p.hw <= last:
-            fut = asyncio.get_running_loop().create_future()
-            p.delayed.append((last, fut))
-            try:
-                code = await asyncio.wait_for(fut, b.cfg.transaction_append_timeout_ms / 1000)
-            except asyncio.TimeoutError:
-                code = codec.REQUEST_TIMED_OUT
-            if code:
-                return _append_error(code)
-        return codec.NONE
+        err, _base = await append_committed(b, p, tr.batch(records), b.cfg.transaction_append_timeout_ms)
+        return err
 
     async def write(self, t: tc.Txn) -> int:
         """Make `t` durable, then take it as the id's state (if we still coordinate it)."""
