@@ -27,7 +27,7 @@ def test_every_switchable_broker_fix_has_a_tooth_and_its_scenario_a_clean_stage(
     clean = {sc for _n, sc in bs.BROKER_CLEAN}
     # min-isr-rejoin runs min-isr-shrink's steps first
     assert {sc for _n, _f, sc, _e in bs.BROKER_TEETH} - {"min-isr-shrink"} == clean
-    assert len({n for n, *_ in bs.BROKER_TEETH}) == len(bs.BROKER_TEETH) == 9
+    assert len({n for n, *_ in bs.BROKER_TEETH}) == len(bs.BROKER_TEETH) == 10
     assert clean | {"min-isr-shrink"} == set(SCENARIOS)
     names = [n for n, _ in suite.stages()]
     broker = [n for n, *_ in bs.BROKER_TEETH] + [n for n, _ in bs.BROKER_CLEAN]

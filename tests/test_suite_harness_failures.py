@@ -145,7 +145,7 @@ def test_a_fault_command_that_fails_makes_the_run_unknown(monkeypatch, tmp_path)
     class Producer:
         errors: list = []
 
-        def __init__(self, *a):
+        def __init__(self, *a, **kw):
             import threading
             self._stop = threading.Event()
 

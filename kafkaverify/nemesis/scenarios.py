@@ -25,6 +25,10 @@ tests/test_conformance_fixes.py, which asserts more of each run.
                           session, another is elected; it resumes, and its
                           request (old controller epoch, next leader epoch)
                           reaches a follower
+    late-produce          RF 3; a transaction adds the partition, writes a batch  txn-partition-verification
+                          and aborts; a Produce of it delayed in the network
+                          arrives after the ABORT marker (KIP-890's hanging
+                          transaction)
 
 The stale Fetch is sent on the wire as replica F with F's previous epoch: a follower that missed
 the epoch bump, as a KIP-320 follower sends it (followers of a broker without the fix send no
@@ -115,6 +119,17 @@ def _records(values) -> bytes:
     for i, v in enumerate(values):
         bb.append(i, timestamp=int(time.time() * 1000), key=None, value=v, headers=[])
     return bytes(bb.build())
+
+
+def txn_records(pid: int, epoch: int, seq: int, n: int = 1, tag: bytes = b"t",
+                transactional: bool = True) -> bytes:
+    """One batch of `n` records of producer `pid` at `epoch`, first sequence `seq`."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=int(time.time() * 1000), key=None, value=tag + b"%d" % (seq + i), headers=[])
+    return bytes(b.build())
 
 
 def produce(c, leader: int, values, acks: int) -> int:
@@ -427,6 +442,88 @@ def run_empty_disk_rejoin(make, without):
     return c
 
 
+# --- late-produce: KIP-890 part 1 ------------------------------------------------------------------
+
+# answers a client retries: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+# CONCURRENT_TRANSACTIONS; and NOT_ENOUGH_REPLICAS, the leader's answer while a verification is unsettled
+TXN_RETRY = {14, 15, 16, 51}
+
+
+def _txn_produce(conn, tid: str, data: bytes) -> tuple[int, int]:
+    r = conn.request(0, 7, {"acks": -1, "timeout_ms": 15000, "transactional_id": tid, "topic_data": [
+        {"name": T, "partition_data": [{"index": 0, "records": data}]}]})
+    pr = r.responses[0].partition_responses[0]
+    return pr.error_code, pr.base_offset
+
+
+def _lso_hw(conn) -> tuple[int, int]:
+    r = conn.request(1, 11, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 1,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": T, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+    p = r.responses[0].partitions[0]
+    return p.last_stable_offset, p.high_watermark
+
+
+def late_produce(make, without):
+    """The transaction aborts; a Produce of it delayed in the network arrives afterwards. With
+    txn-partition-verification the leader asks the coordinator, which no longer has it ongoing,
+    and refuses the batch; without, the batch is appended and opens a transaction no coordinator
+    will end (the LSO stays on it). Returns (cluster, the late Produce's (error, base offset))."""
+    c = cluster(make, without)
+    c.create_topic(T, partitions=1, replication_factor=3, min_insync=1)
+    leader = c.wait_for_leaders(T, isr_size=3)[0]
+    tid = "late-produce"
+
+    def find():
+        with SyncConn(*c.address(c.alive()[0])) as conn:
+            r = conn.request(10, 1, {"key": tid, "key_type": 1})
+        return (r.node_id,) if r.error_code == 0 else None
+    coordinator = wait_until(find, what="the transaction coordinator")[0]
+    with SyncConn(*c.address(coordinator)) as co, SyncConn(*c.address(leader)) as lc:
+        def retried(api, version, body, code_of, what):
+            def go():
+                code = code_of(co.request(api, version, body))
+                return None if code in TXN_RETRY else (code,)
+            code = wait_until(go, what=what)[0]
+            if code != 0:
+                raise AssertionError(f"{what} answered error {code}")
+
+        init = {}
+
+        def init_pid():
+            r = co.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                   "producer_id": -1, "producer_epoch": -1})
+            if r.error_code not in TXN_RETRY | {0}:
+                raise AssertionError(f"InitProducerId answered error {r.error_code}")
+            if r.error_code == 0:
+                init.update(pid=r.producer_id, epoch=r.producer_epoch)
+            return r.error_code == 0 or None
+        wait_until(init_pid, what="InitProducerId")
+        pid, epoch = init["pid"], init["epoch"]
+        ids = {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+               "v3_and_below_producer_epoch": epoch}
+        retried(24, 3, {**ids, "v3_and_below_topics": [{"name": T, "partitions": [0]}]},
+                lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+                "AddPartitionsToTxn")
+        first = _txn_produce(lc, tid, txn_records(pid, epoch, 0, 2))
+        if first[0] != 0:
+            raise AssertionError(f"the transaction's Produce answered error {first[0]}")
+        retried(26, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": False},
+                lambda r: r.error_code, "EndTxn(abort)")
+        wait_until(lambda: _lso_hw(lc)[0] == _lso_hw(lc)[1] == 3, what="the ABORT marker under the HW")
+        # the late batch: a refusal NOT_ENOUGH_REPLICAS (19) means the verification is unsettled
+        late = wait_until(lambda: (r := _txn_produce(lc, tid, txn_records(pid, epoch, 2, 1)))[0] != 19 and r,
+                          what="the late Produce answered")
+    wait_until(lambda: len(trace_events(c, leader, "txn_produce")) >= 2, what="the late Produce traced")
+    return c, late
+
+
+def run_late_produce(make, without):
+    return late_produce(make, without)[0]
+
+
 # scenario name -> (run(make, without) -> cluster to judge, its topic's min.insync.replicas)
 SCENARIOS: dict[str, tuple[Callable, int]] = {
     "follower-drop": (run_follower_drop, 1),
@@ -436,4 +533,5 @@ SCENARIOS: dict[str, tuple[Callable, int]] = {
     "pending-shrink": (pending_shrink, 1),
     "empty-disk-rejoin": (run_empty_disk_rejoin, 2),
     "deposed-controller": (run_deposed_controller, 1),
+    "late-produce": (run_late_produce, 1),
 }

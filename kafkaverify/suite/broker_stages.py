@@ -44,13 +44,16 @@ BROKER_TEETH: list[tuple[str, str, str, tuple[str, ...]]] = [
     # the deposed controller's request for the next leader epoch is applied by the follower
     ("real brokers without controller-epoch-fencing (deposed-controller)", "controller-epoch-fencing",
      "deposed-controller", ("accepted a LeaderAndIsr of controller epoch",)),
+    # the aborted transaction's late batch appended unverified: a hanging transaction (KIP-890 part 1)
+    ("real brokers without txn-partition-verification (late-produce)", "txn-partition-verification",
+     "late-produce", ("did not ask the coordinator", "decided append")),
 ]
 # (stage name, scenario): every fix on
 # (min-isr-rejoin runs min-isr-shrink's steps first: its clean stage judges both fixes' decisions)
 BROKER_CLEAN: list[tuple[str, str]] = [
     (f"real brokers clean: {name}", name) for name in ("follower-drop", "min-isr-rejoin", "unseen-epoch",
                                                  "pending-shrink", "empty-disk-rejoin",
-                                                 "deposed-controller")
+                                                 "deposed-controller", "late-produce")
 ]
 
 

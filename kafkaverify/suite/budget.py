@@ -110,6 +110,9 @@ TABLE: dict[str, Row] = {
     # deposed-controller: 4.2 s / 4.4 s measured at load 4 on 28 Nov 2026, clean follower-drop 4.8 s same run
     "real brokers without controller-epoch-fencing (deposed-controller)": Row("controller-fencing", 4.5, F),
     "real brokers clean: deposed-controller":                          Row("controller-fencing", 4.5, F),
+    # late-produce: 1.25 s each measured at load 2 on 28 Nov 2026
+    "real brokers without txn-partition-verification (late-produce)":  Row("kip-890",           1.5, F),
+    "real brokers clean: late-produce":                                Row("kip-890",           1.5, F),
 }
 UNCLASSIFIED = Row("unclassified", 0.0, F)
 
