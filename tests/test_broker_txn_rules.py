@@ -7,27 +7,19 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import time
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.default_records import DefaultRecordBatch
 
 from impl import rules as I
 from impl.storage.batch import CorruptBatch, end_txn_marker, iter_batches
 from impl.storage.log import PartitionLog, ProducerStateError
+from kafkaverify.nemesis.scenarios import txn_records as txn_batch
 from spec import rules as S
 
 CUR = I.fixes_for("current")
 K966 = I.fixes_for("kip-966")
 OLD = I.fixes_for("kip-320")
-
-
-def txn_batch(pid: int, epoch: int, seq: int, n: int = 1, tag: bytes = b"t", transactional: bool = True) -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional, producer_id=pid,
-                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
-    for i in range(n):
-        b.append(i, timestamp=int(time.time() * 1000), key=None, value=tag + b"%d" % (seq + i), headers=[])
-    return bytes(b.build())
 
 
 # --- the rules ------------------------------------------------------------------------------------
