@@ -83,6 +83,15 @@ def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation
             cluster=None) -> BrokerRun:
     """cluster: a cluster file's ClusterSpec (kafkaverify/nemesis/cluster_file.py) to run on."""
     sched = Schedule(generation, len(cluster.nodes) if cluster else 3, events, workload(client, s), seed=index)
+    run = judged_run(sched, index, out_dir, net, QUESTION_OF, cluster)
+    _loss_not_reorder(run.findings)
+    return run
+
+
+def judged_run(sched: Schedule, index: int, out_dir: Path, net: bool, question_of: dict,
+               cluster=None) -> BrokerRun:
+    """Runs one schedule and reads its verdict: each anomaly the audit asks about (`question_of`:
+    anomaly type -> question) a finding, the others counted, conformance divergences too."""
     try:
         r = run_schedule(sched, out_dir, net=net, cluster=cluster)
     except Exception as e:           # the harness failed: this run decides nothing
@@ -95,7 +104,7 @@ def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation
         for c in v.get("checks", []):
             for kind, permitted in (("anomalies", False), ("notes", True)):
                 for a in c.get(kind, []):
-                    q = QUESTION_OF.get(a["type"])
+                    q = question_of.get(a["type"])
                     if q is None:
                         if not permitted:
                             run.other[a["type"]] = run.other.get(a["type"], 0) + 1
@@ -103,7 +112,6 @@ def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation
                     run.findings.append(Finding(q, a["type"], permitted, a["explanation"],
                                                 [ops.get(str(i), f"#{i}") for i in a["witness"]],
                                                 tuple(a["witness"])))
-        _loss_not_reorder(run.findings)
     if run.divergences:
         run.other["conformance"] = run.divergences
     return run

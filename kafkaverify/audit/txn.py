@@ -16,18 +16,16 @@ question (the ordering audit's loss column), not asked here.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkers.model_trace import TXN_DEFAULTS
-from kafkaverify.audit.broker import BrokerRun, Finding, TOPIC
+from kafkaverify.audit.broker import BrokerRun, TOPIC, judged_run
 from kafkaverify.audit.model import ModelVerdict
 from kafkaverify.audit.settings import CLIENT_PACKAGES
 from kafkaverify.drivers.registry import is_driver
 from kafkaverify.nemesis.explore import default_workload
-from kafkaverify.nemesis.runner import RunResult, run_schedule
 from traces.schedule import Schedule
 
 TXN_QUESTIONS = ("aborted-read", "atomicity", "duplicate", "loss")
@@ -102,29 +100,7 @@ def workload(client: str) -> dict:
 
 def run_txn(client: str, events: tuple, index: int, out_dir: Path, generation: str, net: bool) -> BrokerRun:
     sched = Schedule(generation, 3, events, workload(client), seed=index)
-    try:
-        r = run_schedule(sched, out_dir, net=net)
-    except Exception as e:           # the harness failed: this run decides nothing
-        r = RunResult("unknown", out_dir, reason=f"harness error: {e.__class__.__name__}: {e}")
-    run = BrokerRun(index, r.status, out_dir, sched, r.seconds, divergences=len(r.divergences), reason=r.reason)
-    vpath = out_dir / "verdict.json"
-    if vpath.exists():
-        v = json.loads(vpath.read_text())
-        ops = v.get("witness_ops", {})
-        for c in v.get("checks", []):
-            for kind, permitted in (("anomalies", False), ("notes", True)):
-                for a in c.get(kind, []):
-                    q = TXN_QUESTION_OF.get(a["type"])
-                    if q is None:
-                        if not permitted:
-                            run.other[a["type"]] = run.other.get(a["type"], 0) + 1
-                        continue
-                    run.findings.append(Finding(q, a["type"], permitted, a["explanation"],
-                                                [ops.get(str(i), f"#{i}") for i in a["witness"]],
-                                                tuple(a["witness"])))
-    if run.divergences:
-        run.other["conformance"] = run.divergences
-    return run
+    return judged_run(sched, index, out_dir, net, TXN_QUESTION_OF)
 
 
 def model_verdicts(generation: str, time_limit_s: float = 120.0) -> dict[str, ModelVerdict]:
