@@ -376,17 +376,7 @@ async def offset_commit(b, req, version):
         g = m.groups.get(gid)
         err = gc.validate_commit(g, _mono_ms(), req.member_id, req.generation_id_or_member_epoch)
     if not err:
-        commits, records = {}, []
-        now_wall = int(time.time() * 1000)
-        for topic, p in parts:
-            meta = p.committed_metadata or ""
-            if len(meta.encode()) > MAX_METADATA_BYTES:
-                errors[(topic, p.partition_index)] = codec.OFFSET_METADATA_TOO_LARGE
-                continue
-            epoch = p.committed_leader_epoch if version >= 6 else -1
-            commits[(topic, p.partition_index)] = (p.committed_offset, epoch, meta, now_wall)
-            records.append((gr.offset_key(gid, topic, p.partition_index),
-                            gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
+        commits, records = _offset_records(gid, parts, version >= 6, errors)
         if records:
             aerr, base = await m.append(m.partition_of(gid), records)
             if aerr == 0:
@@ -475,17 +465,7 @@ async def txn_offset_commit(b, req, version):
         err = tc.validate_txn_offset_commit(m.groups.get(gid), req.member_id, req.generation_id)
     errors: dict[tuple[str, int], int] = {}
     if not err:
-        commits, records = {}, []
-        now_wall = int(time.time() * 1000)
-        for topic, p in parts:
-            meta = p.committed_metadata or ""
-            if len(meta.encode()) > MAX_METADATA_BYTES:
-                errors[(topic, p.partition_index)] = codec.OFFSET_METADATA_TOO_LARGE
-                continue
-            epoch = p.committed_leader_epoch if version >= 2 else -1
-            commits[(topic, p.partition_index)] = (p.committed_offset, epoch, meta, now_wall)
-            records.append((gr.offset_key(gid, topic, p.partition_index),
-                            gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
+        commits, records = _offset_records(gid, parts, version >= 2, errors)
         if records:
             aerr, base = await m.append(m.partition_of(gid), records, (req.producer_id, req.producer_epoch))
             if aerr == 0:
@@ -530,3 +510,21 @@ async def delete_groups(b, req, version):
 
 GROUP_HANDLERS = {8: offset_commit, 9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
                   13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups, 42: delete_groups}
+
+
+def _offset_records(gid: str, parts: list, with_epoch: bool, errors: dict) -> tuple[dict, list]:
+    """The commits and their `__consumer_offsets` records for one OffsetCommit or TxnOffsetCommit
+    request; a partition whose metadata is too large gets its error in `errors` and no record.
+    `with_epoch`: the request version carries committed leader epochs."""
+    commits, records = {}, []
+    now_wall = int(time.time() * 1000)
+    for topic, p in parts:
+        meta = p.committed_metadata or ""
+        if len(meta.encode()) > MAX_METADATA_BYTES:
+            errors[(topic, p.partition_index)] = codec.OFFSET_METADATA_TOO_LARGE
+            continue
+        epoch = p.committed_leader_epoch if with_epoch else -1
+        commits[(topic, p.partition_index)] = (p.committed_offset, epoch, meta, now_wall)
+        records.append((gr.offset_key(gid, topic, p.partition_index),
+                        gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
+    return commits, records

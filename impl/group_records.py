@@ -21,14 +21,12 @@ from dataclasses import dataclass
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from impl.record_schema import Reader, RecordError, blob, data_records, string  # noqa: F401  (re-exported)
+
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
-
-
-class RecordError(ValueError):
-    """A record of __consumer_offsets that does not follow the schemas."""
 
 
 @dataclass(frozen=True)
@@ -66,72 +64,28 @@ class GroupRecord:
     members: tuple[MemberRecord, ...] = ()
 
 
-# --- primitives ---------------------------------------------------------------------------------
-
-def _s(v: str | None) -> bytes:
-    if v is None:
-        return struct.pack(">h", -1)
-    b = v.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def _b(v: bytes) -> bytes:
-    return struct.pack(">i", len(v)) + v
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.d, self.i = data, 0
-
-    def take(self, fmt: str):
-        st = struct.Struct(fmt)
-        if self.i + st.size > len(self.d):
-            raise RecordError("record shorter than its schema")
-        v = st.unpack_from(self.d, self.i)
-        self.i += st.size
-        return v[0] if len(v) == 1 else v
-
-    def string(self) -> str | None:
-        n = self.take(">h")
-        if n < 0:
-            return None
-        if self.i + n > len(self.d):
-            raise RecordError("string runs past the record")
-        v = self.d[self.i:self.i + n].decode(errors="replace")
-        self.i += n
-        return v
-
-    def bytes_(self) -> bytes:
-        n = self.take(">i")
-        if n < 0:
-            return b""
-        v = self.d[self.i:self.i + n]
-        self.i += n
-        return bytes(v)
-
-
 # --- encode -------------------------------------------------------------------------------------
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return struct.pack(">h", OFFSET_KEY_VERSION) + _s(group) + _s(topic) + struct.pack(">i", partition)
+    return struct.pack(">h", OFFSET_KEY_VERSION) + string(group) + string(topic) + struct.pack(">i", partition)
 
 
 def offset_value(offset: int, leader_epoch: int, metadata: str, commit_ts: int) -> bytes:
-    return struct.pack(">hqi", OFFSET_VALUE_VERSION, offset, leader_epoch) + _s(metadata or "") + \
+    return struct.pack(">hqi", OFFSET_VALUE_VERSION, offset, leader_epoch) + string(metadata or "") + \
         struct.pack(">q", commit_ts)
 
 
 def group_key(group: str) -> bytes:
-    return struct.pack(">h", GROUP_KEY_VERSION) + _s(group)
+    return struct.pack(">h", GROUP_KEY_VERSION) + string(group)
 
 
 def group_value(g: GroupRecord) -> bytes:
-    out = [struct.pack(">h", GROUP_VALUE_VERSION), _s(g.protocol_type or ""), struct.pack(">i", g.generation),
-           _s(g.protocol), _s(g.leader), struct.pack(">q", g.state_ts), struct.pack(">i", len(g.members))]
+    out = [struct.pack(">h", GROUP_VALUE_VERSION), string(g.protocol_type or ""), struct.pack(">i", g.generation),
+           string(g.protocol), string(g.leader), struct.pack(">q", g.state_ts), struct.pack(">i", len(g.members))]
     for m in g.members:
-        out += [_s(m.member_id), _s(m.group_instance_id), _s(m.client_id), _s(m.client_host),
-                struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms), _b(m.subscription),
-                _b(m.assignment)]
+        out += [string(m.member_id), string(m.group_instance_id), string(m.client_id), string(m.client_host),
+                struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms), blob(m.subscription),
+                blob(m.assignment)]
     return b"".join(out)
 
 
@@ -151,13 +105,13 @@ def batch(records: list[tuple[bytes, bytes | None]], now_ms: int | None = None, 
 # --- decode -------------------------------------------------------------------------------------
 
 def decode(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord:
-    r = _Reader(key)
+    r = Reader(key)
     version = r.take(">h")
     if version in (0, 1):
         group, topic, partition = r.string(), r.string(), r.take(">i")
         if value is None:
             return OffsetRecord(group, topic, partition, None)
-        v = _Reader(value)
+        v = Reader(value)
         vv = v.take(">h")
         if vv in (0, 1):                      # v0: offset, metadata, ts; v1: + expire ts
             off = v.take(">q")
@@ -177,7 +131,7 @@ def decode(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord:
         group = r.string()
         if value is None:
             return GroupRecord(group, deleted=True)
-        v = _Reader(value)
+        v = Reader(value)
         vv = v.take(">h")
         if vv not in (2, 3):
             raise RecordError(f"group metadata value version {vv} unsupported (we write 3)")
@@ -189,7 +143,7 @@ def decode(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord:
             inst = v.string() if vv >= 3 else None
             cid, host = v.string(), v.string()
             rto, sto = v.take(">i"), v.take(">i")
-            members.append(MemberRecord(mid, inst, cid or "", host or "", rto, sto, v.bytes_(), v.bytes_()))
+            members.append(MemberRecord(mid, inst, cid or "", host or "", rto, sto, v.blob(), v.blob()))
         return GroupRecord(group, False, ptype or "", gen, proto, leader, ts, tuple(members))
     raise RecordError(f"key version {version} unknown")
 
@@ -211,16 +165,3 @@ def iter_entries(data: bytes):
                     continue
                 marker = struct.unpack_from(">h", k, 2)[0] == 1
             yield rec.offset, rec.key, rec.value, b.producer_id, b.is_transactional, marker
-
-
-def iter_batches(data: bytes):
-    """(log offset, key, value) of every record in a run of record batches."""
-    mr = MemoryRecords(data)
-    while mr.has_next():
-        b = mr.next_batch()
-        if b is None:
-            break
-        if b.is_control_batch:        # transaction markers: the group coordinator's to apply
-            continue
-        for rec in b:
-            yield rec.offset, rec.key, rec.value

@@ -156,7 +156,7 @@ class TxnManager:
             while pos < end:
                 data = p.log.read(pos, LOAD_CHUNK_BYTES, end)
                 last = pos - 1
-                for off, k, v in tr.iter_records(data):
+                for off, k, v in tr.data_records(data):
                     last = max(last, off)
                     if off < pos or k is None:
                         continue

@@ -16,9 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kafka.record.memory_records import MemoryRecords
-
-from impl.group_records import RecordError, batch  # noqa: F401  (batch re-exported)
+from impl.group_records import batch  # noqa: F401  (re-exported)
+from impl.record_schema import Reader, RecordError, data_records, string  # noqa: F401  (re-exported)
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -42,7 +41,7 @@ class TxnRecord:
 
 
 def key(transactional_id: str) -> bytes:
-    return struct.pack(">h", KEY_VERSION) + _s(transactional_id)
+    return struct.pack(">h", KEY_VERSION) + string(transactional_id)
 
 
 def value(r: TxnRecord) -> bytes:
@@ -52,74 +51,13 @@ def value(r: TxnRecord) -> bytes:
     out = [struct.pack(">hqhib", VALUE_VERSION, r.producer_id, r.producer_epoch, r.timeout_ms, r.state),
            struct.pack(">i", len(by_topic))]
     for t, ps in by_topic.items():
-        out += [_s(t), struct.pack(">i", len(ps)), b"".join(struct.pack(">i", p) for p in ps)]
+        out += [string(t), struct.pack(">i", len(ps)), b"".join(struct.pack(">i", p) for p in ps)]
     out.append(struct.pack(">qq", r.last_update_ms, r.start_ms))
     return b"".join(out)
 
 
-def _s(v: str) -> bytes:
-    b = v.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.d, self.i = data, 0
-
-    def take(self, fmt: str):
-        st = struct.Struct(fmt)
-        if self.i + st.size > len(self.d):
-            raise RecordError("record shorter than its schema")
-        (v,) = st.unpack_from(self.d, self.i)
-        self.i += st.size
-        return v
-
-    def string(self) -> str | None:
-        n = self.take(">h")
-        if n < 0:
-            return None
-        if self.i + n > len(self.d):
-            raise RecordError("string runs past the record")
-        v = self.d[self.i:self.i + n].decode(errors="replace")
-        self.i += n
-        return v
-
-
-class _Compact(_Reader):
-    """Flexible (v1) primitives: unsigned varints, compact strings and arrays, tagged fields."""
-
-    def uvarint(self) -> int:
-        shift = n = 0
-        while True:
-            b = self.take(">B")
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n
-            shift += 7
-            if shift > 35:
-                raise RecordError("varint too long")
-
-    def cstring(self) -> str | None:
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        if self.i + n > len(self.d):
-            raise RecordError("string runs past the record")
-        v = self.d[self.i:self.i + n].decode(errors="replace")
-        self.i += n
-        return v
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            n = self.uvarint()
-            if self.i + n > len(self.d):
-                raise RecordError("tagged field runs past the record")
-            self.i += n
-
-
 def decode(k: bytes, v: bytes | None) -> TxnRecord:
-    r = _Reader(k)
+    r = Reader(k)
     kv = r.take(">h")
     if kv != 0:
         raise RecordError(f"transaction log key version {kv} unknown")
@@ -128,7 +66,7 @@ def decode(k: bytes, v: bytes | None) -> TxnRecord:
         raise RecordError("null transactional id")
     if v is None:
         return TxnRecord(tid, deleted=True)
-    c = _Compact(v)
+    c = Reader(v)
     vv = c.take(">h")
     if vv not in (0, 1):
         raise RecordError(f"transaction log value version {vv} unknown")
@@ -146,16 +84,3 @@ def decode(k: bytes, v: bytes | None) -> TxnRecord:
     if not 0 <= state < len(STATE_NAMES):
         raise RecordError(f"transaction status {state} unknown")
     return TxnRecord(tid, pid, epoch, timeout, state, frozenset(parts), upd, start)
-
-
-def iter_records(data: bytes):
-    """(log offset, key, value) of every record in a run of (non-control) record batches."""
-    mr = MemoryRecords(data)
-    while mr.has_next():
-        b = mr.next_batch()
-        if b is None:
-            break
-        if b.is_control_batch:
-            continue
-        for rec in b:
-            yield rec.offset, rec.key, rec.value

@@ -238,7 +238,7 @@ def test_offset_and_group_records_round_trip_through_a_batch():
     data = gr.batch([(gr.offset_key("g", "t", 2), gr.offset_value(42, 7, "md", 99)),
                      (gr.group_key("g"), gr.group_value(grp)),
                      (gr.offset_key("g", "t", 3), None)])
-    recs = [gr.decode(k, v) for _off, k, v in gr.iter_batches(data)]
+    recs = [gr.decode(k, v) for _off, k, v in gr.data_records(data)]
     assert recs[0] == gr.OffsetRecord("g", "t", 2, 42, 7, "md", 99)
     assert recs[1] == grp
     assert recs[2] == gr.OffsetRecord("g", "t", 3, None)

@@ -97,7 +97,7 @@ def test_load_then_serve_then_unload(tmp_path):
         assert m.status("g") == codec.NOT_COORDINATOR and not m.groups
         hb = await gh.heartbeat(b, _req(12, 3, {"group_id": "g", "generation_id": 4, "member_id": "m1"}), 3)
         assert hb["error_code"] == codec.NOT_COORDINATOR
-        last = list(gr.iter_batches(p.log.read(end - 1, 1 << 20, end)))[-1]
+        last = list(gr.data_records(p.log.read(end - 1, 1 << 20, end)))[-1]
         assert gr.decode(last[1], last[2]) == gr.OffsetRecord("g", "t", 0, 12, -1, "", gr.decode(last[1], last[2]).commit_ts)
         m._ticker.cancel()
         b.trace.close()

@@ -83,7 +83,7 @@ def test_transaction_state_load_finishes_prepared_and_unloads(tmp_path):
         r = await th.init_producer_id(b, _req(22, 4, {"transactional_id": "b", "transaction_timeout_ms": 60000,
                                                       "producer_id": -1, "producer_epoch": -1}), 4)
         assert (r["error_code"], r["producer_id"], r["producer_epoch"]) == (0, 2, 5)
-        last = list(tr.iter_records(p.log.read(p.log.leo - 1, 1 << 20, p.log.leo)))[-1]
+        last = list(tr.data_records(p.log.read(p.log.leo - 1, 1 << 20, p.log.leo)))[-1]
         assert tr.decode(last[1], last[2]).producer_epoch == 5
         p.role = "follower"
         m.on_partition_role(p)
