@@ -387,11 +387,7 @@ async def offset_commit(b, req, version):
                     gc.offsets_appended(g, commits, base)
             for tp in commits:
                 errors[tp] = aerr
-    by_topic: dict[str, list] = {}
-    for topic, p in parts:
-        by_topic.setdefault(topic, []).append(
-            {"partition_index": p.partition_index, "error_code": err or errors.get((topic, p.partition_index), 0)})
-    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return _commit_answer(parts, err, errors)
 
 
 async def offset_fetch(b, req, version):
@@ -474,11 +470,9 @@ async def txn_offset_commit(b, req, version):
                     pend[(gid, topic, part)] = gc.Offset(off, epoch, meta, ts, base + i)
             for tp in commits:
                 errors[tp] = aerr
-    by_topic: dict[str, list] = {}
-    for topic, p in parts:
-        by_topic.setdefault(topic, []).append(
-            {"partition_index": p.partition_index, "error_code": err or errors.get((topic, p.partition_index), 0)})
-    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+    return _commit_answer(parts, err, errors)
+
+
 async def delete_groups(b, req, version):
     """DeleteGroups (API key 42): each named group that is Empty is marked Dead and deleted by
     tombstones in `__consumer_offsets` -- one per committed offset and one for the group's
@@ -528,3 +522,13 @@ def _offset_records(gid: str, parts: list, with_epoch: bool, errors: dict) -> tu
         records.append((gr.offset_key(gid, topic, p.partition_index),
                         gr.offset_value(p.committed_offset, epoch, meta, now_wall)))
     return commits, records
+
+
+def _commit_answer(parts: list, err: int, errors: dict) -> dict:
+    """An OffsetCommit / TxnOffsetCommit response: the request's error for every partition, else
+    each partition's own."""
+    by_topic: dict[str, list] = {}
+    for topic, p in parts:
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": p.partition_index, "error_code": err or errors.get((topic, p.partition_index), 0)})
+    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

@@ -20,6 +20,7 @@ import random
 import threading
 import time
 
+from kafkaverify.nemesis.workload import send_with
 from traces.history_recorder import HistoryRecorder
 
 TXN_RECORDS = 3                 # records per transaction, on consecutive partitions
@@ -149,26 +150,7 @@ class TxnProducer:
         self._call("abort_transaction")
 
     def send(self, topic: str, partition: int, value: bytes, on_done) -> None:
-        if self.client == "kafka-python":
-            f = self.p.send(topic, value, partition=partition)
-            f.add_callback(lambda md: on_done(md.offset, None))
-            f.add_errback(lambda e: on_done(None, type(e).__name__))
-        elif self.client == "confluent-kafka":
-            def cb(err, msg):
-                on_done(None, str(err.name())) if err else on_done(msg.offset(), None)
-            self.p.produce(topic, value, partition=partition, on_delivery=cb)
-        else:
-            async def go():
-                fut = await self.p.send(topic, value, partition=partition)
-
-                def done(f):
-                    e = None if f.cancelled() else f.exception()
-                    if f.cancelled() or e is not None:
-                        on_done(None, "cancelled" if f.cancelled() else type(e).__name__)
-                    else:
-                        on_done(f.result().offset, None)
-                fut.add_done_callback(done)
-            self._run(go())
+        send_with(self.client, self.p, self._run, topic, partition, value, on_done)
 
     def close(self, timeout_s: float = 10) -> None:
         """Closes without ending an open transaction (the next instance's InitProducerId, or the

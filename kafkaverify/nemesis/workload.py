@@ -56,6 +56,31 @@ def client_defaults(client: str, idempotence: bool | None = None) -> dict:
     raise ValueError(f"unknown client {client!r}")
 
 
+def send_with(client: str, p, run, topic: str, partition: int, value: bytes, on_done) -> None:
+    """One asynchronous send by an in-process Python client; on_done(offset, None) when
+    acknowledged, on_done(None, error name) when refused (or cancelled). `run` runs a coroutine on
+    the client's event loop (aiokafka)."""
+    if client == "kafka-python":
+        f = p.send(topic, value, partition=partition)
+        f.add_callback(lambda md: on_done(md.offset, None))
+        f.add_errback(lambda e: on_done(None, type(e).__name__))
+    elif client == "confluent-kafka":
+        def cb(err, msg):
+            on_done(None, str(err.name())) if err else on_done(msg.offset(), None)
+        p.produce(topic, value, partition=partition, on_delivery=cb)
+    else:
+        async def go():
+            fut = await p.send(topic, value, partition=partition)
+
+            def done(f):
+                e = None if f.cancelled() else f.exception()
+                if f.cancelled() or e is not None:
+                    on_done(None, "cancelled" if f.cancelled() else type(e).__name__)
+                else:
+                    on_done(f.result().offset, None)
+            fut.add_done_callback(done)
+        run(go())
+
 class Producer:
     """One producer process of the history; send(value, on_done(offset|None, error|None))."""
 
@@ -113,23 +138,7 @@ class Producer:
             self.p.poll(0.05)
 
     def send(self, topic: str, partition: int, value: bytes, on_done) -> None:
-        if self.client == "kafka-python":
-            f = self.p.send(topic, value, partition=partition)
-            f.add_callback(lambda md: on_done(md.offset, None))
-            f.add_errback(lambda e: on_done(None, type(e).__name__))
-        elif self.client == "confluent-kafka":
-            def cb(err, msg):
-                on_done(None, str(err.name())) if err else on_done(msg.offset(), None)
-            self.p.produce(topic, value, partition=partition, on_delivery=cb)
-        else:
-            async def go():
-                fut = await self.p.send(topic, value, partition=partition)
-
-                def done(f):
-                    e = f.exception()
-                    on_done(None, type(e).__name__) if e else on_done(f.result().offset, None)
-                fut.add_done_callback(done)
-            self._run(go())
+        send_with(self.client, self.p, self._run, topic, partition, value, on_done)
 
     def close(self, timeout_s: float = 30) -> None:
         """Waits up to timeout_s for unanswered sends, then closes (those stay unknown)."""
