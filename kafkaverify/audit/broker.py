@@ -79,6 +79,39 @@ class BrokerRun:
         return size(self.schedule)
 
 
+class RunsTally:
+    """What an audit cell's runs say, for a cell with `runs`, `refusal` and `planned`."""
+
+    runs: list[BrokerRun]
+    refusal: str | None
+    planned: int
+
+    @property
+    def decided(self) -> list[BrokerRun]:
+        return [r for r in self.runs if r.status in ("valid", "invalid")]
+
+    def count(self, q: str) -> int:
+        return sum(1 for r in self.decided if q in r.questions())
+
+    def broken(self, q: str) -> bool:
+        raise NotImplementedError
+
+    @property
+    def incomplete(self) -> bool:
+        return self.refusal is None and len(self.runs) < self.planned
+
+    def summary(self, questions, short: dict[str, str]) -> str:
+        """The cell in a table: the refusal's first words, or per question "<short> k/n" (BROKEN
+        where the cell's promise is broken) and the runs done if not all."""
+        if self.refusal:
+            return self.refusal.split(":", 1)[0]
+        n = len(self.decided)
+        parts = [f"{short[q]} {self.count(q)}/{n}" + (" BROKEN" if self.broken(q) else "") for q in questions]
+        if self.incomplete:
+            parts.append(f"({len(self.runs)}/{self.planned} runs)")
+        return " · ".join(parts)
+
+
 def run_one(client: str, s, events: tuple, index: int, out_dir: Path, generation: str, net: bool,
             cluster=None) -> BrokerRun:
     """cluster: a cluster file's ClusterSpec (kafkaverify/nemesis/cluster_file.py) to run on."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kafkaverify.audit.broker import BrokerRun, draw_schedules, run_one
+from kafkaverify.audit.broker import BrokerRun, RunsTally, draw_schedules, run_one
 from kafkaverify.audit.explained import explain
 from kafkaverify.audit.model import ModelVerdict, effective, verdicts
 from kafkaverify.audit.settings import QUESTIONS, Setting, client_refusal
@@ -19,19 +19,12 @@ from kafkaverify.audit.txn import TXN_QUESTIONS, TxnCell, model_verdicts as txn_
 
 
 @dataclass
-class Cell:
+class Cell(RunsTally):
     client: str
     setting: Setting
     refusal: str | None
     planned: int
     runs: list[BrokerRun] = field(default_factory=list)
-
-    @property
-    def decided(self) -> list[BrokerRun]:
-        return [r for r in self.runs if r.status in ("valid", "invalid")]
-
-    def count(self, q: str) -> int:
-        return sum(1 for r in self.decided if q in r.questions())
 
     def witness(self, q: str) -> BrokerRun | None:
         """The smallest run (fewest events, then least fault time) showing q."""
@@ -47,10 +40,6 @@ class Cell:
             for k, n in r.other.items():
                 out[k] = out.get(k, 0) + n
         return dict(sorted(out.items()))
-
-    @property
-    def incomplete(self) -> bool:
-        return self.refusal is None and len(self.runs) < self.planned
 
 
 @dataclass

@@ -28,13 +28,7 @@ def _model_cell(a: Audit, s, q: str) -> str:
 
 
 def _broker_cell(c: Cell) -> str:
-    if c.refusal:
-        return c.refusal.split(":", 1)[0]
-    n = len(c.decided)
-    parts = [f"{Q_SHORT[q]} {c.count(q)}/{n}" + (" BROKEN" if c.broken(q) else "") for q in QUESTIONS]
-    if c.incomplete:
-        parts.append(f"({len(c.runs)}/{c.planned} runs)")
-    return " · ".join(parts)
+    return c.summary(QUESTIONS, Q_SHORT)
 
 
 def _anchor(*parts) -> str:

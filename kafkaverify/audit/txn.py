@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checkers.model_trace import TXN_DEFAULTS
-from kafkaverify.audit.broker import BrokerRun, TOPIC, judged_run
+from kafkaverify.audit.broker import BrokerRun, RunsTally, TOPIC, judged_run
 from kafkaverify.audit.model import ModelVerdict
 from kafkaverify.audit.settings import CLIENT_PACKAGES
 from kafkaverify.drivers.registry import is_driver
@@ -42,25 +42,14 @@ MAX_DEPTH = 60
 
 
 @dataclass
-class TxnCell:
+class TxnCell(RunsTally):
     client: str
     refusal: str | None
     planned: int
     runs: list[BrokerRun] = field(default_factory=list)
 
-    @property
-    def decided(self) -> list[BrokerRun]:
-        return [r for r in self.runs if r.status in ("valid", "invalid")]
-
-    def count(self, q: str) -> int:
-        return sum(1 for r in self.decided if q in r.questions())
-
     def broken(self, q: str) -> bool:
         return self.count(q) > 0          # transactions promise every question
-
-    @property
-    def incomplete(self) -> bool:
-        return self.refusal is None and len(self.runs) < self.planned
 
 
 def txn_refusal(client: str) -> str | None:
@@ -146,10 +135,4 @@ def model_cell(v: ModelVerdict | None) -> str:
 
 
 def broker_cell(c: TxnCell) -> str:
-    if c.refusal:
-        return c.refusal.split(":", 1)[0]
-    n = len(c.decided)
-    parts = [f"{TXN_SHORT[q]} {c.count(q)}/{n}" + (" BROKEN" if c.broken(q) else "") for q in TXN_QUESTIONS]
-    if c.incomplete:
-        parts.append(f"({len(c.runs)}/{c.planned} runs)")
-    return " · ".join(parts)
+    return c.summary(TXN_QUESTIONS, TXN_SHORT)
