@@ -224,3 +224,58 @@ def test_end_offset_only_on_a_poll(tmp_path, capsys):
         main(["check-history", str(p)])
     err = capsys.readouterr().err
     assert e.value.code == 3 and "field 'end_offset' does not belong on a send" in err, err
+
+
+# --- zombie fencing by transactional_id -------------------------------------------------------
+
+def _zombie(b_config_at=20, a_commit_at=50, a_commit="ok", read_a=True, b_commits=True) -> B:
+    """Processes 0 (A) and 1 (B) share transactional_id X. A begins transaction 1 at 10 (its
+    send of a), B's producer_config at `b_config_at`, B's transaction 2 from 30, committed at
+    40; A commits at `a_commit_at`."""
+    b = B()
+    b.config(0, 0, transactional_id="X")
+    b.config(1, b_config_at, transactional_id="X")
+    _txn_send(b, 0, "a", 10, 12, 0, txn=1)
+    _txn_send(b, 1, "b", 30, 32, 1, txn=2)
+    _commit(b, 1, 2, 40, 42, type="ok" if b_commits else "fail")
+    _commit(b, 0, 1, a_commit_at, a_commit_at + 2, type=a_commit)
+    recs = ([(0, "a")] if read_a else []) + ([(1, "b")] if b_commits else [])
+    _poll(b, 9, recs, 200, 210, final=True)
+    return b
+
+
+def test_a_fenced_producer_acknowledged_committed_is_a_zombie_commit():
+    v = _verdict(_zombie())
+    assert v.types() == {"zombie-commit"}, v.types()
+    a = v.anomalies[0]
+    assert set(a.witness) == {1, 2, 3, 5}        # B's config, A's and B's first ops, A's commit
+    assert "'X'" in a.explanation
+    assert "so 1 is the newer incarnation and fenced 0" in a.explanation
+
+
+def test_an_unknown_commit_of_a_fenced_producer_proven_by_a_read_is_a_zombie_commit():
+    v = _verdict(_zombie(a_commit="info"))
+    assert v.types() == {"zombie-commit"}, v.types()
+    assert "proven by poll" in v.anomalies[0].explanation
+    assert _verdict(_zombie(a_commit="info", read_a=False)).types() == set()    # fenced: fine
+
+
+def test_a_commit_invoked_before_the_newer_incarnation_began_may_commit():
+    v = _verdict(_zombie(a_commit_at=25))
+    assert v.types() == set() and v.status == "valid", v.types()
+
+
+def test_without_the_order_of_inits_two_late_commits_include_a_zombie():
+    """B's producer_config before A began: either may be the newer, but after both began
+    transactions only one can commit."""
+    v = _verdict(_zombie(b_config_at=5))
+    assert v.types() == {"zombie-commit"}, v.types()
+    assert "whichever initialised first was fenced" in v.anomalies[0].explanation
+    assert _verdict(_zombie(b_config_at=5, b_commits=False)).types() == set()
+    assert _verdict(_zombie(b_config_at=5, a_commit_at=25)).types() == set()
+
+
+def test_distinct_transactional_ids_never_fence():
+    b = _zombie()
+    b.ops[1].config = {"transactional_id": "Y"}
+    assert _verdict(b).types() == set()
