@@ -266,3 +266,8 @@ def test_a_zombie_is_fenced_and_its_transaction_never_commits(make_cluster, tmp_
     assert outcome == {0: "info", 1: "ok"}, outcome  # the zombie's end unknown to its client, never ok
     v = check_history(load(str(tmp_path / "h.jsonl")), time_limit=30)
     assert v.status == "valid", [f"{a.type}: {a.explanation}" for a in v.anomalies]
+    # Had the broker acknowledged the zombie's commit, the checkers would say so.
+    hist = load(str(tmp_path / "h.jsonl"))
+    z = next(o for o in hist.ops if o.f == "txn_commit" and o.process == 0)
+    z.type, z.comp = "ok", z.end
+    assert "zombie-commit" in check_history(hist, time_limit=30).types()
