@@ -279,3 +279,11 @@ def test_distinct_transactional_ids_never_fence():
     b = _zombie()
     b.ops[1].config = {"transactional_id": "Y"}
     assert _verdict(b).types() == set()
+
+
+def test_shrink_keeps_a_g_single():
+    from checkers.history.shrink import shrink
+    r = shrink(_v2(_ctp(True)))
+    assert r.anomaly.type == "G-single-process"
+    assert len(r.history.ops) < 11
+    assert any(o.end_offset == 0 for o in r.history.ops)
