@@ -301,12 +301,16 @@ def rw_graph(index: Index) -> tuple[nx.DiGraph, list] | None:
     rws = []
     for part in index.sorted_parts():
         visible: dict[str, list[int]] = {RU: [], RC: []}
+        # Only the levels some poll of the partition reads at (a level no poll reads has no
+        # edge out of its records but to the other level's, which bounds them no better).
+        used = {p.isolation or RU for p in part.polls if p.comp is not None}
         for o in sorted(part.log):
             s = part.send_of.get(part.log[o])
             if s is not None and s.type == "fail":
                 continue
             t = index.txn_of(s) if s is not None else None
             levels = (RU,) if t is not None and t.status != COMMITTED else (RU, RC)
+            levels = tuple(lv for lv in levels if lv in used)
             for lv in levels:
                 node = ("rec", part.tp, o, lv)
                 if visible[lv]:
