@@ -20,7 +20,9 @@ import time
 import click
 
 
-def _with_ends(h):
+def with_ends(h):
+    """A copy of h in which every ok consumer poll (not a final read) reports its partition's end:
+    the offset after the last record sent there before the poll began."""
     h2 = copy.copy(h)
     h2.ops = [copy.copy(o) for o in h.ops]
     sent: dict[str, list[tuple[int, int]]] = {}
@@ -62,7 +64,7 @@ def main(ops: int, seed: int, partitions: int, repeat: int) -> None:
     print(f"seed={seed} ops={ops} partitions={partitions} repeat={repeat}", flush=True)
     h = generate_txn(seed, ops=ops, partitions=partitions)
     h.header["version"] = 2
-    he = _with_ends(h)
+    he = with_ends(h)
     n_end = sum(1 for o in he.ops if o.end_offset is not None)
     best = {"without end_offset": float("inf"), "with end_offset": float("inf")}
     for _ in range(repeat):

@@ -287,3 +287,21 @@ def test_shrink_keeps_a_g_single():
     assert r.anomaly.type == "G-single-process"
     assert len(r.history.ops) < 11
     assert any(o.end_offset == 0 for o in r.history.ops)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_histories_with_true_ends_are_valid_and_a_stale_end_is_found(seed):
+    """Seeded transactional histories whose consumer polls report the end they read to:
+    valid, no G-single. One poll's end moved back to a record its consumer had already
+    read: a G-single."""
+    from benchmarks.history_rw import with_ends
+    from checkers.history.generate_txn import generate_txn
+    h = with_ends(generate_txn(seed, ops=1500, partitions=3))
+    h.header["version"] = th.TXN_VERSION
+    v = check_history(h)
+    assert v.status == "valid", sorted(v.types())
+    polls = [o for o in h.ops if o.f == "poll" and o.end_offset is not None and o.offsets]
+    first, later = polls[0], next(p for p in polls[1:] if p.tp == polls[0].tp)
+    later.end_offset = first.offsets[0]
+    kinds = check_history(h).types()
+    assert kinds & {"G-single", "G-single-process", "G-single-realtime"}, kinds

@@ -313,6 +313,7 @@ def rw_graph(index: Index) -> tuple[nx.DiGraph, list] | None:
             levels = tuple(lv for lv in levels if lv in used)
             for lv in levels:
                 node = ("rec", part.tp, o, lv)
+                g.add_node(node)
                 if visible[lv]:
                     g.add_edge(("rec", part.tp, visible[lv][-1], lv), node, k=WW)
                 visible[lv].append(o)
@@ -329,14 +330,12 @@ def rw_graph(index: Index) -> tuple[nx.DiGraph, list] | None:
             g.add_edge(p.id, ("t", bisect.bisect_left(times, p.comp)), k=RT)
             g.add_edge(p.id, ("pt", p.process, bisect.bisect_left(ptimes[p.process], p.comp)), k=PROC)
             after(p.id, p, p.inv)
-            seen = [o for o in p.offsets if o in part.log]
             vis = visible[lv]
+            seen = [o for o in p.offsets if ("rec", part.tp, o, lv) in g]
             if seen:
-                # The highest record it read that is visible at its level (ww edges carry
+                # The highest record it returned that is visible at its level (ww edges carry
                 # the rest, as Jepsen draws wr edges from the highest read only).
-                i = bisect.bisect_right(vis, max(seen)) - 1
-                if i >= 0:
-                    g.add_edge(("rec", part.tp, vis[i], lv), p.id, k=WR)
+                g.add_edge(("rec", part.tp, max(seen), lv), p.id, k=WR)
             if p.end_offset is not None:
                 i = bisect.bisect_left(vis, p.end_offset)
                 if i < len(vis):
