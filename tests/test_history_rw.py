@@ -122,6 +122,8 @@ def test_g_single_across_partitions_through_a_transaction():
     a = v.anomalies[0]
     assert a.partition == "t-0,t-1"
     assert "transaction 1" in a.explanation and "the commit" in a.explanation
+    # the same cycle with transactions as nodes
+    assert "(#8 -rw→ transaction 1 -wr→ transaction 2 -wr→ #7 -process→ #8)" in a.explanation
     assert _verdict(_ctp(False)).types() == set()           # denied before a was read: fine
 
 

@@ -415,17 +415,30 @@ def _explain(index: Index, g: nx.DiGraph, cyc: list, ops: dict[int, Op]) -> Anom
     last_op: Op | None = None
     in_time = False
     missed = ""
+    chain: list[tuple[str, str]] = []   # (edge kind, transaction or operation) along the cycle
+
+    def actor(kind: str, who: str) -> None:
+        if not chain or chain[-1][1] != who:
+            chain.append((kind, who))
+
+    def span_kind(x: Op, y: Op) -> str:
+        return PROC if x.process == y.process else RT
+
     n = len(cyc)
     for j in range(n):
         a, b = cyc[j], cyc[(j + 1) % n]
         k = g[a][b]["k"]
         if isinstance(b, int):
+            p = ops[b]
+            who = f"transaction {p.txn}" if p.txn is not None else f"#{b}"
             if in_time and last_op is not None:
-                spans.append((last_op, ops[b]))
+                spans.append((last_op, p))
+                actor(span_kind(last_op, p), who)
+            else:
+                actor(k, who)
             in_time = False
             wit.append(b)
-            last_op = ops[b]
-            p = ops[b]
+            last_op = p
             if k == WR:
                 steps.append(f"#{b} read it (up to offset {max(p.offsets)} of {p.tp})")
             elif k in (RT, PROC):
@@ -439,6 +452,9 @@ def _explain(index: Index, g: nx.DiGraph, cyc: list, ops: dict[int, Op]) -> Anom
         part = index.parts[tp]
         s = part.send_of.get(part.log[o])
         t = index.txn_of(s) if s is not None else None
+        who = f"transaction {t.id}" if t is not None else f"#{s.id}" if s is not None else f"{tp}@{o}"
+        if k not in (RT, PROC):
+            actor(k, who)
         if k == RW:
             p = ops[a]
             missed = f"{part.log[o]!r} at offset {o}"
@@ -450,6 +466,7 @@ def _explain(index: Index, g: nx.DiGraph, cyc: list, ops: dict[int, Op]) -> Anom
             writer = (t.end if lv == RC and t is not None and t.end is not None else s)
             if in_time and last_op is not None and writer is not None:
                 spans.append((last_op, writer))
+                actor(span_kind(last_op, writer), who)
                 steps.append(f"then {'the commit' if writer is not s else 'the send'} #{writer.id}"
                              f" (process {writer.process}) of {part.log[o]!r} at offset {o} of "
                              f"{tp} was invoked")
@@ -463,7 +480,8 @@ def _explain(index: Index, g: nx.DiGraph, cyc: list, ops: dict[int, Op]) -> Anom
     kind = "G-single" + ("-realtime" if rt else "-process" if spans else "")
     ids = tuple(dict.fromkeys(wit))
     ids = tuple(sorted(ids, key=lambda i: (ops[i].inv, i)))
+    walk = chain[-1][1] + " " + " ".join(f"-{k}→ {w}" for k, w in chain)
     text = (f"operations {', '.join('#' + str(i) for i in ids)} form a {kind} cycle with one "
-            f"anti-dependency: {'; '.join(steps)}. So {missed} was visible before #{cyc[0]} "
-            "read, which its end_offset denies: no order of effects explains them.")
+            f"anti-dependency ({walk}): {'; '.join(steps)}. So {missed} was visible before "
+            f"#{cyc[0]} read, which its end_offset denies: no order of effects explains them.")
     return Anomaly(kind, ids, text, ",".join(sorted(parts)))
