@@ -307,3 +307,19 @@ def test_generated_histories_with_true_ends_are_valid_and_a_stale_end_is_found(s
     later.end_offset = first.offsets[0]
     kinds = check_history(h).types()
     assert kinds & {"G-single", "G-single-process", "G-single-realtime"}, kinds
+
+
+@pytest.mark.parametrize("kind", ["G-single-process", "zombie-commit"])
+def test_golden_history(kind):
+    """traces/corpus/history2-{kind}.jsonl (format version 2, written from this file's
+    `_ctp(True)` and `_zombie()`) with the exact rendering of its verdict next to it, as the
+    seedable kinds' golden histories (tests/test_history_corpus.py, whose version-1 files the
+    screens' tests also read; KAFKAVERIFY_REWRITE_GOLDEN=1 rewrites)."""
+    from tests.test_history_corpus import CORPUS, REWRITE, render
+    path = CORPUS / f"history2-{kind}.jsonl"
+    expected = path.with_suffix(".expected")
+    got = render(path)
+    if REWRITE:
+        expected.write_text(got)
+    assert got == expected.read_text()
+    assert "status: invalid" in got and f"\n{kind} [" in got
