@@ -148,8 +148,9 @@ class Op:
     error: str | None = None
     txn: int | None = None          # the transaction this operation belongs to (version 2)
     isolation: str | None = None    # a poll's isolation level (version 2; absent: read_uncommitted)
-    # A poll's end of the partition (version 2): at some instant between its invoke and its
-    # completion no record at this offset or later was visible at its isolation level.
+    # A poll's end of the partition (version 2): at some instant after its invoke and after its
+    # records were fetched, before its completion, no record at this offset or later was
+    # visible at its isolation level.
     end_offset: int | None = None
     where: str = ""                 # 'line N' / 'row N' of the invoke, for messages
     inv_wall: int | None = None     # wall-clock ns (display only; never used for ordering)

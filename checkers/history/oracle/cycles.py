@@ -234,9 +234,9 @@ def _uses_ww(g: nx.DiGraph, cycle: list) -> bool:
 # it did not return offset k+1 says nothing about whether k+1 was visible. (Jepsen's Kafka
 # checker describes rw edges from a poll's highest offset to the next version, but its rw graph
 # is commented out, so it infers none.) An rw edge is drawn here only from a poll that reports
-# its partition's end (`end_offset`: at some instant between its invoke and its completion no
-# record at that offset or later was visible at its isolation level), to the first record at
-# or past that end.
+# its partition's end (`end_offset`: at some instant after its invoke and after its records
+# were fetched, before its completion, no record at that offset or later was visible at its
+# isolation level), to the first record at or past that end.
 #
 # Nor are transactions single instants in Kafka: a committed transaction's records become
 # visible partition by partition, as the coordinator's markers land (after the commit is
@@ -247,7 +247,9 @@ def _uses_ww(g: nx.DiGraph, cycle: list) -> bool:
 #                               records of one partition become visible in offset order (the
 #                               high watermark and the last stable offset only move forward),
 #                               and to read_uncommitted no later than to read_committed;
-#   poll op id                  the instant a poll read, between its invoke and completion;
+#   poll op id                  a poll's end instant (after its invoke and its records'
+#                               fetch, before its completion; without an end, only the
+#                               completion bound is used);
 #   ("t", k)                    the k-th distinct poll completion time, as in build_graph.
 # Edges ("≤" or "<" between the instants): record -> next visible record of its partition (ww);
 # record -> a poll that returned it or a later one (wr); poll -> ("t", its completion) and
