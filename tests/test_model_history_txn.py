@@ -11,8 +11,9 @@ the checkers' transactional anomalies must agree in the direction that is sound.
   the model sees what no client can: the coordinator's decision, records above the LSO.
 - Not compared, by design: TxnNoHangingTransaction is liveness (a stuck LSO looks to a client
   like a slow one: records not read yet); TxnLsoMonotonic is the broker's LSO, which a reader
-  never sees go back (it has read up to it); TxnZombieFenced has no history rule (the checkers
-  do not relate two instances of one transactional.id) -- and with every fix the model never
+  never sees go back (it has read up to it); TxnZombieFenced: the checkers' zombie-commit
+  bounds an instance's InitProducerId by its first transactional operation, which the newer
+  instance of a model violation need not have reached -- and with every fix the model never
   violates it. Consume-transform-produce (TxnExactlyOnce) is not written as a history.
 """
 from __future__ import annotations

@@ -266,3 +266,47 @@ def test_a_zombie_is_fenced_and_its_transaction_never_commits(make_cluster, tmp_
     assert outcome == {0: "info", 1: "ok"}, outcome  # the zombie's end unknown to its client, never ok
     v = check_history(load(str(tmp_path / "h.jsonl")), time_limit=30)
     assert v.status == "valid", [f"{a.type}: {a.explanation}" for a in v.anomalies]
+    # Had the broker acknowledged the zombie's commit, the checkers would say so.
+    hist = load(str(tmp_path / "h.jsonl"))
+    z = next(o for o in hist.ops if o.f == "txn_commit" and o.process == 0)
+    z.type, z.comp = "ok", z.end
+    assert "zombie-commit" in check_history(hist, time_limit=30).types()
+
+
+def test_kafka_python_polls_record_their_end_and_a_stale_one_is_a_g_single(make_cluster, tmp_path):
+    """A read_committed kafka-python consumer recorded with ends=True on our broker: each poll
+    carries the partition's end (the last stable offset, asked after the poll returned), the
+    history is valid; a poll whose end is moved below a record the consumer had already read
+    is a G-single."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    c = make_cluster(1, broker_config={"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 1})
+    c.create_topic("te", partitions=1, replication_factor=1, min_insync=1)
+    c.wait_for_leaders("te", timeout_s=20, isr_size=1)
+    h = ClientHistory(tmp_path / "h.jsonl", version=2)
+    p = h.producer(KafkaProducer(bootstrap_servers=c.bootstrap, transactional_id="tx-e", max_block_ms=20000))
+    p.init_transactions()
+    cons = h.consumer(KafkaConsumer(bootstrap_servers=c.bootstrap, group_id=None, enable_auto_commit=False,
+                                    isolation_level="read_committed", auto_offset_reset="earliest"),
+                      ends=True)
+    cons.assign([TopicPartition("te", 0)])
+    got: list[str] = []
+    for tag in ("e1", "e2"):
+        p.begin_transaction()
+        p.send("te", tag.encode(), partition=0)
+        p.commit_transaction()
+        wait_until(lambda: got.extend(m.value.decode() for ms in cons.poll(timeout_ms=200).values() for m in ms)
+                   or tag in got, timeout_s=20, what=f"{tag} read")
+    p.close(10)
+    cons.close()
+    assert h.final_reads(c.bootstrap, isolation="read_committed") == []
+    h.close()
+    hist = load(str(tmp_path / "h.jsonl"))
+    polls = [o for o in hist.ops if o.f == "poll" and not o.final]
+    assert polls and all(o.end_offset is not None for o in polls)
+    assert all(max(o.offsets) < o.end_offset for o in polls if o.offsets)
+    v = check_history(hist, time_limit=30)
+    assert v.status == "valid", [f"{a.type}: {a.explanation}" for a in v.anomalies]
+    first = next(o for o in polls if o.values == ["e1"])
+    later = next(o for o in polls if o.inv > first.comp)
+    later.end_offset = first.offsets[0]                    # says e1 was not yet visible
+    assert {"G-single-process", "G-single"} & check_history(hist, time_limit=30).types()

@@ -24,9 +24,10 @@ from typing import Any, Iterable, Iterator
 FORMAT = "kafkaverify-history"
 # Version 1: plain sends, polls, offset commits, one-partition assigns (each adds its partition
 # and resets its position). Version 2 adds transactions (`txn` on sends, polls and offset
-# commits; `txn_commit` / `txn_abort` operations; `isolation` on polls; `transactional_id` on
-# a producer_config) and Kafka's assignment semantics: the assign/subscribe events of one
-# process invoked at one `mono_ns` are one assignment that replaces the consumer's whole set.
+# commits; `txn_commit` / `txn_abort` operations; `isolation` and `end_offset` on polls;
+# `transactional_id` on a producer_config) and Kafka's assignment semantics: the
+# assign/subscribe events of one process invoked at one `mono_ns` are one assignment that
+# replaces the consumer's whole set.
 # Writers write version 1 unless a history uses what only version 2 has (TXN_VERSION).
 VERSION = 1
 TXN_VERSION = 2
@@ -44,6 +45,7 @@ V2_FIELDS: dict[str, tuple[str, ...]] = {
     "txn": ("send", "poll", "commit", "txn_commit", "txn_abort"),
     "isolation": ("poll",),
     "transactional_id": ("producer_config",),
+    "end_offset": ("poll",),
 }
 TXN_FS = ("txn_commit", "txn_abort")
 
@@ -78,6 +80,7 @@ V2_TYPES: dict[str, tuple[type, str]] = {
     "txn": (int, "int64"),
     "isolation": (str, "string"),
     "transactional_id": (str, "string"),
+    "end_offset": (int, "int64"),
 }
 ALL_FIELDS = {**FIELDS, **V2_TYPES}
 _ORDER = {n: i for i, n in enumerate(ALL_FIELDS)}
@@ -98,7 +101,7 @@ INVOKE_NEEDS: dict[str, tuple[str, ...]] = {
 # invoke, and a completion that restates it must agree.
 RESULT_FIELDS: dict[str, frozenset[str]] = {
     "send": frozenset({"offset"}),
-    "poll": frozenset({"offsets", "values"}),
+    "poll": frozenset({"offsets", "values", "end_offset"}),
     "commit": frozenset(),
     "assign": frozenset({"generation", "offset"}),
     "subscribe": frozenset({"generation", "offset"}),
@@ -145,6 +148,10 @@ class Op:
     error: str | None = None
     txn: int | None = None          # the transaction this operation belongs to (version 2)
     isolation: str | None = None    # a poll's isolation level (version 2; absent: read_uncommitted)
+    # A poll's end of the partition (version 2): at some instant after its invoke and after its
+    # records were fetched, before its completion, no record at this offset or later was
+    # visible at its isolation level.
+    end_offset: int | None = None
     where: str = ""                 # 'line N' / 'row N' of the invoke, for messages
     inv_wall: int | None = None     # wall-clock ns (display only; never used for ordering)
     end_wall: int | None = None
@@ -243,6 +250,9 @@ def check_event(path: str, where: str, ev: Any) -> None:
     # Kafka offsets start at 0: a negative one is a recording bug, not an anomaly to report.
     if "offset" in ev and ev["offset"] < 0:
         raise HistoryError(path, where, f"negative offset {ev['offset']} (offsets start at 0)")
+    if "end_offset" in ev and ev["end_offset"] < 0:
+        raise HistoryError(path, where, f"field 'end_offset': negative offset {ev['end_offset']} "
+                                        "(offsets start at 0)")
     if "offsets" in ev and any(o < 0 for o in ev["offsets"]):
         raise HistoryError(path, where, f"negative offset {min(ev['offsets'])} in 'offsets' "
                                         "(offsets start at 0)")
@@ -401,7 +411,8 @@ def _make_op(path: str, where: str, iwhere: str, inv: dict, comp: dict | None) -
         final=bool(merged.get("final", False)), delivery=merged.get("delivery"),
         config=config, error=(comp or {}).get("error", inv.get("error")), where=iwhere,
         inv_wall=inv.get("wall_ns"), end_wall=(comp or {}).get("wall_ns"),
-        txn=merged.get("txn"), isolation=merged.get("isolation"))
+        txn=merged.get("txn"), isolation=merged.get("isolation"),
+        end_offset=merged.get("end_offset"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -644,6 +655,8 @@ def op_events(op: Op) -> list[dict[str, Any]]:
         comp["offset"] = op.offset
     elif op.f == "poll" and (op.type == "ok" or op.offsets is not None):
         comp["offsets"], comp["values"] = list(op.offsets or []), list(op.values or [])
+        if op.end_offset is not None:
+            comp["end_offset"] = op.end_offset
     if op.type == "ok":
         if op.f in ("assign", "subscribe"):
             if op.generation is not None:

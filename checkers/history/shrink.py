@@ -13,7 +13,7 @@ from checkers.history.result import INVALID, Anomaly
 from checkers.history.oracle.check import check_history
 from traces.history import History, Op
 
-CYCLE_PREFIX = ("G0", "G1c")
+CYCLE_PREFIX = ("G0", "G1c", "G-single")
 
 
 @dataclass

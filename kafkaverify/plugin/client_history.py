@@ -124,14 +124,22 @@ class ClientHistory:
                         "(or aiokafka AIOKafkaProducer) expected")
 
     def consumer(self, client: Any, group: str | None = None, delivery: str | None = None,
-                 isolation: str | None = None) -> "Any":
+                 isolation: str | None = None, ends: bool = False) -> "Any":
         """`group` and `delivery` ("at-least-once" / "at-most-once") are what the application
         claims; the checkers hold it to them. `isolation`: confluent-kafka's isolation.level
-        (librdkafka does not expose it); kafka-python's and aiokafka's are read from the client."""
+        (librdkafka does not expose it); kafka-python's and aiokafka's are read from the client.
+        `ends` (kafka-python, format version 2): after each poll returns, ask the partitions'
+        end offsets (ListOffsets at the consumer's isolation level) and record them as the
+        polls' `end_offset`, which lets the checkers draw anti-dependencies (G-single)."""
         lib = _library(client)
+        if ends:
+            if lib != "kafka":
+                raise ValueError("ends=True needs kafka-python's end_offsets (a ListOffsets at "
+                                 "the consumer's isolation level)")
+            self.needs_v2("a poll's end_offset")
         if lib == "kafka":
             return KafkaPythonConsumer(self, client, group, delivery,
-                                       isolation or client.config.get("isolation_level"))
+                                       isolation or client.config.get("isolation_level"), ends)
         if lib in ("confluent_kafka", "cimpl"):
             return ConfluentConsumer(self, client, group, delivery, isolation)
         if lib == "aiokafka":
@@ -405,9 +413,10 @@ class ConfluentProducer(_Transactional):
 
 class _Consumer(_Wrapper):
     def __init__(self, history: ClientHistory, client: Any, group: str | None, delivery: str | None,
-                 isolation: str | None = None):
+                 isolation: str | None = None, ends: bool = False):
         super().__init__(history, client)
         self.group, self.delivery = group, delivery
+        self.ends = ends
         self.generation: int | None = None
         self._assigned: list[tuple[str, int]] = []
         if isolation not in (None, "read_uncommitted", "read_committed"):
@@ -460,10 +469,20 @@ class _Consumer(_Wrapper):
                 rec.info(op, error=type(e).__name__)
             raise
         by_tp = got(result)
+        ends: dict = {}
+        if self.ends and ops:
+            try:            # asked after the poll returned, before it is recorded complete
+                ends = self._end_offsets(list(ops))
+            except Exception:       # no end known: the polls are recorded without one
+                ends = {}
         for tp, op in ops.items():
             recs = by_tp.get(tp, [])
-            rec.ok(op, offsets=[o for o, _ in recs], values=[v for _, v in recs])
+            rec.ok(op, offsets=[o for o, _ in recs], values=[v for _, v in recs],
+                   end_offset=ends.get(tp))
         return result
+
+    def _end_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        raise NotImplementedError
 
     def _record_commit(self, positions: dict[tuple[str, int], int], commit) -> Any:
         rec = self._h.rec
@@ -492,6 +511,11 @@ class KafkaPythonConsumer(_Consumer):
     def _position(self, topic: str, p: int) -> int:
         from kafka import TopicPartition     # lazy: the recorded client is kafka-python here
         return self._client.position(TopicPartition(topic, p))
+
+    def _end_offsets(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        from kafka import TopicPartition
+        got = self._client.end_offsets([TopicPartition(t, p) for t, p in tps])
+        return {(tp.topic, tp.partition): o for tp, o in got.items()}
 
     def seek(self, partition, offset: int) -> None:
         """A seek starts the consumer's reading afresh: recorded as a new assign at `offset`."""

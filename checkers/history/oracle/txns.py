@@ -7,11 +7,13 @@ records was read while another, passed over by a read, never was). Within one tr
 successive sends to a partition that other records separate are an `int-send-skip`, which
 Kafka permits (transactions' writes interleave), so a note; `int-nonmonotonic-send` and
 `int-poll-skip` / `int-nonmonotonic-poll` are judged by log_checks' send and poll order rules.
+A producer fenced by a newer incarnation of its transactional_id must not commit
+(`zombie-commit`).
 
 Transactions, their outcomes and the proof of an unknown commit are index.Txn (one place)."""
 from __future__ import annotations
 
-from checkers.history.oracle.index import ABORTED, COMMITTED, Index, Part
+from checkers.history.oracle.index import ABORTED, COMMITTED, Index, Part, Txn
 from checkers.history.result import Anomaly
 from traces.history import Op
 
@@ -132,6 +134,87 @@ def send_skips(index: Index) -> list[Anomaly]:
     return out
 
 
+def zombie_commits(index: Index) -> list[Anomaly]:
+    """`zombie-commit`: a transaction of a producer that a newer incarnation of its
+    transactional_id had fenced was committed (acknowledged, or proven by a read_committed
+    read). A process is one incarnation; its InitProducerId falls between its producer_config's
+    invoke and its first transactional operation's invoke (F), and bumps the epoch, so from the
+    newer incarnation's F on the older one's EndTxn is refused. Two rules, both sound:
+    - known order: B's producer_config was invoked after A's F (A initialised first), so A's
+      transactions whose commit was invoked after B's F must not commit;
+    - unknown order: A and B both began transactions (F_A, F_B); after both, one of them is
+      fenced, so two committed transactions, one of each, both with commits invoked after
+      max(F_A, F_B), include a zombie's."""
+    if not index.txns:
+        return []
+    inc: dict[int, tuple[str, Op]] = {}          # process -> (transactional_id, producer_config)
+    for op in index.history.ops:
+        if op.f == "producer_config" and op.type != "fail" and op.process not in inc:
+            tid = (op.config or {}).get("transactional_id")
+            if tid is not None:
+                inc[op.process] = (tid, op)
+    first: dict[int, Op] = {}                    # process -> its first transactional operation
+    commits: dict[int, list[Txn]] = {}           # process -> its committed transactions
+    for t in index.txns.values():
+        o = t.ops[0]
+        if t.process not in first or (o.inv, o.id) < (first[t.process].inv, first[t.process].id):
+            first[t.process] = o
+        if t.status == COMMITTED and t.end is not None and t.end.f == "txn_commit":
+            commits.setdefault(t.process, []).append(t)
+    by_tid: dict[str, list[int]] = {}
+    for proc in sorted(inc):
+        if proc in first:
+            by_tid.setdefault(inc[proc][0], []).append(proc)
+    out = []
+    for tid in sorted(by_tid):
+        procs = by_tid[tid]
+        done: set[frozenset] = set()
+        for a in procs:
+            for b in procs:
+                if a == b or inc[b][1].inv <= first[a].inv:
+                    continue
+                # b is newer than a: a is fenced from first[b] on.
+                late = [t for t in commits.get(a, []) if t.end.inv > first[b].inv]
+                if late:
+                    t = min(late, key=lambda t: (t.end.inv, t.id))
+                    done.add(frozenset((a, b)))
+                    out.append(_zombie(index, tid, t, [first[a], inc[b][1], first[b]],
+                                       f"process {b}'s producer_config (#{inc[b][1].id}) was "
+                                       f"invoked after process {a} began transactions "
+                                       f"(#{first[a].id}), so {b} is the newer incarnation and "
+                                       f"fenced {a} before its first transactional operation "
+                                       f"#{first[b].id}"))
+        for i, a in enumerate(procs):
+            for b in procs[i + 1:]:
+                if frozenset((a, b)) in done:
+                    continue
+                m = max(first[a].inv, first[b].inv)
+                ta = [t for t in commits.get(a, []) if t.end.inv > m]
+                tb = [t for t in commits.get(b, []) if t.end.inv > m]
+                if ta and tb:
+                    x = min(ta, key=lambda t: (t.end.inv, t.id))
+                    y = min(tb, key=lambda t: (t.end.inv, t.id))
+                    out.append(_zombie(index, tid, x, [first[a], first[b], y.end]
+                                       + ([y.proof] if y.proof is not None else []),
+                                       f"processes {a} and {b} had both begun transactions "
+                                       f"(#{first[a].id}, #{first[b].id}) before either commit "
+                                       f"was invoked, so whichever initialised first was fenced "
+                                       f"by then, and transaction {y.id} of process {b} "
+                                       f"committed (#{y.end.id} {y.end.type})"))
+    return out
+
+
+def _zombie(index: Index, tid: str, t: Txn, also: list[Op], why: str) -> Anomaly:
+    how = f"#{t.end.id} txn_commit {t.end.type}" + (
+        f", proven by poll #{t.proof.id} reading one of its records" if t.proof is not None else "")
+    ops = also + [t.end] + ([t.proof] if t.proof is not None else [])
+    parts = sorted({s.tp for s in t.sends})
+    return Anomaly("zombie-commit", _ids(*ops),
+                   f"transactional_id {tid!r}: {why}; yet transaction {t.id} of process "
+                   f"{t.process} committed ({how}) although its commit was invoked after that: "
+                   "a fenced producer's transaction became visible.", ",".join(parts) or None)
+
+
 def check(index: Index) -> tuple[dict[str, list[Anomaly]], list[Anomaly]]:
     """(anomalies by check name, notes) of every transaction rule; nothing without
     transactions."""
@@ -140,7 +223,7 @@ def check(index: Index) -> tuple[dict[str, list[Anomaly]], list[Anomaly]]:
         return found, []
     for part in index.sorted_parts():
         found["writes"] += aborted_reads(index, part) + precommitted_reads(index, part)
-    found["writes"] += atomicity(index)
+    found["writes"] += atomicity(index) + zombie_commits(index)
     return found, send_skips(index)
 
 
