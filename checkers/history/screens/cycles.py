@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from array import array
 
-from checkers.history.screens.columnar import _scan
+from checkers.history.screens import _scan
 
 
 def edges(index) -> tuple[list, array, array]:
