@@ -288,6 +288,22 @@ def test_bad_jepsen_input_names_line_and_field(tmp_path, cli, line, where, what)
     assert r.exit_code == 3 and where in r.output and what in r.output, r.output
 
 
+@pytest.mark.parametrize("f,value,what", [
+    ("send", "[[:send :x [:a 1]]]", "send offset"),
+    ("send", "[[:send :x [-1 1]]]", "send offset"),
+    ("send", "[[:send :x [1.5 1]]]", "send offset"),
+    ("poll", "[[:poll {:x [[-2 1]]}]]", "negative offset"),
+    ("poll", "[[:poll {[:x true] [[0 1]]}]]", "is not a key"),
+])
+def test_bad_jepsen_results_name_line_and_field(tmp_path, cli, f, value, what):
+    """The converter checks what it copies from a completion (pairing then trusts the fields'
+    types): a bad offset or key is exit 3 naming the completion's line and field."""
+    p = _edn(tmp_path, [f"{{:index 0, :time 0, :type :invoke, :process 0, :f :{f}, :value [[:{f}]]}}",
+                        f"{{:index 1, :time 1, :type :ok, :process 0, :f :{f}, :value {value}}}"])
+    r = cli(["check-history", "--format", "jepsen", str(p)])
+    assert r.exit_code == 3 and "line 2" in r.output and "field ':value'" in r.output and what in r.output, r.output
+
+
 def test_convert_from_jepsen_round_trips(tmp_path, cli):
     case = {c[0]: c for c in CASES}["lost-write: atomic, proven by a read"]
     src = _edn(tmp_path, case[1])

@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from traces.history import TXN_VERSION, HistoryError, FORMAT
+from traces.history import FORMAT, ISOLATION_LEVELS, TXN_VERSION, HistoryError, check_event
 
 try:
     from traces import _edn       # the compiled twin of parse_line_py (setup.py builds it)
@@ -186,7 +186,7 @@ def _key(path: str, where: str, k: Any) -> tuple[str, int]:
         return TOPIC, k
     if isinstance(k, str) and k.startswith(":"):
         return k[1:], 0
-    if isinstance(k, (tuple, list)) and len(k) == 2 and isinstance(k[1], int):
+    if isinstance(k, (tuple, list)) and len(k) == 2 and isinstance(k[1], int) and not isinstance(k[1], bool):
         return str(k[0]).lstrip(":"), k[1]
     raise HistoryError(path, where, f"field ':value': {k!r} is not a key (an integer, a keyword or "
                                     "[topic partition])")
@@ -205,6 +205,9 @@ class Converter:
     def __init__(self, path: str, producer_config: dict | None = None, isolation: str = "read_committed"):
         self.path = path
         self.config = dict(producer_config or {})
+        if isolation not in ISOLATION_LEVELS:
+            raise HistoryError(path, "", f"isolation level {isolation!r} (expected one of "
+                                         f"{', '.join(ISOLATION_LEVELS)})")
         self.isolation = isolation
         self.pending: dict[int, tuple[str, dict]] = {}
         self.next_id = 0
@@ -303,6 +306,9 @@ class Converter:
                     if len(v) != 2:
                         raise HistoryError(self.path, where, f"field ':value': bad send result {mop!r}")
                     off, v = v
+                    if not isinstance(off, int) or isinstance(off, bool) or off < 0:
+                        raise HistoryError(self.path, where, f"field ':value': send offset {off!r} is "
+                                                             "not an offset (an integer from 0)")
                 if typ == "ok" and off is not None:
                     st = "ok"
                 elif typ == "fail" and not txn:
@@ -327,6 +333,10 @@ class Converter:
                     except (TypeError, ValueError):
                         raise HistoryError(self.path, where, f"field ':value': bad poll records for "
                                                              f"{k!r}") from None
+                    if offs and min(offs) < 0:
+                        raise HistoryError(self.path, where, f"field ':value': negative offset "
+                                                             f"{min(offs)} in the poll of {k!r} "
+                                                             "(offsets start at 0)")
                     inv_ev = {"id": None, "type": "invoke", "process": proc, "f": "poll", "topic": topic,
                               "partition": part, "mono_ns": a}
                     if proc in self.final:
@@ -395,5 +405,16 @@ def events(path: str | Path, producer_config: dict | None = None,
 def load(path: str | Path, producer_config: dict | None = None, isolation: str = "read_committed"):
     """The History of a Jepsen history.edn (raises HistoryError naming the line and field)."""
     from traces.history import pair
+    p = str(path)
     header, evs = events(path, producer_config, isolation)
-    return pair(str(path), header, evs)
+
+    def held(evs):
+        # The converter builds every event's fields of the types the format wants (each
+        # client value it copies is checked where it is read, naming the line and field):
+        # only the producer configurations, which copy --producer-config's settings, are held
+        # to the reader's field rules here; pairing checks the rules relating events.
+        for where, ev in evs:
+            if ev["f"] == "producer_config":
+                check_event(p, where, ev)
+            yield where, ev
+    return pair(p, header, held(evs), fields_checked=True)
