@@ -10,7 +10,10 @@ process, each stage on the same file:
   edn-py    parse_line_py, the regular-expression reader it falls back to
   convert   the reader and the conversion to our events (history_jepsen.events)
   load      the above and pairing into a History (history_jepsen.load)
-  check     (--check) load and the oracle, end to end (check-history --format jepsen)
+  check     (--check) end to end, as `check-history --format jepsen` runs it
+            (pipeline/file_check.py check_jepsen_file: load, the oracle's per-partition and
+            transaction rules, the compiled cycle screen); its result is the verdict's status
+            and each check's
 Each figure is CPU seconds (time.process_time) and Jepsen operations per CPU second.
 Prints seed= and the options first."""
 from __future__ import annotations
@@ -123,10 +126,11 @@ def main(argv: list[str] | None = None) -> None:
 
         stages = [("bare", bare), ("edn", edn), ("edn-py", edn_py), ("convert", convert), ("load", load)]
         if a.check:
-            from checkers.history.oracle.check import check_history
+            from checkers.history.pipeline.file_check import check_jepsen_file
 
             def check():
-                return check_history(hj.load(path)).status
+                v = check_jepsen_file(str(path)).verdict
+                return f"{v.status} " + " ".join(f"{c.name}={c.status}" for c in v.checks)
             stages.append(("check", check))
         if a.only:
             keep = set(a.only.split(",")) | {"bare"}

@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from traces.history import FORMAT, ISOLATION_LEVELS, TXN_VERSION, HistoryError, check_event
+from traces.history import FORMAT, ISOLATION_LEVELS, TXN_VERSION, History, HistoryError, Op
 
 try:
     from traces import _edn       # the compiled twin of parse_line_py (setup.py builds it)
@@ -213,6 +213,8 @@ class Converter:
         self.next_id = 0
         self.configured: dict[int, bool] = {}     # process -> its producer is transactional
         self.final: set[int] = set()        # processes after a seek-to-beginning assign
+        self.ops: list[Op] | None = None    # `load`: operations made directly (see `_op`)
+        self.sent: dict[tuple, str] = {}
 
     def _id(self) -> int:
         self.next_id += 1
@@ -358,12 +360,44 @@ class Converter:
         inv_ev["id"] = oid
         if tid is not None:
             inv_ev["txn"] = tid
+        if self.ops is not None:
+            self._op(iwhere, inv_ev, typ if t1 is not None else None, t1, result)
+            return []
         out = [(iwhere, inv_ev)]
         if typ is not None and t1 is not None:
             comp = {"id": oid, "type": typ, "process": inv_ev["process"], "f": inv_ev["f"],
                     **{k: v for k, v in result.items() if v is not None}, "mono_ns": t1}
             out.append((where, comp))
         return out
+
+    def _op(self, iwhere: str, inv: dict, typ: str | None, t1: int | None, result: dict) -> None:
+        """The operation of one invoke and its completion (`typ` None: none), as
+        traces.history.pair makes it of the two events `_emit` would yield, with the one rule
+        relating operations that the conversion does not already ensure (a value sent twice
+        to one partition); `load` collects these instead of events."""
+        f = inv["f"]
+        kind = typ or "info"
+        if f == "send":
+            k = (inv["topic"], inv["partition"], inv["value"])
+            if k in self.sent:
+                raise HistoryError(self.path, iwhere, f"value {inv['value']!r} was already sent to "
+                                                      f"{k[0]}-{k[1]} ({self.sent[k]}); sent values "
+                                                      "must be unique per partition")
+            self.sent[k] = iwhere
+        config = None
+        if f == "producer_config":
+            config = {n: inv[n] for n in ("retries", "max_in_flight", "idempotence", "acks",
+                                          "transactional_id") if n in inv}
+        has = typ is not None
+        self.ops.append(Op(
+            id=inv["id"], process=inv["process"], f=f, type=kind, inv=inv["mono_ns"],
+            comp=t1 if has and kind != "info" else None, end=t1 if has else None,
+            topic=inv.get("topic"), partition=inv.get("partition"), value=inv.get("value"),
+            offset=result.get("offset") if has else None,
+            offsets=result.get("offsets") if has else None,
+            values=result.get("values") if has else None,
+            final=bool(inv.get("final", False)), config=config, where=iwhere,
+            txn=inv.get("txn"), isolation=inv.get("isolation")))
 
     def _assign(self, where, proc, f, keys, t0, t1, typ, seek) -> list[tuple[str, dict]]:
         if seek:
@@ -387,6 +421,10 @@ class Converter:
         return self._emit("", "", ev, "ok", t, {}, None)
 
 
+def _header(p: str) -> dict:
+    return {"format": FORMAT, "version": TXN_VERSION, "meta": {"source": "jepsen", "file": Path(p).name}}
+
+
 def events(path: str | Path, producer_config: dict | None = None,
            isolation: str = "read_committed") -> tuple[dict, Iterator[tuple[str, dict]]]:
     """(header, events) of a Jepsen history.edn, converted as it is read."""
@@ -398,23 +436,22 @@ def events(path: str | Path, producer_config: dict | None = None,
         for n, m in it:
             yield from conv.op(f"line {n}", m)
         yield from conv.finish()
-    header = {"format": FORMAT, "version": TXN_VERSION, "meta": {"source": "jepsen", "file": Path(p).name}}
-    return header, gen()
+    return _header(p), gen()
 
 
-def load(path: str | Path, producer_config: dict | None = None, isolation: str = "read_committed"):
-    """The History of a Jepsen history.edn (raises HistoryError naming the line and field)."""
-    from traces.history import pair
+def load(path: str | Path, producer_config: dict | None = None, isolation: str = "read_committed") -> History:
+    """The History of a Jepsen history.edn (raises HistoryError naming the line and field): the
+    operations traces.history.pair makes of `events`, made directly as each op completes (the
+    conversion builds every field of the format's type, checking what it copies from the
+    file, and ids, transactions and completions relate as pairing requires by construction;
+    tests/test_history_txn.py holds the two ways to the same History)."""
     p = str(path)
-    header, evs = events(path, producer_config, isolation)
-
-    def held(evs):
-        # The converter builds every event's fields of the types the format wants (each
-        # client value it copies is checked where it is read, naming the line and field):
-        # only the producer configurations, which copy --producer-config's settings, are held
-        # to the reader's field rules here; pairing checks the rules relating events.
-        for where, ev in evs:
-            if ev["f"] == "producer_config":
-                check_event(p, where, ev)
-            yield where, ev
-    return pair(p, header, held(evs), fields_checked=True)
+    conv = Converter(p, producer_config, isolation)
+    conv.ops = []
+    op = conv.op
+    for n, m in iter_edn(path):
+        op(f"line {n}", m)
+    conv.finish()
+    ops = conv.ops
+    ops.sort(key=lambda o: (o.inv, o.id))
+    return History(header=_header(p), ops=ops)
