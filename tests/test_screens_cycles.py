@@ -107,3 +107,22 @@ def test_acyclic_scan():
         ok(2, [(0, 2)])
     with pytest.raises(ValueError):
         _scan.acyclic(2, array("q", [0]), array("q", []))
+
+
+def test_screen_decides_transactional_histories_above_the_search_bound():
+    """Above cycle_max_ops the oracle builds no graph, and with transactions locality does not
+    settle it (unknown); the screen's graph has no bound: an acyclic one is valid, a cyclic
+    one is still unknown (the search is bounded), never valid."""
+    h = generate_txn(4, ops=300, partitions=3)
+    alone = {c.name: c for c in check_history(h, cycle_max_ops=50).checks}["cycles"]
+    assert alone.status == "unknown" and alone.limited
+    screened = {c.name: c for c in check_history(h, cycle_max_ops=50, acyclic=acyclic_nodes).checks}["cycles"]
+    assert screened.status == "valid" and screened.examined == build_graph(build(h)).number_of_nodes()
+    for seed in range(20):
+        bad = _mutate(generate_txn(seed, ops=80, partitions=2), random.Random(seed), 3)
+        if acyclic_nodes(build(bad)) is None:
+            break
+    else:
+        pytest.fail("no seeded mutation made a cycle")
+    c = {c.name: c for c in check_history(bad, cycle_max_ops=10, acyclic=acyclic_nodes).checks}["cycles"]
+    assert c.status == "unknown" and c.limited

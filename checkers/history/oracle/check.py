@@ -49,7 +49,11 @@ def check_history(history: History, time_limit: float | None = None,
 
 def _cycles(index: Index, results: list[CheckResult], cycle_max_ops: int, deadline: float | None,
             acyclic: Callable[[Index], int | None] | None) -> CheckResult:
-    n = acyclic(index) if acyclic is not None else None
+    # Without transactions, above the bound, linearizable partitions settle it by locality
+    # (cycles.check): cheaper than any graph.
+    local = (not index.txns and _lin_ok(results)
+             and sum(len(p.sends) + len(p.polls) for p in index.parts.values()) > cycle_max_ops)
+    n = acyclic(index) if acyclic is not None and not local else None
     if n is None:
         return cycles.check(index, lin_ok=_lin_ok(results), max_ops=cycle_max_ops, deadline=deadline)
     return finish("cycles", n, [])      # the search's own result on an acyclic graph
