@@ -3,7 +3,8 @@
 
 Writes a Jepsen-style history (seeded: clients sending single records and transactions of two
 to four sends, polls of one to three keys returning runs of records, assigns, and a nemesis op
-now and then) of N client operations (2N lines), then times on one core, in this
+now and then) of N client operations (2N lines) and a final read of every key (as Jepsen ends
+a run: the history is then valid, not unknown), then times on one core, in this
 process, each stage on the same file:
   bare      the file's lines read and split into tokens by nothing (a `for line in f` loop)
   edn       traces.history_jepsen.parse_line on every line (the compiled EDN reader alone)
@@ -26,8 +27,13 @@ import time
 from pathlib import Path
 
 
+FINAL = 10                  # the final reader's process (the clients are 0..9)
+FINAL_CHUNK = 1000
+
+
 def write_history(path: Path, ops: int, seed: int, txn_rate: float, keys: int = 8) -> int:
-    """A plausible Jepsen Kafka history of `ops` client operations; returns the lines written."""
+    """A plausible Jepsen Kafka history of `ops` client operations, then the final reads;
+    returns the lines written."""
     rng = random.Random(seed)
     logs: dict[int, list[int]] = {k: [] for k in range(keys)}
     pos: dict[tuple[int, int], int] = {}
@@ -77,6 +83,17 @@ def write_history(path: Path, ops: int, seed: int, txn_rate: float, keys: int = 
                         pos.pop((proc, k), None)
                 w(proc, "invoke", "assign", "[" + " ".join(map(str, ks)) + "]")
                 w(proc, "ok", "assign", "[" + " ".join(map(str, ks)) + "]")
+        # The final reads, as Jepsen ends a run: a fresh consumer assigned every key, seeking to
+        # the beginning, polls each key's whole log (FINAL_CHUNK records a poll); without them
+        # an acknowledged record never read could be lost or merely lagging (writes: unknown).
+        every = "[" + " ".join(map(str, range(keys))) + "]"
+        w(FINAL, "invoke", "assign", every, ", :seek-to-beginning? true")
+        w(FINAL, "ok", "assign", every, ", :seek-to-beginning? true")
+        for k in range(keys):
+            for lo in range(0, len(logs[k]), FINAL_CHUNK):
+                recs = " ".join(f"[{o} {logs[k][o]}]" for o in range(lo, min(lo + FINAL_CHUNK, len(logs[k]))))
+                w(FINAL, "invoke", "poll", "[[:poll]]")
+                w(FINAL, "ok", "poll", f"[[:poll {{{k} [{recs}]}}]]")
     return lines
 
 
