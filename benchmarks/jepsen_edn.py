@@ -10,11 +10,15 @@ process, each stage on the same file:
   edn       traces.history_jepsen.parse_line on every line (the compiled EDN reader alone)
   edn-py    parse_line_py, the regular-expression reader it falls back to
   convert   the reader and the conversion to our events (history_jepsen.events)
-  load      the above and pairing into a History (history_jepsen.load)
+  load      the reader and the conversion into a History's operations (history_jepsen.load)
+  load-events  the same History the previous way: the events, then traces.history.pair
+            (each event's fields checked, then paired by id)
   check     (--check) end to end, as `check-history --format jepsen` runs it
             (pipeline/file_check.py check_jepsen_file: load, the oracle's per-partition and
             transaction rules, the compiled cycle screen); its result is the verdict's status
             and each check's
+  check-oracle (--check) the previous way end to end: load-events and the oracle alone (its
+            networkx cycle search, bounded by 200,000 operations), no cycle screen
 Each figure is CPU seconds (time.process_time) and Jepsen operations per CPU second.
 Prints seed= and the options first."""
 from __future__ import annotations
@@ -141,7 +145,12 @@ def main(argv: list[str] | None = None) -> None:
         def load():
             return len(hj.load(path).ops)
 
-        stages = [("bare", bare), ("edn", edn), ("edn-py", edn_py), ("convert", convert), ("load", load)]
+        def load_events():
+            from traces.history import pair
+            return len(pair(str(path), *hj.events(path)).ops)
+
+        stages = [("bare", bare), ("edn", edn), ("edn-py", edn_py), ("convert", convert), ("load", load),
+                  ("load-events", load_events)]
         if a.check:
             from checkers.history.pipeline.file_check import check_jepsen_file
 
@@ -149,15 +158,22 @@ def main(argv: list[str] | None = None) -> None:
                 v = check_jepsen_file(str(path)).verdict
                 return f"{v.status} " + " ".join(f"{c.name}={c.status}" for c in v.checks)
             stages.append(("check", check))
+
+            def check_oracle():
+                from checkers.history.oracle.check import check_history
+                from traces.history import pair
+                v = check_history(pair(str(path), *hj.events(path)))
+                return f"{v.status} " + " ".join(f"{c.name}={c.status}" for c in v.checks)
+            stages.append(("check-oracle", check_oracle))
         if a.only:
             keep = set(a.only.split(",")) | {"bare"}
             stages = [x for x in stages if x[0] in keep]
-        print(f"{'stage':8} {'CPU s':>8} {'Jepsen ops/CPU-s':>17} {'x bare':>7}  result")
+        print(f"{'stage':12} {'CPU s':>8} {'Jepsen ops/CPU-s':>17} {'x bare':>7}  result")
         base = None
         for name, fn in stages:
             secs, out = _timed(fn)
             base = base or secs
-            print(f"{name:8} {secs:8.3f} {a.ops / secs:17,.0f} {secs / base:7.1f}  {out}", flush=True)
+            print(f"{name:12} {secs:8.3f} {a.ops / secs:17,.0f} {secs / base:7.1f}  {out}", flush=True)
         print(f"cpu={os.cpu_count()} (single process, one core)")
 
 
