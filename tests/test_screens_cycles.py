@@ -32,9 +32,9 @@ def _agrees(h) -> bool:
     the graph has a cycle."""
     index = build(h)
     g = build_graph(index)
-    labels, src, dst = edges(index)
-    assert len(labels) == len(set(labels)) == g.number_of_nodes()
-    assert set(labels) == set(g.nodes())
+    labels, slots, src, dst = edges(index)
+    assert len(labels) == len(set(labels.values())) == g.number_of_nodes()
+    assert set(labels.values()) == set(g.nodes()) and all(0 <= i < slots for i in labels)
     got = {(labels[a], labels[b]) for a, b in zip(src, dst)}
     assert got == set(g.edges())
     cyclic = any(len(c) > 1 for c in nx.strongly_connected_components(g))
@@ -77,6 +77,22 @@ def test_transactional_histories_agree(planted):
             _mutate(h, random.Random(seed), 1 + seed % 4)
         cyclic += _agrees(h)
     assert cyclic, "no mutation made a cycle: the test would not see a missed one"
+
+
+def test_sparse_ids_are_mapped_to_slots():
+    """Ids too sparse to be slots (and negative ones) take the mapped layout: the same graph."""
+    from dataclasses import replace
+    for seed, scale in ((1, 10**9), (2, -1)):
+        h = generate_txn(seed, ops=60, partitions=2)
+        if seed % 2:
+            _mutate(h, random.Random(seed), 3)
+        ids = {o.id: o.id * scale for o in h.ops}
+        h.ops = [replace(o, id=ids[o.id]) for o in h.ops]
+        assert any(o.txn is not None for o in h.ops)
+        h.ops.sort(key=lambda o: (o.inv, o.id))
+        labels, slots, _, _ = edges(build(h))
+        assert slots == len(labels)         # the mapped layout: no isolated slot
+        _agrees(h)
 
 
 def test_plain_histories_agree():

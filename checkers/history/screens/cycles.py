@@ -18,12 +18,17 @@ from array import array
 
 from checkers.history.screens import _scan
 
+# Operation ids below DENSE_IDS_PER_NODE per node plus DENSE_MARGIN are slots themselves.
+DENSE_IDS_PER_NODE = 4
+DENSE_MARGIN = 1 << 16
 
-def edges(index) -> tuple[list, array, array]:
-    """(node labels, src, dst) of the oracle's dependency graph over `index` (an oracle
+
+def edges(index) -> tuple[dict, int, array, array]:
+    """(labels, slots, src, dst) of the oracle's dependency graph over `index` (an oracle
     Index), node for node and edge for edge as cycles.build_graph lays it out (edges within
-    one transaction dropped, as there): src and dst index the labels, which are the oracle's
-    (an operation's or transaction's node id, ("t", k) for the k-th completion time)."""
+    one transaction dropped, as there): src and dst hold slots below `slots`, and `labels`
+    maps each slot that is a node to the oracle's label (an operation's or transaction's node
+    id, ("t", k) for the k-th completion time); other slots are isolated."""
     node_of: dict[int, int] = {}
     for t in index.txns.values():
         rep = min(o.id for o in t.ops)
@@ -54,7 +59,7 @@ def edges(index) -> tuple[list, array, array]:
         for p in part.polls:
             ops.append(p)
             pn = get(p.id, p.id)
-            for v in set(p.values):
+            for v in p.values:          # a value twice gives an edge twice: no matter
                 s = send_of.get(v)
                 if s is not None and s.type != "fail":
                     n = get(s.id, s.id)
@@ -88,28 +93,39 @@ def edges(index) -> tuple[list, array, array]:
             if j < len(seq) and seq[j][2] != n:
                 src.append(n)
                 dst.append(seq[j][2])
-    # Dense labels: operation nodes first, then one time node per distinct completion time.
-    dense = {n: i for i, n in enumerate(nodes)}
+    # Slots: an operation node's slot is its id when ids are dense enough (a loaded history's
+    # usually are: no mapping per edge end; ids no node has are isolated slots, which no cycle
+    # passes through), else its place in `nodes`; the time nodes come after.
     times = sorted({c for _, c, _ in nodes.values() if c is not None})
-    base = len(dense)
-    s_out = array("q", (dense[x] for x in src))
-    d_out = array("q", (dense[x] for x in dst))
+    top = max(nodes, default=-1)
+    if min(nodes, default=0) >= 0 and top < DENSE_IDS_PER_NODE * len(nodes) + DENSE_MARGIN:
+        slot = {n: n for n in nodes}
+        base = top + 1
+        s_out, d_out = array("q", src), array("q", dst)
+    else:
+        slot = {n: i for i, n in enumerate(nodes)}
+        base = len(slot)
+        s_out = array("q", (slot[x] for x in src))
+        d_out = array("q", (slot[x] for x in dst))
     for k in range(1, len(times)):
         s_out.append(base + k - 1)
         d_out.append(base + k)
+    left = bisect.bisect_left
     for n, (inv, comp, _) in nodes.items():
-        i = dense[n]
+        i = slot[n]
         if comp is not None:
             s_out.append(i)
-            d_out.append(base + bisect.bisect_left(times, comp))
-        k = bisect.bisect_left(times, inv) - 1
+            d_out.append(base + left(times, comp))
+        k = left(times, inv) - 1
         if k >= 0:
             s_out.append(base + k)
             d_out.append(i)
-    return list(nodes) + [("t", k) for k in range(len(times))], s_out, d_out
+    labels = {i: n for n, i in slot.items()}
+    labels.update((base + k, ("t", k)) for k in range(len(times)))
+    return labels, base + len(times), s_out, d_out
 
 
 def acyclic_nodes(index) -> int | None:
     """The node count of the oracle's dependency graph when it has no cycle, else None."""
-    labels, src, dst = edges(index)
-    return len(labels) if _scan.acyclic(len(labels), src, dst) else None
+    labels, slots, src, dst = edges(index)
+    return len(labels) if _scan.acyclic(slots, src, dst) else None
