@@ -3,14 +3,22 @@
 
 Writes a Jepsen-style history (seeded: clients sending single records and transactions of two
 to four sends, polls of one to three keys returning runs of records, assigns, and a nemesis op
-now and then) of N client operations (2N lines), then times on one core, in this
+now and then) of N client operations (2N lines) and a final read of every key (as Jepsen ends
+a run: the history is then valid, not unknown), then times on one core, in this
 process, each stage on the same file:
   bare      the file's lines read and split into tokens by nothing (a `for line in f` loop)
   edn       traces.history_jepsen.parse_line on every line (the compiled EDN reader alone)
   edn-py    parse_line_py, the regular-expression reader it falls back to
   convert   the reader and the conversion to our events (history_jepsen.events)
-  load      the above and pairing into a History (history_jepsen.load)
-  check     (--check) load and the oracle, end to end (check-history --format jepsen)
+  load      the reader and the conversion into a History's operations (history_jepsen.load)
+  load-events  the same History the previous way: the events, then traces.history.pair
+            (each event's fields checked, then paired by id)
+  check     (--check) end to end, as `check-history --format jepsen` runs it
+            (pipeline/file_check.py check_jepsen_file: load, the oracle's per-partition and
+            transaction rules, the compiled cycle screen); its result is the verdict's status
+            and each check's
+  check-oracle (--check) the previous way end to end: load-events and the oracle alone (its
+            networkx cycle search, bounded by 200,000 operations), no cycle screen
 Each figure is CPU seconds (time.process_time) and Jepsen operations per CPU second.
 Prints seed= and the options first."""
 from __future__ import annotations
@@ -23,8 +31,13 @@ import time
 from pathlib import Path
 
 
+FINAL = 10                  # the final reader's process (the clients are 0..9)
+FINAL_CHUNK = 1000
+
+
 def write_history(path: Path, ops: int, seed: int, txn_rate: float, keys: int = 8) -> int:
-    """A plausible Jepsen Kafka history of `ops` client operations; returns the lines written."""
+    """A plausible Jepsen Kafka history of `ops` client operations, then the final reads;
+    returns the lines written."""
     rng = random.Random(seed)
     logs: dict[int, list[int]] = {k: [] for k in range(keys)}
     pos: dict[tuple[int, int], int] = {}
@@ -74,6 +87,17 @@ def write_history(path: Path, ops: int, seed: int, txn_rate: float, keys: int = 
                         pos.pop((proc, k), None)
                 w(proc, "invoke", "assign", "[" + " ".join(map(str, ks)) + "]")
                 w(proc, "ok", "assign", "[" + " ".join(map(str, ks)) + "]")
+        # The final reads, as Jepsen ends a run: a fresh consumer assigned every key, seeking to
+        # the beginning, polls each key's whole log (FINAL_CHUNK records a poll); without them
+        # an acknowledged record never read could be lost or merely lagging (writes: unknown).
+        every = "[" + " ".join(map(str, range(keys))) + "]"
+        w(FINAL, "invoke", "assign", every, ", :seek-to-beginning? true")
+        w(FINAL, "ok", "assign", every, ", :seek-to-beginning? true")
+        for k in range(keys):
+            for lo in range(0, len(logs[k]), FINAL_CHUNK):
+                recs = " ".join(f"[{o} {logs[k][o]}]" for o in range(lo, min(lo + FINAL_CHUNK, len(logs[k]))))
+                w(FINAL, "invoke", "poll", "[[:poll]]")
+                w(FINAL, "ok", "poll", f"[[:poll {{{k} [{recs}]}}]]")
     return lines
 
 
@@ -121,22 +145,35 @@ def main(argv: list[str] | None = None) -> None:
         def load():
             return len(hj.load(path).ops)
 
-        stages = [("bare", bare), ("edn", edn), ("edn-py", edn_py), ("convert", convert), ("load", load)]
+        def load_events():
+            from traces.history import pair
+            return len(pair(str(path), *hj.events(path)).ops)
+
+        stages = [("bare", bare), ("edn", edn), ("edn-py", edn_py), ("convert", convert), ("load", load),
+                  ("load-events", load_events)]
         if a.check:
-            from checkers.history.oracle.check import check_history
+            from checkers.history.pipeline.file_check import check_jepsen_file
 
             def check():
-                return check_history(hj.load(path)).status
+                v = check_jepsen_file(str(path)).verdict
+                return f"{v.status} " + " ".join(f"{c.name}={c.status}" for c in v.checks)
             stages.append(("check", check))
+
+            def check_oracle():
+                from checkers.history.oracle.check import check_history
+                from traces.history import pair
+                v = check_history(pair(str(path), *hj.events(path)))
+                return f"{v.status} " + " ".join(f"{c.name}={c.status}" for c in v.checks)
+            stages.append(("check-oracle", check_oracle))
         if a.only:
             keep = set(a.only.split(",")) | {"bare"}
             stages = [x for x in stages if x[0] in keep]
-        print(f"{'stage':8} {'CPU s':>8} {'Jepsen ops/CPU-s':>17} {'x bare':>7}  result")
+        print(f"{'stage':12} {'CPU s':>8} {'Jepsen ops/CPU-s':>17} {'x bare':>7}  result")
         base = None
         for name, fn in stages:
             secs, out = _timed(fn)
             base = base or secs
-            print(f"{name:8} {secs:8.3f} {a.ops / secs:17,.0f} {secs / base:7.1f}  {out}", flush=True)
+            print(f"{name:12} {secs:8.3f} {a.ops / secs:17,.0f} {secs / base:7.1f}  {out}", flush=True)
         print(f"cpu={os.cpu_count()} (single process, one core)")
 
 

@@ -323,3 +323,13 @@ def test_golden_history(kind):
         expected.write_text(got)
     assert got == expected.read_text()
     assert "status: invalid" in got and f"\n{kind} [" in got
+
+
+def test_check_history_files_with_ends_are_searched_past_the_cycle_screen():
+    """`check-history`'s path lays the dependency graph out for a compiled acyclicity screen, whose
+    graph holds no anti-dependency edges: a history whose polls report their ends must still reach
+    the G-single search."""
+    from checkers.history.pipeline.file_check import check_file
+    from tests.test_history_corpus import CORPUS
+    v = check_file(str(CORPUS / "history2-G-single-process.jsonl")).verdict
+    assert "G-single-process" in v.types(), v.types()

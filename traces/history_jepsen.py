@@ -30,12 +30,13 @@ maps; in short:
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from traces.history import TXN_VERSION, HistoryError, FORMAT
+from traces.history import FORMAT, ISOLATION_LEVELS, TXN_VERSION, History, HistoryError, Op
 
 try:
     from traces import _edn       # the compiled twin of parse_line_py (setup.py builds it)
@@ -186,7 +187,7 @@ def _key(path: str, where: str, k: Any) -> tuple[str, int]:
         return TOPIC, k
     if isinstance(k, str) and k.startswith(":"):
         return k[1:], 0
-    if isinstance(k, (tuple, list)) and len(k) == 2 and isinstance(k[1], int):
+    if isinstance(k, (tuple, list)) and len(k) == 2 and isinstance(k[1], int) and not isinstance(k[1], bool):
         return str(k[0]).lstrip(":"), k[1]
     raise HistoryError(path, where, f"field ':value': {k!r} is not a key (an integer, a keyword or "
                                     "[topic partition])")
@@ -194,6 +195,16 @@ def _key(path: str, where: str, k: Any) -> tuple[str, int]:
 
 def _val(v: Any) -> str:
     return v[1:] if isinstance(v, str) and v.startswith(":") else str(v)
+
+
+# The converter builds operations positionally (a third cheaper than by keyword): the order it
+# relies on, held to Op's own at import, so a field added to Op cannot shift values silently.
+OP_FIELDS = ("id", "process", "f", "type", "inv", "comp", "end", "topic", "partition", "key", "value",
+             "offset", "offsets", "values", "group", "generation", "final", "delivery", "config", "error",
+             "txn", "isolation", "end_offset", "where")
+if tuple(f.name for f in dataclasses.fields(Op))[:len(OP_FIELDS)] != OP_FIELDS:
+    raise ImportError("traces.history.Op's fields changed: update the positional construction in "
+                      "traces/history_jepsen.py and OP_FIELDS")
 
 
 class Converter:
@@ -205,11 +216,16 @@ class Converter:
     def __init__(self, path: str, producer_config: dict | None = None, isolation: str = "read_committed"):
         self.path = path
         self.config = dict(producer_config or {})
+        if isolation not in ISOLATION_LEVELS:
+            raise HistoryError(path, "", f"isolation level {isolation!r} (expected one of "
+                                         f"{', '.join(ISOLATION_LEVELS)})")
         self.isolation = isolation
         self.pending: dict[int, tuple[str, dict]] = {}
         self.next_id = 0
         self.configured: dict[int, bool] = {}     # process -> its producer is transactional
         self.final: set[int] = set()        # processes after a seek-to-beginning assign
+        self.ops: list[Op] | None = None    # `load`: operations made directly (see `_op`)
+        self.sent: dict[tuple, str] = {}
 
     def _id(self) -> int:
         self.next_id += 1
@@ -281,7 +297,12 @@ class Converter:
             raise HistoryError(self.path, where, "field ':value': expected a vector of micro-ops "
                                                  "([:send k v] / [:poll ...])")
         txn = f == ":txn" or len(mops) > 1
-        if txn and not self.configured.get(proc):
+        # A transactional_id given for every process (--producer-config) makes them incarnations
+        # of one producer, whose InitProducerId the fencing check bounds below by the config's
+        # invoke: it is placed at the process's first operation of any kind, not at its first
+        # transaction, which may come long after the client opened its producer.
+        if not self.configured.get(proc) and (txn or (proc not in self.configured
+                                                      and "transactional_id" in self.config)):
             out += self._config(proc, t0, transactional=True)
         elif proc not in self.configured and self.config:
             out += self._config(proc, t0, transactional=False)
@@ -303,6 +324,9 @@ class Converter:
                     if len(v) != 2:
                         raise HistoryError(self.path, where, f"field ':value': bad send result {mop!r}")
                     off, v = v
+                    if not isinstance(off, int) or isinstance(off, bool) or off < 0:
+                        raise HistoryError(self.path, where, f"field ':value': send offset {off!r} is "
+                                                             "not an offset (an integer from 0)")
                 if typ == "ok" and off is not None:
                     st = "ok"
                 elif typ == "fail" and not txn:
@@ -327,6 +351,10 @@ class Converter:
                     except (TypeError, ValueError):
                         raise HistoryError(self.path, where, f"field ':value': bad poll records for "
                                                              f"{k!r}") from None
+                    if offs and min(offs) < 0:
+                        raise HistoryError(self.path, where, f"field ':value': negative offset "
+                                                             f"{min(offs)} in the poll of {k!r} "
+                                                             "(offsets start at 0)")
                     inv_ev = {"id": None, "type": "invoke", "process": proc, "f": "poll", "topic": topic,
                               "partition": part, "mono_ns": a}
                     if proc in self.final:
@@ -348,12 +376,45 @@ class Converter:
         inv_ev["id"] = oid
         if tid is not None:
             inv_ev["txn"] = tid
+        if self.ops is not None:
+            self._op(iwhere, inv_ev, typ if t1 is not None else None, t1, result)
+            return []
         out = [(iwhere, inv_ev)]
         if typ is not None and t1 is not None:
             comp = {"id": oid, "type": typ, "process": inv_ev["process"], "f": inv_ev["f"],
                     **{k: v for k, v in result.items() if v is not None}, "mono_ns": t1}
             out.append((where, comp))
         return out
+
+    def _op(self, iwhere: str, inv: dict, typ: str | None, t1: int | None, result: dict) -> None:
+        """The operation of one invoke and its completion (`typ` None: none), as
+        traces.history.pair makes it of the two events `_emit` would yield, with the one rule
+        relating operations that the conversion does not already ensure (a value sent twice
+        to one partition); `load` collects these instead of events."""
+        f = inv["f"]
+        kind = typ or "info"
+        if f == "send":
+            k = (inv["topic"], inv["partition"], inv["value"])
+            if k in self.sent:
+                raise HistoryError(self.path, iwhere, f"value {inv['value']!r} was already sent to "
+                                                      f"{k[0]}-{k[1]} ({self.sent[k]}); sent values "
+                                                      "must be unique per partition")
+            self.sent[k] = iwhere
+        config = None
+        if f == "producer_config":
+            config = {n: inv[n] for n in ("retries", "max_in_flight", "idempotence", "acks",
+                                          "transactional_id") if n in inv}
+        has = typ is not None
+        get = inv.get
+        # Positional, in Op's field order (id, process, f, type, inv, comp, end, topic,
+        # partition, key, value, offset, offsets, values, group, generation, final, delivery,
+        # config, error, txn, isolation, end_offset, where): a third cheaper than by keyword.
+        self.ops.append(Op(
+            inv["id"], inv["process"], f, kind, inv["mono_ns"], t1 if has and kind != "info" else None,
+            t1 if has else None, get("topic"), get("partition"), None, get("value"),
+            result.get("offset") if has else None, result.get("offsets") if has else None,
+            result.get("values") if has else None, None, None, bool(get("final", False)), None,
+            config, None, get("txn"), get("isolation"), None, iwhere))
 
     def _assign(self, where, proc, f, keys, t0, t1, typ, seek) -> list[tuple[str, dict]]:
         if seek:
@@ -377,6 +438,10 @@ class Converter:
         return self._emit("", "", ev, "ok", t, {}, None)
 
 
+def _header(p: str) -> dict:
+    return {"format": FORMAT, "version": TXN_VERSION, "meta": {"source": "jepsen", "file": Path(p).name}}
+
+
 def events(path: str | Path, producer_config: dict | None = None,
            isolation: str = "read_committed") -> tuple[dict, Iterator[tuple[str, dict]]]:
     """(header, events) of a Jepsen history.edn, converted as it is read."""
@@ -388,12 +453,22 @@ def events(path: str | Path, producer_config: dict | None = None,
         for n, m in it:
             yield from conv.op(f"line {n}", m)
         yield from conv.finish()
-    header = {"format": FORMAT, "version": TXN_VERSION, "meta": {"source": "jepsen", "file": Path(p).name}}
-    return header, gen()
+    return _header(p), gen()
 
 
-def load(path: str | Path, producer_config: dict | None = None, isolation: str = "read_committed"):
-    """The History of a Jepsen history.edn (raises HistoryError naming the line and field)."""
-    from traces.history import pair
-    header, evs = events(path, producer_config, isolation)
-    return pair(str(path), header, evs)
+def load(path: str | Path, producer_config: dict | None = None, isolation: str = "read_committed") -> History:
+    """The History of a Jepsen history.edn (raises HistoryError naming the line and field): the
+    operations traces.history.pair makes of `events`, made directly as each op completes (the
+    conversion builds every field of the format's type, checking what it copies from the
+    file, and ids, transactions and completions relate as pairing requires by construction;
+    tests/test_history_txn.py holds the two ways to the same History)."""
+    p = str(path)
+    conv = Converter(p, producer_config, isolation)
+    conv.ops = []
+    op = conv.op
+    for n, m in iter_edn(path):
+        op(f"line {n}", m)
+    conv.finish()
+    ops = conv.ops
+    ops.sort(key=lambda o: (o.inv, o.id))
+    return History(header=_header(p), ops=ops)

@@ -11,9 +11,10 @@ from __future__ import annotations
 import gc
 import time
 from contextlib import contextmanager
+from typing import Callable
 
 from checkers.history.oracle import consumer, cycles, linearizable, log_checks
-from checkers.history.oracle.index import build
+from checkers.history.oracle.index import Index, build
 from checkers.history.result import CHECK_NAMES, CheckResult, Verdict, combine, finish
 from traces.history import History
 
@@ -33,16 +34,36 @@ def quiet_gc():
 
 
 def check_history(history: History, time_limit: float | None = None,
-                  cycle_max_ops: int = 200_000, deadline: float | None = None) -> Verdict:
+                  cycle_max_ops: int = 200_000, deadline: float | None = None,
+                  acyclic: Callable[[Index], int | None] | None = None) -> Verdict:
     """`deadline` (time.monotonic()) overrides `time_limit` when the caller's clock started
-    earlier, e.g. before reading the file."""
+    earlier, e.g. before reading the file. `acyclic` (the pipeline's cycle screen,
+    screens/cycles.py `acyclic_nodes`): the node count of the dependency graph when it has no
+    cycle, else None; when it gives a count the cycle search is not run (and not bounded by
+    `cycle_max_ops`): an acyclic graph has no cycle to find."""
     if deadline is None and time_limit:
         deadline = time.monotonic() + time_limit
     with quiet_gc():
-        return _check_history(history, deadline, cycle_max_ops)
+        return _check_history(history, deadline, cycle_max_ops, acyclic)
 
 
-def _check_history(history: History, deadline: float | None, cycle_max_ops: int) -> Verdict:
+def _cycles(index: Index, results: list[CheckResult], cycle_max_ops: int, deadline: float | None,
+            acyclic: Callable[[Index], int | None] | None) -> CheckResult:
+    # Without transactions, above the bound, linearizable partitions settle it by locality
+    # (cycles.check): cheaper than any graph.
+    local = (not index.txns and _lin_ok(results)
+             and sum(len(p.sends) + len(p.polls) for p in index.parts.values()) > cycle_max_ops)
+    # A poll that reports its partition's end adds anti-dependency edges (G-single) the screen's
+    # graph does not hold: the search decides those histories.
+    ends = any(p.end_offset is not None for part in index.parts.values() for p in part.polls)
+    n = acyclic(index) if acyclic is not None and not local and not ends else None
+    if n is None:
+        return cycles.check(index, lin_ok=_lin_ok(results), max_ops=cycle_max_ops, deadline=deadline)
+    return finish("cycles", n, [])      # the search's own result on an acyclic graph
+
+
+def _check_history(history: History, deadline: float | None, cycle_max_ops: int,
+                   acyclic: Callable[[Index], int | None] | None = None) -> Verdict:
     results: list[CheckResult] = []
 
     def late() -> bool:
@@ -56,8 +77,7 @@ def _check_history(history: History, deadline: float | None, cycle_max_ops: int)
     results += log_checks.check_log(index)
     steps = [("linearizable", lambda: linearizable.check(index)),
              ("consumer-offsets", lambda: consumer.check(index)),
-             ("cycles", lambda: cycles.check(index, lin_ok=_lin_ok(results), max_ops=cycle_max_ops,
-                                             deadline=deadline))]
+             ("cycles", lambda: _cycles(index, results, cycle_max_ops, deadline, acyclic))]
     for name, step in steps:
         if late():
             results.append(finish(name, 0, [], unknown="time limit reached before this check",

@@ -31,6 +31,7 @@ from checkers.history.oracle.check import check_history
 from checkers.history.pipeline.judge import decide, judge
 from checkers.history.result import CHECK_NAMES, Verdict, combine, finish
 from checkers.history.screens import fused
+from checkers.history.screens.cycles import acyclic_nodes
 from checkers.history.screens.columnar import (LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen, TimeUp,
                                                lean, pair, raise_if_late, screen, unspill)
 from checkers.history.screens.fused import Fused, fused_screen, grouped_screen
@@ -431,7 +432,7 @@ def _object_path(path, fmt, deadline, cycle_max_ops, why) -> FileCheck:
 
 
 def _judged(h: History, deadline, cycle_max_ops, engine: str) -> FileCheck:
-    v = check_history(h, cycle_max_ops=cycle_max_ops, deadline=deadline)
+    v = check_history(h, cycle_max_ops=cycle_max_ops, deadline=deadline, acyclic=acyclic_nodes)
     by_id = h.by_id()
     wit = {i: by_id[i] for a in v.anomalies + v.notes for i in a.witness if i in by_id}
     return FileCheck(v, len(h.ops), wit, engine, h)
