@@ -34,7 +34,7 @@ from checkers.history.screens import fused
 from checkers.history.screens.columnar import (LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen, TimeUp,
                                                lean, pair, raise_if_late, screen, unspill)
 from checkers.history.screens.fused import Fused, fused_screen, grouped_screen
-from traces.history import TXN_VERSION, VERSION, History, Op
+from traces.history import FIELDS, TXN_VERSION, VERSION, History, Op
 
 
 @dataclass
@@ -128,9 +128,11 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                 return decide_unflagged(fr, header, deadline)
             if fr is None and deadline is not None and time.monotonic() > deadline:
                 return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
-            raw = src.select(*NEEDED, "row").collect(engine="streaming")
+            # Every field (not only the screens' NEEDED): the flagged partitions' operations
+            # are then taken from these columns for the oracle, not scanned from the file again.
+            raw = src.select(*FIELDS, "row").collect(engine="streaming")
         else:
-            raw = src.select(*NEEDED, "row").collect()
+            raw = src.select(*FIELDS, "row").collect()
     except (pl.exceptions.PolarsError, OSError):
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
@@ -249,9 +251,10 @@ def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: 
     inv = raw.lazy().filter(c("type") == "invoke")
     ids = pl.concat([inv.filter(c("f").is_in(SETTINGS)).select("id"),
                      inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
-    sub = raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
-    ev = lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
-    del raw, sub, inv, ids
+    sub = (raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
+           .with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")).collect())
+    ev = lean(sub.lazy().select(pl.exclude(*(n for n in FIELDS if n not in NEEDED))))
+    del raw, inv, ids
     pd = pair(ev)
     del ev
     if pd.bad:
@@ -269,9 +272,13 @@ def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: 
     stats = pl.DataFrame({"run": [0], "sends": [fr.counts["sends"]], "polls": [fr.counts["polls"]],
                           "ops": [fr.counts["ops"]]})
     base = 1 if where == "row" else 2
+    # The oracle's operations from the flagged subset already decoded (every field, when the
+    # caller decoded them all: `sub` then holds every event the screen's rows can name, the
+    # flagged partitions' and the settings); else from the file, as before.
+    have_all = all(n in sub.columns for n in FIELDS)
     (r,) = decide(Screen(sc.done, sc.flagged, counts, stats, sc.rows),
                   lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops, where,
-                  base).values()
+                  base, fetch_flagged=(lambda sel: sub.filter(sel)) if have_all else None).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 

@@ -237,10 +237,12 @@ def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | 
 
 def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
            cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
-           only_flagged: bool = False) -> dict[int, RunResult]:
+           only_flagged: bool = False, fetch_flagged: Fetch | None = None) -> dict[int, RunResult]:
     """Verdicts from a screen: the oracle on the flagged partitions' events (fetched by row),
     the oracle's cycle search where some partition is not linearizable, the screen's counts
-    elsewhere."""
+    elsewhere. `fetch_flagged`, if given, fetches the flagged partitions' rows (`sc.rows`)
+    instead of `fetch` (e.g. from columns the caller already decoded); `fetch` still serves
+    the cycle search's whole runs."""
     c = pl.col
     done, flagged, counts = sc.done, sc.flagged, sc.counts
     stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
@@ -249,7 +251,7 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
     found: dict[int, dict[str, tuple[list, list]]] = {}
     histories: dict[int, History] = {}
     if flagged:
-        for run, h in to_histories(fetch(c_row_in(sc.rows)), headers, where, base).items():
+        for run, h in to_histories((fetch_flagged or fetch)(c_row_in(sc.rows)), headers, where, base).items():
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
