@@ -6,10 +6,10 @@ as checking; then the screens, cheapest first:
    pass, slice by slice as they are decoded: a history in which it flags nothing is decided
    from its counts (`decide_unflagged`: the verdict the polars screens would give, as they would
    flag nothing either);
-2. a history it flags in some partitions goes to the polars screens (screens/columnar.py) with
-   those partitions' operations and the settings operations (`_kernel_on_flagged`), the other
-   partitions' counts from the fused screen; a history-wide flag, or a flag in every
-   partition, sends the whole history to the polars screens;
+2. a history it flags in some partitions goes straight to the oracle with those partitions'
+   operations and the settings operations (`_kernel_on_flagged`), the other partitions' counts
+   from the fused screen; a history-wide flag, or a flag in every partition, sends the whole
+   history to the polars screens;
 3. what they flag goes to the oracle (checkers/history/oracle) through pipeline/judge.py, whose
    verdict and witnesses are then the answer.
 Above CHUNK_EVENTS events the polars screens run in chunks of partitions (`_check_chunked`: one
@@ -235,15 +235,17 @@ def decide_unflagged(fr: Fused, header: dict, deadline: float | None,
 
 def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: pl.LazyFrame, where: str,
                        deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
-    """The kernel on the flagged partitions' operations and the history's settings operations
-    (producers' configurations, assigns and subscribes: the groups, generations and modes the
-    consumer rules consult; as a chunk of the chunked path has them), with the counts of the
-    other partitions from the screen: the same verdict as the kernel on the whole history,
-    whose screens are per partition. `held` holds the decoded columns, released once the
-    subset is taken. None when the kernel's input screen flags a row (the caller then hands
-    the history to the object reader, which names it or judges it; the screen hands such
-    histories over whole, so only the kernel's own hash collisions and its bound on partition
-    keys lead here)."""
+    """The oracle on the partitions the fused screen flags, with the history's settings
+    operations (producers' configurations, assigns and subscribes: the groups, generations
+    and modes the consumer rules consult; as a chunk of the chunked path has them), and the
+    counts of the other partitions from the fused screen: the same verdict as the oracle on
+    the whole history, whose rules are per partition (the cross-partition cycle search, when
+    it runs, reads the whole history: pipeline/judge.py). The flagged partitions' undecided
+    writes are the oracle's own count. Their operations are taken from `held` (the decoded
+    columns, released once the subset is taken) when it has every field, else fetched from
+    the file. The polars screens do not run again on the flagged partitions: the oracle judges
+    every flagged partition (a partition the fused screen flags but the polars screens would
+    pass costs the oracle's time, and gets the oracle's verdict, which is the reference)."""
     c = pl.col
     raw = held.pop()
     keys = pl.DataFrame({"topic": [t for t, _, _ in fr.flagged], "partition": [p for _, p, _ in fr.flagged]},
@@ -253,32 +255,25 @@ def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: 
                      inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
     sub = (raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
            .with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")).collect())
-    ev = lean(sub.lazy().select(pl.exclude(*(n for n in FIELDS if n not in NEEDED))))
     del raw, inv, ids
-    pd = pair(ev)
-    del ev
-    if pd.bad:
-        return None
-    sc = screen(pd, deadline)
-    del pd
     flagged = {(t, p) for t, p, _ in fr.flagged}
     rest = [(n, u) for t, p, n, u in fr.counts["parts"] if (t, p) not in flagged]
-    k = next(iter(sc.counts.iter_rows(named=True)), {})
-    # records and undecided writes add up over partitions; the other counts are the
-    # history's (consumer offsets examined: ok commits, and polls times at-most-once groups).
-    counts = pl.DataFrame({"run": [0], "undecided": [(k.get("undecided") or 0) + sum(u for _, u in rest)],
+    # records and undecided writes add up over the unflagged partitions (the flagged ones':
+    # the oracle's); the other counts are the history's (consumer offsets examined: ok
+    # commits, and polls times at-most-once groups).
+    counts = pl.DataFrame({"run": [0], "undecided": [sum(u for _, u in rest)],
                            "consumer_examined": [fr.counts["consumer_examined"]],
-                           "records": [(k.get("records") or 0) + sum(n for n, _ in rest)]})
+                           "records": [sum(n for n, _ in rest)]})
     stats = pl.DataFrame({"run": [0], "sends": [fr.counts["sends"]], "polls": [fr.counts["polls"]],
                           "ops": [fr.counts["ops"]]})
     base = 1 if where == "row" else 2
-    # The oracle's operations from the flagged subset already decoded (every field, when the
-    # caller decoded them all: `sub` then holds every event the screen's rows can name, the
-    # flagged partitions' and the settings); else from the file, as before.
     have_all = all(n in sub.columns for n in FIELDS)
-    (r,) = decide(Screen(sc.done, sc.flagged, counts, stats, sc.rows),
+    rows = sub.get_column("_i")
+    done = deadline is None or time.monotonic() <= deadline
+    (r,) = decide(Screen(done, {0}, counts, stats, rows),
                   lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops, where,
-                  base, fetch_flagged=(lambda sel: sub.filter(sel)) if have_all else None).values()
+                  base, fetch_flagged=(lambda sel: sub.filter(sel)) if have_all else None,
+                  oracle_undecided=True).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 

@@ -249,12 +249,14 @@ def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | 
 
 def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
            cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
-           only_flagged: bool = False, fetch_flagged: Fetch | None = None) -> dict[int, RunResult]:
+           only_flagged: bool = False, fetch_flagged: Fetch | None = None,
+           oracle_undecided: bool = False) -> dict[int, RunResult]:
     """Verdicts from a screen: the oracle on the flagged partitions' events (fetched by row),
     the oracle's cycle search where some partition is not linearizable, the screen's counts
     elsewhere. `fetch_flagged`, if given, fetches the flagged partitions' rows (`sc.rows`)
     instead of `fetch` (e.g. from columns the caller already decoded); `fetch` still serves
-    the cycle search's whole runs."""
+    the cycle search's whole runs. With `oracle_undecided`, the flagged partitions' undecided
+    writes are the oracle's count, added to the screen's (which then counts the others only)."""
     c = pl.col
     done, flagged, counts = sc.done, sc.flagged, sc.counts
     stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
@@ -269,6 +271,8 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
             found[run] = {r.name: (r.anomalies, r.notes) for r in res}
             found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
+            if oracle_undecided:
+                found[run]["_undecided"] = sum(log_checks.unseen_writes(p)[1] for p in idx.sorted_parts())
     # Runs that need the cross-partition cycle search (some partition not linearizable, the
     # run small enough): all their events as objects, in one pass.
     full: dict[int, History] = {}
@@ -286,6 +290,8 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
         st = stats.get(run, {"sends": 0, "polls": 0})
         k = cnt.get(run, {})
         fnd = found.get(run, {})
+        if fnd.get("_undecided"):
+            k = dict(k, undecided=(k.get("undecided") or 0) + fnd["_undecided"])
         examined = {"offsets": (k.get("records") or 0) + fnd.get("_records", 0), "writes": st["sends"], "polls": st["polls"],
                     "sends": st["sends"], "linearizable": st["sends"] + st["polls"],
                     "consumer-offsets": k.get("consumer_examined") or 0}
