@@ -365,3 +365,27 @@ def test_flagged_partitions_judged_from_the_decoded_columns(kind, tmp_path, monk
     assert named
     for i in named:
         assert dataclasses.astuple(r.witness_ops[i]) == dataclasses.astuple(by_id[i]), i
+
+
+def test_undecided_writes_of_a_flagged_partition_are_counted(tmp_path, monkeypatch):
+    """The writes check's unknown (acknowledged writes never read, no final read after them)
+    counts the flagged partition's undecided writes (the oracle's count) with the clean
+    partitions' (the screen's): the same number and reason as the oracle on the whole."""
+    b = B()
+    for i, v in enumerate("abcd"):
+        b.send(0, v, 1 + i, 2 + i, offset=i, part=0)
+    b.send(0, "x", 1, 2, offset=0, part=1)
+    b.send(0, "y", 3, 4, offset=1, part=1)
+    b.poll(1, [(0, "a"), (1, "b")], 10, 11, part=0)
+    b.poll(1, [(0, "a")], 12, 13, part=0)                      # back to offset 0: nonmonotonic
+    b.poll(2, [(0, "x")], 10, 11, part=1)                       # y never read: undecided
+    path = _write(tmp_path, b)
+    fr = _screen(path)
+    assert fr is not None and [(t, p) for t, p, _ in fr.flagged] == [("t", 0)]
+    r = check_file(str(path))
+    oracle = check_history(load(path))
+    assert _fingerprint(r.verdict) == _fingerprint(oracle)
+    mine = next(c for c in r.verdict.checks if c.name == "writes")
+    theirs = next(c for c in oracle.checks if c.name == "writes")
+    assert mine.status == "unknown" and mine.reason == theirs.reason
+    assert mine.reason.startswith("3 acknowledged write(s)")
