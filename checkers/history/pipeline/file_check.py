@@ -128,6 +128,13 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                 return decide_unflagged(fr, header, deadline)
             if fr is None and deadline is not None and time.monotonic() > deadline:
                 return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
+            if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
+                # Some partitions flagged: only their operations and the settings are
+                # decoded (every field, for the oracle), by two filtered scans of the file
+                # instead of decoding the whole history.
+                r = _kernel_on_flagged([src], fr, header, full, where, deadline, cycle_max_ops)
+                return r if r is not None else _object_path(path, fmt, deadline, cycle_max_ops,
+                                                             "the input screen flagged rows")
             # Every field (not only the screens' NEEDED): the flagged partitions' operations
             # are then taken from these columns for the oracle, not scanned from the file again.
             raw = src.select(*FIELDS, "row").collect(engine="streaming")
@@ -233,8 +240,8 @@ def decide_unflagged(fr: Fused, header: dict, deadline: float | None,
     return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
 
 
-def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: pl.LazyFrame, where: str,
-                       deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
+def _kernel_on_flagged(held: list[pl.DataFrame | pl.LazyFrame], fr: Fused, header: dict, full: pl.LazyFrame,
+                       where: str, deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
     """The oracle on the partitions the fused screen flags, with the history's settings
     operations (producers' configurations, assigns and subscribes: the groups, generations
     and modes the consumer rules consult; as a chunk of the chunked path has them), and the
@@ -245,17 +252,22 @@ def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: 
     columns, released once the subset is taken) when it has every field, else fetched from
     the file. The polars screens do not run again on the flagged partitions: the oracle judges
     every flagged partition (a partition the fused screen flags but the polars screens would
-    pass costs the oracle's time, and gets the oracle's verdict, which is the reference)."""
+    pass costs the oracle's time, and gets the oracle's verdict, which is the reference).
+    `held` may instead hold the file's lazy frame (Parquet): the subset is then scanned from
+    it, the ids first (a few columns), then every field of those ids' events only."""
     c = pl.col
     raw = held.pop()
+    lazy = isinstance(raw, pl.LazyFrame)
+    engine = "streaming" if lazy else "auto"
+    src = raw.select(*FIELDS, "row") if lazy else raw.lazy()
     keys = pl.DataFrame({"topic": [t for t, _, _ in fr.flagged], "partition": [p for _, p, _ in fr.flagged]},
                         schema={"topic": pl.String, "partition": pl.Int32})
-    inv = raw.lazy().filter(c("type") == "invoke")
-    ids = pl.concat([inv.filter(c("f").is_in(SETTINGS)).select("id"),
-                     inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
-    sub = (raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
-           .with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")).collect())
-    del raw, inv, ids
+    inv = src.select("id", "type", "f", "topic", "partition").filter(c("type") == "invoke")
+    ids = (inv.filter(c("f").is_in(SETTINGS) | pl.struct("topic", "partition").is_in(keys.to_struct().implode()))
+           .select("id").collect(engine=engine))
+    sub = (src.filter(c("id").is_in(ids.get_column("id").implode()))
+           .with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")).collect(engine=engine))
+    del raw, src, inv, ids
     flagged = {(t, p) for t, p, _ in fr.flagged}
     rest = [(n, u) for t, p, n, u in fr.counts["parts"] if (t, p) not in flagged]
     # records and undecided writes add up over the unflagged partitions (the flagged ones':
