@@ -320,3 +320,72 @@ def test_small_shapes_agree(case, tmp_path, monkeypatch):
         write(path, h.header, evs)
         fr, _ = _agree(path, monkeypatch, followed=case != "sparse-ids")
         assert bool(fr.why) == (case == "sparse-ids") and not fr.flagged
+
+
+@pytest.mark.parametrize("kind", ["lost-write", "send-reorder", "fenced-commit"])
+def test_flagged_partitions_judged_from_the_decoded_columns(kind, tmp_path, monkeypatch):
+    """A Parquet history flagged in some partitions: the oracle's operations come from the
+    columns check_file already decoded (every field, wall-clock times and errors included),
+    not from a second scan of the file, and each witness operation equals the object
+    reader's in every field."""
+    import dataclasses
+    from checkers.history.generate import generate_valid
+    from checkers.history.seeding import plant
+    h = generate_valid(Params(seed=3, ops=3000, partitions=4))
+    plant(h, kind, 1e-12, random.Random(3))          # one site: one partition flagged
+    evs = history_events(h.ops)
+    for e in evs:
+        if e.get("type") == "fail":
+            e["error"] = f"err-{e['id'] % 7}"       # errors on failed operations, to carry over
+    path = tmp_path / "h.parquet"
+    write(path, h.header, evs)
+    fr = _screen(path)
+    assert fr is not None and not fr.why and 0 < len(fr.flagged) < 4
+    scans = []
+    real = hc.scan_parquet
+    monkeypatch.setattr(hc, "scan_parquet", lambda *a, **k: scans.append(a) or real(*a, **k))
+    full_filters = []
+    on_flagged = file_check._kernel_on_flagged
+
+    def spy(held, fr_, header, full, *rest):
+        class Full:                       # the file's lazy frame: filtering it scans the file
+            def __getattr__(self, n):
+                if n == "filter":
+                    full_filters.append(n)
+                return getattr(full, n)
+        return on_flagged(held, fr_, header, Full(), *rest)
+    monkeypatch.setattr(file_check, "_kernel_on_flagged", spy)
+    r = check_file(str(path))
+    oracle_h = load(path)
+    oracle = check_history(oracle_h)
+    assert _fingerprint(r.verdict) == _fingerprint(oracle)
+    assert r.verdict.status == "invalid" and full_filters == []
+    by_id = oracle_h.by_id()
+    named = {i for a in r.verdict.anomalies + r.verdict.notes for i in a.witness}
+    assert named
+    for i in named:
+        assert dataclasses.astuple(r.witness_ops[i]) == dataclasses.astuple(by_id[i]), i
+
+
+def test_undecided_writes_of_a_flagged_partition_are_counted(tmp_path, monkeypatch):
+    """The writes check's unknown (acknowledged writes never read, no final read after them)
+    counts the flagged partition's undecided writes (the oracle's count) with the clean
+    partitions' (the screen's): the same number and reason as the oracle on the whole."""
+    b = B()
+    for i, v in enumerate("abcd"):
+        b.send(0, v, 1 + i, 2 + i, offset=i, part=0)
+    b.send(0, "x", 1, 2, offset=0, part=1)
+    b.send(0, "y", 3, 4, offset=1, part=1)
+    b.poll(1, [(0, "a"), (1, "b")], 10, 11, part=0)
+    b.poll(1, [(0, "a")], 12, 13, part=0)                      # back to offset 0: nonmonotonic
+    b.poll(2, [(0, "x")], 10, 11, part=1)                       # y never read: undecided
+    path = _write(tmp_path, b)
+    fr = _screen(path)
+    assert fr is not None and [(t, p) for t, p, _ in fr.flagged] == [("t", 0)]
+    r = check_file(str(path))
+    oracle = check_history(load(path))
+    assert _fingerprint(r.verdict) == _fingerprint(oracle)
+    mine = next(c for c in r.verdict.checks if c.name == "writes")
+    theirs = next(c for c in oracle.checks if c.name == "writes")
+    assert mine.status == "unknown" and mine.reason == theirs.reason
+    assert mine.reason.startswith("3 acknowledged write(s)")

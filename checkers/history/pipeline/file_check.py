@@ -6,10 +6,10 @@ as checking; then the screens, cheapest first:
    pass, slice by slice as they are decoded: a history in which it flags nothing is decided
    from its counts (`decide_unflagged`: the verdict the polars screens would give, as they would
    flag nothing either);
-2. a history it flags in some partitions goes to the polars screens (screens/columnar.py) with
-   those partitions' operations and the settings operations (`_kernel_on_flagged`), the other
-   partitions' counts from the fused screen; a history-wide flag, or a flag in every
-   partition, sends the whole history to the polars screens;
+2. a history it flags in some partitions goes straight to the oracle with those partitions'
+   operations and the settings operations (`_kernel_on_flagged`), the other partitions' counts
+   from the fused screen; a history-wide flag, or a flag in every partition, sends the whole
+   history to the polars screens;
 3. what they flag goes to the oracle (checkers/history/oracle) through pipeline/judge.py, whose
    verdict and witnesses are then the answer.
 Above CHUNK_EVENTS events the polars screens run in chunks of partitions (`_check_chunked`: one
@@ -35,7 +35,7 @@ from checkers.history.screens.cycles import acyclic_nodes
 from checkers.history.screens.columnar import (LIMIT32, NEEDED, SETTINGS, SPILL_DROPS, Screen, TimeUp,
                                                lean, pair, raise_if_late, screen, unspill)
 from checkers.history.screens.fused import Fused, fused_screen, grouped_screen
-from traces.history import TXN_VERSION, VERSION, History, Op
+from traces.history import FIELDS, TXN_VERSION, VERSION, History, Op
 
 
 @dataclass
@@ -129,9 +129,18 @@ def check_file(path: str, fmt: str | None = None, deadline: float | None = None,
                 return decide_unflagged(fr, header, deadline)
             if fr is None and deadline is not None and time.monotonic() > deadline:
                 return FileCheck(_all_unknown("time limit reached while reading"), 0, {}, "columnar")
-            raw = src.select(*NEEDED, "row").collect(engine="streaming")
+            if fr is not None and not fr.why and len(fr.flagged) < len(fr.counts["parts"]):
+                # Some partitions flagged: only their operations and the settings are
+                # decoded (every field, for the oracle), by two filtered scans of the file
+                # instead of decoding the whole history.
+                r = _kernel_on_flagged([src], fr, header, full, where, deadline, cycle_max_ops)
+                return r if r is not None else _object_path(path, fmt, deadline, cycle_max_ops,
+                                                             "the input screen flagged rows")
+            # Every field (not only the screens' NEEDED): the flagged partitions' operations
+            # are then taken from these columns for the oracle, not scanned from the file again.
+            raw = src.select(*FIELDS, "row").collect(engine="streaming")
         else:
-            raw = src.select(*NEEDED, "row").collect()
+            raw = src.select(*FIELDS, "row").collect()
     except (pl.exceptions.PolarsError, OSError):
         return _object_path(path, fmt, deadline, cycle_max_ops, "not plainly columnar")
     if deadline is not None and time.monotonic() > deadline:
@@ -232,47 +241,52 @@ def decide_unflagged(fr: Fused, header: dict, deadline: float | None,
     return FileCheck(r.verdict, r.ops, r.witness_ops, engine)
 
 
-def _kernel_on_flagged(held: list[pl.DataFrame], fr: Fused, header: dict, full: pl.LazyFrame, where: str,
-                       deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
-    """The kernel on the flagged partitions' operations and the history's settings operations
-    (producers' configurations, assigns and subscribes: the groups, generations and modes the
-    consumer rules consult; as a chunk of the chunked path has them), with the counts of the
-    other partitions from the screen: the same verdict as the kernel on the whole history,
-    whose screens are per partition. `held` holds the decoded columns, released once the
-    subset is taken. None when the kernel's input screen flags a row (the caller then hands
-    the history to the object reader, which names it or judges it; the screen hands such
-    histories over whole, so only the kernel's own hash collisions and its bound on partition
-    keys lead here)."""
+def _kernel_on_flagged(held: list[pl.DataFrame | pl.LazyFrame], fr: Fused, header: dict, full: pl.LazyFrame,
+                       where: str, deadline: float | None, cycle_max_ops: int) -> FileCheck | None:
+    """The oracle on the partitions the fused screen flags, with the history's settings
+    operations (producers' configurations, assigns and subscribes: the groups, generations
+    and modes the consumer rules consult; as a chunk of the chunked path has them), and the
+    counts of the other partitions from the fused screen: the same verdict as the oracle on
+    the whole history, whose rules are per partition (the cross-partition cycle search, when
+    it runs, reads the whole history: pipeline/judge.py). The flagged partitions' undecided
+    writes are the oracle's own count. Their operations are taken from `held` (the decoded
+    columns, released once the subset is taken) when it has every field, else fetched from
+    the file. The polars screens do not run again on the flagged partitions: the oracle judges
+    every flagged partition (a partition the fused screen flags but the polars screens would
+    pass costs the oracle's time, and gets the oracle's verdict, which is the reference).
+    `held` may instead hold the file's lazy frame (Parquet): the subset is then scanned from
+    it, the ids first (a few columns), then every field of those ids' events only."""
     c = pl.col
     raw = held.pop()
+    lazy = isinstance(raw, pl.LazyFrame)
+    engine = "streaming" if lazy else "auto"
+    src = raw.select(*FIELDS, "row") if lazy else raw.lazy()
     keys = pl.DataFrame({"topic": [t for t, _, _ in fr.flagged], "partition": [p for _, p, _ in fr.flagged]},
                         schema={"topic": pl.String, "partition": pl.Int32})
-    inv = raw.lazy().filter(c("type") == "invoke")
-    ids = pl.concat([inv.filter(c("f").is_in(SETTINGS)).select("id"),
-                     inv.join(keys.lazy(), on=["topic", "partition"], how="semi").select("id")]).collect()
-    sub = raw.lazy().filter(c("id").is_in(ids.get_column("id").implode()))
-    ev = lean(sub.with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")))
-    del raw, sub, inv, ids
-    pd = pair(ev)
-    del ev
-    if pd.bad:
-        return None
-    sc = screen(pd, deadline)
-    del pd
+    inv = src.select("id", "type", "f", "topic", "partition").filter(c("type") == "invoke")
+    ids = (inv.filter(c("f").is_in(SETTINGS) | pl.struct("topic", "partition").is_in(keys.to_struct().implode()))
+           .select("id").collect(engine=engine))
+    sub = (src.filter(c("id").is_in(ids.get_column("id").implode()))
+           .with_columns(pl.lit(0, pl.Int64).alias("run"), c("row").alias("_i")).collect(engine=engine))
+    del raw, src, inv, ids
     flagged = {(t, p) for t, p, _ in fr.flagged}
     rest = [(n, u) for t, p, n, u in fr.counts["parts"] if (t, p) not in flagged]
-    k = next(iter(sc.counts.iter_rows(named=True)), {})
-    # records and undecided writes add up over partitions; the other counts are the
-    # history's (consumer offsets examined: ok commits, and polls times at-most-once groups).
-    counts = pl.DataFrame({"run": [0], "undecided": [(k.get("undecided") or 0) + sum(u for _, u in rest)],
+    # records and undecided writes add up over the unflagged partitions (the flagged ones':
+    # the oracle's); the other counts are the history's (consumer offsets examined: ok
+    # commits, and polls times at-most-once groups).
+    counts = pl.DataFrame({"run": [0], "undecided": [sum(u for _, u in rest)],
                            "consumer_examined": [fr.counts["consumer_examined"]],
-                           "records": [(k.get("records") or 0) + sum(n for n, _ in rest)]})
+                           "records": [sum(n for n, _ in rest)]})
     stats = pl.DataFrame({"run": [0], "sends": [fr.counts["sends"]], "polls": [fr.counts["polls"]],
                           "ops": [fr.counts["ops"]]})
     base = 1 if where == "row" else 2
-    (r,) = decide(Screen(sc.done, sc.flagged, counts, stats, sc.rows),
+    have_all = all(n in sub.columns for n in FIELDS)
+    rows = sub.get_column("_i")
+    done = deadline is None or time.monotonic() <= deadline
+    (r,) = decide(Screen(done, {0}, counts, stats, rows),
                   lambda sel: full.filter(sel).collect(), {0: header}, deadline, cycle_max_ops, where,
-                  base).values()
+                  base, fetch_flagged=(lambda sel: sub.filter(sel)) if have_all else None,
+                  oracle_undecided=True).values()
     return FileCheck(r.verdict, r.ops, r.witness_ops, "columnar")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Callable
 
 import polars as pl
@@ -83,6 +84,11 @@ def to_histories(ev: pl.DataFrame, headers: dict[int, dict], where: str, base: i
 
 
 _CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
+# The order in which ops_from_columns passes Op's fields (positionally): Op's own.
+_OP_FIELDS = ("id", "process", "f", "type", "inv", "comp", "end", "topic", "partition", "key", "value",
+              "offset", "offsets", "values", "group", "generation", "final", "delivery", "config", "error",
+              "txn", "isolation", "where", "inv_wall", "end_wall")
+assert Op.__slots__ == _OP_FIELDS, "traces.history.Op's fields changed: update ops_from_columns"
 
 
 def ops_from_columns(ev: pl.DataFrame, header: dict, where: str, base: int) -> History | None:
@@ -136,26 +142,32 @@ def ops_from_columns(ev: pl.DataFrame, header: dict, where: str, base: int) -> H
     if sends.height and sends.is_duplicated().any():
         return None                                 # a value sent twice to one partition
     j = j.sort("mono_ns", "id")
-    col = {n: j.get_column(n).to_list() for n in ("id", "process", "f", "kind", "mono_ns", "mono_ns_c",
-                                                  "topic", "partition", "key", "value", "group", "final",
-                                                  "delivery", "row", "wall_ns", "wall_ns_c", *_CONFIG)}
-    for n in ("offset", "offsets", "values", "generation"):
-        col[n] = j.get_column(f"m_{n}").to_list()
-    col["error"] = j.select(pl.coalesce("error_c", "error")).to_series().to_list()
-    ops = []
-    for (i, proc, f, kind, t0, t1, topic, part, key, value, group, final, delivery, row, w0, w1,
-         retries, mif, idem, acks, offset, offsets, values, gen, error) in zip(
-            *(col[n] for n in ("id", "process", "f", "kind", "mono_ns", "mono_ns_c", "topic", "partition",
-                               "key", "value", "group", "final", "delivery", "row", "wall_ns", "wall_ns_c",
-                               *_CONFIG, "offset", "offsets", "values", "generation", "error"))):
-        config = None
-        if f == "producer_config":
-            config = {n: v for n, v in zip(_CONFIG, (retries, mif, idem, acks)) if v is not None}
-        ops.append(Op(id=i, process=proc, f=f, type=kind, inv=t0,
-                      comp=t1 if kind != "info" else None, end=t1, topic=topic, partition=part, key=key,
-                      value=value, offset=offset, offsets=offsets, values=values, group=group,
-                      generation=gen, final=bool(final), delivery=delivery, config=config, error=error,
-                      where=f"{where} {row + base}", inv_wall=w0, end_wall=w1))
+    # Each Op's fields as columns, derived in polars (the completion time only for ok/fail,
+    # the message place as one string column), then the objects built positionally in one
+    # map over the columns: no per-operation Python beyond Op's own constructor.
+    info = c("kind") == "info"
+    j = j.with_columns(pl.when(info).then(None).otherwise(c("mono_ns_c")).alias("_comp"),
+                       c("final").fill_null(False).cast(pl.Boolean).alias("_final"),
+                       pl.coalesce("error_c", "error").alias("_error"),
+                       pl.format(f"{where} {{}}", c("row") + base).alias("_where"))
+    n = j.height
+
+    def col(name):
+        return j.get_column(name).to_list()
+    none = repeat(None, n)
+    # producer_config only: its settings as a dict (the other operations have none).
+    config: list = [None] * n
+    cfg_rows = j.with_row_index("_r").filter(c("f") == "producer_config").select("_r", *_CONFIG)
+    for r, *vals in cfg_rows.iter_rows():
+        config[r] = {k: v for k, v in zip(_CONFIG, vals) if v is not None}
+    # Op's fields in declaration order (traces/history.py): id, process, f, type, inv, comp,
+    # end, topic, partition, key, value, offset, offsets, values, group, generation, final,
+    # delivery, config, error, txn, isolation, where, inv_wall, end_wall.
+    ops = list(map(Op, col("id"), col("process"), col("f"), col("kind"), col("mono_ns"), col("_comp"),
+                   col("mono_ns_c"), col("topic"), col("partition"), col("key"), col("value"),
+                   col("m_offset"), col("m_offsets"), col("m_values"), col("group"), col("m_generation"),
+                   col("_final"), col("delivery"), config, col("_error"), none, repeat(None, n),
+                   col("_where"), col("wall_ns"), col("wall_ns_c")))
     return History(header=header, ops=ops)
 
 
@@ -237,10 +249,14 @@ def judge(pd: Paired, fetch: Fetch, headers: dict[int, dict], deadline: float | 
 
 def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float | None = None,
            cycle_max_ops: int = 200_000, where: str = "row", base: int = 1,
-           only_flagged: bool = False) -> dict[int, RunResult]:
+           only_flagged: bool = False, fetch_flagged: Fetch | None = None,
+           oracle_undecided: bool = False) -> dict[int, RunResult]:
     """Verdicts from a screen: the oracle on the flagged partitions' events (fetched by row),
     the oracle's cycle search where some partition is not linearizable, the screen's counts
-    elsewhere."""
+    elsewhere. `fetch_flagged`, if given, fetches the flagged partitions' rows (`sc.rows`)
+    instead of `fetch` (e.g. from columns the caller already decoded); `fetch` still serves
+    the cycle search's whole runs. With `oracle_undecided`, the flagged partitions' undecided
+    writes are the oracle's count, added to the screen's (which then counts the others only)."""
     c = pl.col
     done, flagged, counts = sc.done, sc.flagged, sc.counts
     stats = {r["run"]: r for r in sc.stats.iter_rows(named=True)}
@@ -249,12 +265,14 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
     found: dict[int, dict[str, tuple[list, list]]] = {}
     histories: dict[int, History] = {}
     if flagged:
-        for run, h in to_histories(fetch(c_row_in(sc.rows)), headers, where, base).items():
+        for run, h in to_histories((fetch_flagged or fetch)(c_row_in(sc.rows)), headers, where, base).items():
             histories[run] = h
             idx = build(h)
             res = log_checks.check_log(idx) + [linearizable.check(idx), consumer.check(idx)]
             found[run] = {r.name: (r.anomalies, r.notes) for r in res}
             found[run]["_records"] = res[0].examined      # offsets of the flagged partitions
+            if oracle_undecided:
+                found[run]["_undecided"] = sum(log_checks.unseen_writes(p)[1] for p in idx.sorted_parts())
     # Runs that need the cross-partition cycle search (some partition not linearizable, the
     # run small enough): all their events as objects, in one pass.
     full: dict[int, History] = {}
@@ -272,6 +290,8 @@ def decide(sc: Screen, fetch: Fetch, headers: dict[int, dict], deadline: float |
         st = stats.get(run, {"sends": 0, "polls": 0})
         k = cnt.get(run, {})
         fnd = found.get(run, {})
+        if fnd.get("_undecided"):
+            k = dict(k, undecided=(k.get("undecided") or 0) + fnd["_undecided"])
         examined = {"offsets": (k.get("records") or 0) + fnd.get("_records", 0), "writes": st["sends"], "polls": st["polls"],
                     "sends": st["sends"], "linearizable": st["sends"] + st["polls"],
                     "consumer-offsets": k.get("consumer_examined") or 0}
