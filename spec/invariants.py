@@ -36,12 +36,17 @@ class Invariant(NamedTuple):
     promise: Callable[[Config], str | None] | None = None
 
 
-def _acting_leaders(s: State):
-    """Brokers acting as the leader the coordination store names for the current epoch."""
+def _acting_leaders(s: State) -> tuple:
+    """Brokers acting as the leader the coordination store names for the current epoch, as
+    ((index, broker),): at most one, the broker the store names. A tuple, not a generator:
+    eight invariants ask for it in every state."""
     zk = s.zk
-    for i, b in enumerate(s.brokers):
-        if b.alive and b.role == LEADER and i == zk.leader and b.le == zk.le:
-            yield i, b
+    i = zk.leader
+    if i >= 0:
+        b = s.brokers[i]
+        if b.alive and b.role == LEADER and b.le == zk.le:
+            return ((i, b),)
+    return ()
 
 
 def hw_below_leo(cfg: Config, s: State) -> str | None:
@@ -604,8 +609,9 @@ def selected(cfg: Config, names: tuple[str, ...] | None) -> tuple[Invariant, ...
 
 def violated(cfg: Config, s: State, invs: tuple[Invariant, ...] | None = None) -> tuple[str, str] | None:
     """First violated invariant as (name, sentence), or None."""
+    lossy = s.lossy
     for inv in invs if invs is not None else active(cfg):
-        if inv.counts_copies and s.lossy:
+        if lossy and inv.counts_copies:
             continue
         msg = inv.check(cfg, s)
         if msg is not None:
