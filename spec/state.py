@@ -198,9 +198,16 @@ def _field_replacer(cls):
     return _replace
 
 
-# Set after the class statements: typing.NamedTuple refuses `_replace` in a class body.
+def _plain_args(self) -> tuple:
+    """What pickle rebuilds the NamedTuple from (collections' `__getnewargs__`, compiled with the
+    model: the explorer pickles its frontier)."""
+    return tuple(self)
+
+
+# Set after the class statements: typing.NamedTuple refuses these names in a class body.
 for _cls in (Broker, Zk, Prod, Cons, Grp, TxnClient, Txn, State):
     _cls._replace = _field_replacer(_cls)
+    _cls.__getnewargs__ = _plain_args
 
 
 def bits(mask: int) -> list[int]:
