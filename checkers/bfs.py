@@ -108,11 +108,12 @@ class Shard:
                         if sv:
                             rep.violation = (gid, j, sv[0], sv[1], True)
                             return rep, [b""] * W
-                    if t in raw:
-                        continue
                     if len(raw) >= RAW_CACHE:
                         raw.clear()
-                    raw.add(t)
+                    seen = len(raw)
+                    raw.add(t)          # one hash of t, not two (`in`, then `add`)
+                    if len(raw) == seen:
+                        continue
                     fp = fingerprint(canonical(t))
                     o = fp % W
                     if o == w:

@@ -334,9 +334,9 @@ def normalize_versions(s: State) -> State:
             vals.add(b.ctl_cache[3])
     for m in s.msgs:
         vals.add(m[5])
+    if min(vals) == 0 and max(vals) == len(vals) - 1:
+        return s            # already 0..k: distinct ints from 0 to len - 1 are exactly that range
     rank = {v: k for k, v in enumerate(sorted(vals))}
-    if all(rank[v] == v for v in vals):
-        return s
     brokers = tuple(b._replace(ver=rank[b.ver], ctl_cache=b.ctl_cache[:3] + (rank[b.ctl_cache[3]],)
                                + b.ctl_cache[4:] if b.ctl_cache else (),
                                resp=rank[b.resp] if b.resp >= 0 else b.resp) for b in s.brokers)

@@ -176,6 +176,40 @@ class State(NamedTuple):
     txn: tuple = ()     # transactions (spec/transaction.py), () without them
 
 
+
+def _field_replacer(cls):
+    """`_replace` for one of the state's NamedTuples, as collections' but in one pass over the
+    fields named (collections' pops every field from the keywords and builds through `_make`):
+    the transitions call it about ten times per successor. Same result, same ValueError for an
+    unknown field."""
+    index = {f: k for k, f in enumerate(cls._fields)}
+    new = tuple.__new__
+
+    def _replace(self, **changes):
+        vals = list(self)
+        for name, v in changes.items():
+            k = index.get(name, -1)
+            if k < 0:
+                raise ValueError(f"Got unexpected field names: {[name]!r}")
+            vals[k] = v
+        return new(cls, vals)
+
+    _replace.__doc__ = f"A new {cls.__name__} with the fields named replaced."
+    return _replace
+
+
+def _plain_args(self) -> tuple:
+    """What pickle rebuilds the NamedTuple from (collections' `__getnewargs__`, compiled with the
+    model: the explorer pickles its frontier)."""
+    return tuple(self)
+
+
+# Set after the class statements: typing.NamedTuple refuses these names in a class body.
+for _cls in (Broker, Zk, Prod, Cons, Grp, TxnClient, Txn, State):
+    _cls._replace = _field_replacer(_cls)
+    _cls.__getnewargs__ = _plain_args
+
+
 def bits(mask: int) -> list[int]:
     if mask < 0:
         raise ValueError(f"not a set mask: {mask}")
