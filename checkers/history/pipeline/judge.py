@@ -87,7 +87,7 @@ _CONFIG = ("retries", "max_in_flight", "idempotence", "acks")
 # The order in which ops_from_columns passes Op's fields (positionally): Op's own.
 _OP_FIELDS = ("id", "process", "f", "type", "inv", "comp", "end", "topic", "partition", "key", "value",
               "offset", "offsets", "values", "group", "generation", "final", "delivery", "config", "error",
-              "txn", "isolation", "where", "inv_wall", "end_wall")
+              "txn", "isolation", "end_offset", "where", "inv_wall", "end_wall")
 assert Op.__slots__ == _OP_FIELDS, "traces.history.Op's fields changed: update ops_from_columns"
 
 
@@ -162,12 +162,12 @@ def ops_from_columns(ev: pl.DataFrame, header: dict, where: str, base: int) -> H
         config[r] = {k: v for k, v in zip(_CONFIG, vals) if v is not None}
     # Op's fields in declaration order (traces/history.py): id, process, f, type, inv, comp,
     # end, topic, partition, key, value, offset, offsets, values, group, generation, final,
-    # delivery, config, error, txn, isolation, where, inv_wall, end_wall.
+    # delivery, config, error, txn, isolation, end_offset, where, inv_wall, end_wall.
     ops = list(map(Op, col("id"), col("process"), col("f"), col("kind"), col("mono_ns"), col("_comp"),
                    col("mono_ns_c"), col("topic"), col("partition"), col("key"), col("value"),
                    col("m_offset"), col("m_offsets"), col("m_values"), col("group"), col("m_generation"),
                    col("_final"), col("delivery"), config, col("_error"), none, repeat(None, n),
-                   col("_where"), col("wall_ns"), col("wall_ns_c")))
+                   repeat(None, n), col("_where"), col("wall_ns"), col("wall_ns_c")))
     return History(header=header, ops=ops)
 
 
