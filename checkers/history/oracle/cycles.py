@@ -31,27 +31,6 @@ WW, WR, PROC, RT = "ww", "wr", "process", "realtime"
 BFS_STARTS = 8          # BFS roots tried per strongly connected component
 
 
-def node_spans(ops, nid, index: Index) -> dict[int, list]:
-    """Each graph node's [invoke (earliest), completion (latest; None if unknown), process]; a
-    transaction's node completes when its commit is acknowledged, else never."""
-    nodes: dict[int, list] = {}
-    for op in ops:
-        n = nid(op)
-        cur = nodes.get(n)
-        if cur is None:
-            nodes[n] = [op.inv, op.comp, op.process]
-        else:
-            if op.inv < cur[0]:
-                cur[0] = op.inv
-            cur[1] = None if cur[1] is None or op.comp is None else max(cur[1], op.comp)
-    for t in index.txns.values():
-        n = min(o.id for o in t.ops)
-        if n in nodes:
-            e = t.end
-            nodes[n][1] = e.comp if e is not None and e.f == "txn_commit" and e.type == "ok" else None
-    return nodes
-
-
 def build_graph(index: Index) -> nx.DiGraph:
     """Nodes are operations, or transactions (format version 2: every operation of one
     transaction is one node, named by its smallest operation id, as Elle's nodes are
@@ -85,7 +64,21 @@ def build_graph(index: Index) -> nx.DiGraph:
                 s = part.send_of.get(v)
                 if s is not None and s.type != "fail":
                     _edge(g, nid(s), nid(p), WR)
-    nodes = node_spans(ops, nid, index)
+    # Each node's invoke (earliest), completion (latest; None if unknown) and process.
+    nodes: dict[int, list] = {}
+    for op in ops:
+        n = nid(op)
+        cur = nodes.get(n)
+        if cur is None:
+            nodes[n] = [op.inv, op.comp, op.process]
+        else:
+            cur[0] = min(cur[0], op.inv)
+            cur[1] = None if cur[1] is None or op.comp is None else max(cur[1], op.comp)
+    for t in index.txns.values():
+        n = min(o.id for o in t.ops)
+        if n in nodes:
+            e = t.end
+            nodes[n][1] = e.comp if e is not None and e.f == "txn_commit" and e.type == "ok" else None
     for n in nodes:
         g.add_node(n)
     # Process order: a process's node precedes the next one it invoked after completing it.

@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 from array import array
 
-from checkers.history.oracle.cycles import node_spans
 from checkers.history.screens import _scan
 
 # Operation ids below DENSE_IDS_PER_NODE per node plus DENSE_MARGIN are slots themselves.
@@ -67,7 +66,21 @@ def edges(index) -> tuple[dict, int, array, array]:
                     if n != pn:
                         src.append(n)
                         dst.append(pn)
-    nodes = node_spans(ops, lambda op: get(op.id, op.id), index)
+    nodes: dict[int, list] = {}
+    for op in ops:
+        n = get(op.id, op.id)
+        cur = nodes.get(n)
+        if cur is None:
+            nodes[n] = [op.inv, op.comp, op.process]
+        else:
+            if op.inv < cur[0]:
+                cur[0] = op.inv
+            cur[1] = None if cur[1] is None or op.comp is None else max(cur[1], op.comp)
+    for t in index.txns.values():
+        n = min(o.id for o in t.ops)
+        if n in nodes:
+            e = t.end
+            nodes[n][1] = e.comp if e is not None and e.f == "txn_commit" and e.type == "ok" else None
     by_proc: dict[int, list] = {}
     for n, (inv, comp, proc) in sorted(nodes.items(), key=lambda kv: (kv[1][0], kv[0])):
         by_proc.setdefault(proc, []).append((inv, comp, n))
