@@ -66,6 +66,9 @@ def edges(index) -> tuple[dict, int, array, array]:
                     if n != pn:
                         src.append(n)
                         dst.append(pn)
+    # Each node's [invoke, completion, process], computed here again rather than imported from
+    # the oracle (checkers/history/oracle/cycles.py): the screen is held to the oracle's graph
+    # edge for edge, which code shared by both could not show wrong.
     nodes: dict[int, list] = {}
     for op in ops:
         n = get(op.id, op.id)
