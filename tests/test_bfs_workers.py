@@ -59,3 +59,23 @@ def test_balance_plan_moves_nothing_that_would_not_narrow_the_gap():
     assert balance_plan([[10], [2]]) == []          # moving the 10 would widen the gap to 12
     assert balance_plan([[4, 4], [4, 4]]) == []
     assert balance_plan([[1, 1, 1, 1], []]) == [(0, 1, 2)]
+
+
+@pytest.mark.parametrize("fix,invariant,steps", [
+    ("maximal-isr", "ReplicationQuorumSuperset", 5),
+    pytest.param("min-isr-hw", "MinIsrDurability", 7, marks=pytest.mark.slow),
+])
+def test_three_broker_bugs_within_reach_are_found_by_breadth_first_search_shortest_first(fix, invariant, steps):
+    """At the three-broker bounds of `kafkaverify explore --brokers 3`, the bugs whose
+    counterexamples lie within the depth breadth-first search reaches are its own finds: the
+    shortest, on one worker and on two alike, and no shorter one exists (the previous explorer
+    agrees)."""
+    from checkers.explore_reference import explore_reference
+    from checkers.model_trace import DEFAULTS_3
+    model = Model(make_config("current", (fix,), brokers=3, **DEFAULTS_3))
+    ref = explore_reference(model, time_limit=300, max_depth=steps)
+    assert (ref.status, ref.invariant, len(ref.path)) == ("violation", invariant, steps)
+    for w in (1, 2):
+        r = explore(model, time_limit=300, workers=w)
+        assert (r.status, r.invariant, len(r.path), r.depth) == ("violation", invariant, steps, steps)
+        assert model.violation(r.states[-1]) is not None
