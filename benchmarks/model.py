@@ -83,7 +83,10 @@ def _run_one(variant: str, bounds: dict, build: str = "compiled") -> dict:
     return d
 
 
-def exhaustive(bounds: dict) -> None:
+VARIANTS = ("legacy", "1i", "1", "2")
+
+
+def exhaustive(bounds: dict, variants: tuple = VARIANTS) -> None:
     print(f"exhaustive: current {bounds or '(two-broker defaults)'}, each variant in a fresh process")
     print(f"{'explorer':34} {'verdict':10} {'states':>10} {'wall s':>8} {'cpu s':>8} "
           f"{'st/s/core':>10} {'RSS B/st':>9} {'table B/st':>10} {'frontier B/st':>13}")
@@ -92,6 +95,8 @@ def exhaustive(bounds: dict) -> None:
                                  ("1i", "1", "interpreted", "fingerprint explorer, 1 worker"),
                                  ("1", "1", "compiled", "  the same, compiled model"),
                                  ("2", "2", "compiled", "  compiled, 2 workers")):
+        if key not in variants:
+            continue
         d = _run_one(v, bounds, build)
         rows[key] = d
         if d["build"] != build:
@@ -101,16 +106,19 @@ def exhaustive(bounds: dict) -> None:
               f"{n / d['cpu']:>10,.0f} {d['rss_bytes'] / n:>9,.0f} {d['table_bytes'] / n:>10.1f} "
               f"{d.get('frontier_bytes', 0) / n:>13.1f}",
               flush=True)
-    b, w1i, w1, w2 = rows["legacy"], rows["1i"], rows["1"], rows["2"]
-    print(f"ratios: compiled / interpreted model, 1 worker: "
-          f"{(w1['distinct'] / w1['cpu']) / (w1i['distinct'] / w1i['cpu']):.2f}x states per CPU-second "
-          f"(same states: {w1['distinct'] == w1i['distinct']})")
-    print(f"ratios: compiled, 1 worker / baseline: {b['cpu'] / w1['cpu']:.2f}x states per CPU-second, "
-          f"{b['rss_bytes'] / max(1, w1['rss_bytes']):.1f}x less memory; "
-          f"compiled, 2 workers / 1 worker: {w1['wall'] / w2['wall']:.2f}x wall-clock speed-up "
-          f"({w2['distinct'] / w2['wall']:,.0f} against {w1['distinct'] / w1['wall']:,.0f} distinct states "
-          f"per wall second; same states: {w1['distinct'] == w2['distinct']}); "
-          f"load average {__import__('os').getloadavg()[0]:.1f}")
+    b, w1i, w1, w2 = (rows.get(k) for k in VARIANTS)
+    if w1 and w1i:
+        print(f"ratios: compiled / interpreted model, 1 worker: "
+              f"{(w1['distinct'] / w1['cpu']) / (w1i['distinct'] / w1i['cpu']):.2f}x states per CPU-second "
+              f"(same states: {w1['distinct'] == w1i['distinct']})")
+    if w1 and b:
+        print(f"ratios: compiled, 1 worker / baseline: {b['cpu'] / w1['cpu']:.2f}x states per CPU-second, "
+              f"{b['rss_bytes'] / max(1, w1['rss_bytes']):.1f}x less memory")
+    if w1 and w2:
+        print(f"ratios: compiled, 2 workers / 1 worker: {w1['wall'] / w2['wall']:.2f}x wall-clock speed-up "
+              f"({w2['distinct'] / w2['wall']:,.0f} against {w1['distinct'] / w1['wall']:,.0f} distinct "
+              f"states per wall second; same states: {w1['distinct'] == w2['distinct']}); "
+              f"load average {__import__('os').getloadavg()[0]:.1f}")
 
 
 # The fixes of `current` whose bugs the three-broker search must find by itself (isr-broker-epoch,
@@ -242,14 +250,20 @@ def main(argv=None) -> None:
     ap.add_argument("--bfs-depth", type=float, default=0.0, metavar="MINUTES",
                     help="also how deep breadth-first search gets at three brokers in MINUTES, "
                          "the previous explorer and the new one")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help="the exhaustive rows to run: legacy (previous explorer), 1i (1 worker, "
+                         "interpreted model), 1 and 2 (compiled, 1 and 2 workers)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     bounds = json.loads(args.exhaustive)
     if args.one:
         print(json.dumps(one(args.one, bounds)))
         return
+    variants = tuple(v for v in args.variants.split(",") if v)
+    if not set(variants) <= set(VARIANTS):
+        ap.error(f"--variants: expected some of {','.join(VARIANTS)}")
     if not args.skip_exhaustive:
-        exhaustive(bounds)
+        exhaustive(bounds, variants)
     if args.walks:
         walks(args.walks)
     if args.bfs_depth > 0:

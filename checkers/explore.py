@@ -72,18 +72,21 @@ def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
     t0 = time.monotonic()
     deadline = t0 + time_limit
     W = max(1, workers)
-    shards = LocalShards(model, invs, check_steps) if W == 1 else ProcessShards(model, invs, check_steps, W)
-    # The search makes no reference cycles, and the cyclic collector's passes over millions of
-    # live tuples cost about a tenth of one worker's time: off while searching (worker
-    # processes turn it off for good).
-    collecting = gc.isenabled()
+    # The search allocates millions of tuples and frees them again: the cyclic collector would
+    # scan them over and over (a tenth of the CPU of a compiled search) though states, being
+    # immutable tuples of values, never form a cycle. It is off for the search (and for the
+    # shard processes, which fork from here) and back as it was afterwards.
+    gc_was_on = gc.isenabled()
     gc.disable()
+    shards = None
     try:
+        shards = LocalShards(model, invs, check_steps) if W == 1 else ProcessShards(model, invs, check_steps, W)
         return _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every,
                        whole_levels)
     finally:
-        shards.close()
-        if collecting:
+        if shards is not None:
+            shards.close()
+        if gc_was_on:
             gc.enable()
 
 
