@@ -41,6 +41,7 @@ from spec.symmetry import canonical
 CHUNK = 2048          # most states per pickled frontier chunk
 MIN_CHUNK = 64        # fewest (a chunk is the unit of balancing: a level's frontier is cut into
                       # about 16 chunks a shard, so a small level still splits evenly)
+ROUND_CHUNKS = 4      # chunks a shard expands per exchange round when there are several shards
 # Successors seen in this level, compared as exact states before canonicalising: commuting steps
 # reach one state by several paths (41% of transitions on `current --records 1`), and an exact
 # hit is cheaper than a canonical form. Bounded; cleared when full (a miss only costs time). Most
@@ -60,6 +61,7 @@ class LevelReport:
     new: int = 0
     stopped: str | None = None          # "time-limit" | "state-bound"
     violation: tuple | None = None      # (gid of the parent, action index, invariant, message, is_step)
+    more: bool = False                  # frontier chunks left for another round of this level
 
 
 class Shard:
@@ -78,6 +80,7 @@ class Shard:
         self._buf: list = []
         self._nnext = 0                 # states in the next frontier
         self._chunk = MIN_CHUNK         # states per chunk of the next frontier
+        self._pos = 0                   # chunks of the frontier expanded in earlier rounds
         # successors owned by another shard, waiting for its answer: (parent gid, j, state) and
         # their fingerprints, per owner
         self._pend: list[list] = [[] for _ in range(nworkers)]
@@ -120,9 +123,20 @@ class Shard:
         return n
 
     # -- one level ---------------------------------------------------------------------------
-    def expand(self, deadline: float, state_cap: int):
-        """Phase 1: expand the frontier. Returns (report, outboxes: per worker, the fingerprints
-        (array('Q') bytes) of the successors it owns that wait here for its answer)."""
+    def _round(self, max_chunks: int):
+        """The frontier's chunks for this round (all that are left if max_chunks is 0), each
+        released as it is taken."""
+        end = len(self.frontier) if not max_chunks else min(len(self.frontier), self._pos + max_chunks)
+        while self._pos < end:
+            chunk, self.frontier[self._pos] = self.frontier[self._pos], b""
+            self._pos += 1
+            yield chunk
+
+    def expand(self, deadline: float, state_cap: int, max_chunks: int = 0):
+        """Phase 1: expand the frontier, or its next max_chunks chunks (a round: the successors
+        waiting for their owners' answers are held in memory, so a round bounds them). Returns
+        (report, outboxes: per worker, the fingerprints (array('Q') bytes) of the successors it
+        owns that wait here for its answer)."""
         model, W, w, visited = self.model, self.W, self.w, self.visited
         enabled, step, stepv = model.enabled, model.step, model.step_violation
         rep = LevelReport()
@@ -130,7 +144,7 @@ class Shard:
         sent: set[int] = set()
         raw: set = set()
         n = 0
-        for chunk in self.frontier:
+        for chunk in self._round(max_chunks):
             for gid, s in pickle.loads(chunk):
                 for j, a in enumerate(enabled(s)):
                     t = step(s, a)
@@ -166,7 +180,9 @@ class Shard:
                     if len(self.par) > state_cap:
                         rep.stopped = "state-bound"
                         return rep, [b""] * W
-        self.frontier, self.sizes = [], []
+        rep.more = self._pos < len(self.frontier)
+        if not rep.more:
+            self.frontier, self.sizes, self._pos = [], [], 0
         return rep, [pfp[o].tobytes() for o in range(W)]
 
     def judge(self, inboxes: list[bytes]) -> list[bytes]:

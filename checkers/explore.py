@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from checkers.bfs import LocalShards, ProcessShards, balance_plan
+from checkers.bfs import ROUND_CHUNKS, LocalShards, ProcessShards, balance_plan
 from spec import Action, Model, State
 from spec.invariants import selected
 
@@ -113,23 +113,26 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
     while frontier:
         if depth >= max_depth:
             return result("depth-bound")
-        reps = shards.call_all("expand", [(deadline, cap)] * W)
-        transitions += sum(r.transitions for r, _ in reps)
-        distinct += sum(r.new for r, _ in reps)
-        viols = [r.violation for r, _ in reps if r.violation]
-        stopped = [r.stopped for r, _ in reps if r.stopped]
-        if not viols and not stopped and W > 1:
-            inboxes = [[boxes[w] for _, boxes in reps] for w in range(W)]
-            answers = shards.call_all("judge", inboxes)
-            admitted = shards.call_all("admit", [[answers[o][w] for o in range(W)] for w in range(W)])
-            distinct += sum(r.new for r in admitted)
-            viols = [r.violation for r in admitted if r.violation]
-        if viols:
-            gid, j, inv, msg, _ = min(viols, key=lambda x: (x[0], x[1]))
-            path = _path(model, shards, W, gid, j)
-            return _violation(model, path, inv, msg, result)
-        if stopped:
-            return result("time-limit" if "time-limit" in stopped else "state-bound")
+        more = True
+        while more:         # rounds of the level (one with one worker)
+            reps = shards.call_all("expand", [(deadline, cap, ROUND_CHUNKS if W > 1 else 0)] * W)
+            transitions += sum(r.transitions for r, _ in reps)
+            distinct += sum(r.new for r, _ in reps)
+            viols = [r.violation for r, _ in reps if r.violation]
+            stopped = [r.stopped for r, _ in reps if r.stopped]
+            more = any(r.more for r, _ in reps)
+            if not viols and not stopped and W > 1:
+                inboxes = [[boxes[w] for _, boxes in reps] for w in range(W)]
+                answers = shards.call_all("judge", inboxes)
+                admitted = shards.call_all("admit", [[answers[o][w] for o in range(W)] for w in range(W)])
+                distinct += sum(r.new for r in admitted)
+                viols = [r.violation for r in admitted if r.violation]
+            if viols:
+                gid, j, inv, msg, _ = min(viols, key=lambda x: (x[0], x[1]))
+                path = _path(model, shards, W, gid, j)
+                return _violation(model, path, inv, msg, result)
+            if stopped:
+                return result("time-limit" if "time-limit" in stopped else "state-bound")
         fins = shards.call_all("finish", [None] * W)
         before, frontier = frontier, sum(sum(z) for z, _ in fins)
         frontier_peak = max(frontier_peak, sum(b for _, b in fins))
