@@ -5,10 +5,12 @@ Each shard owns the fingerprints with `fp % W == w`: their visited set (checkers
 global id and the index of the action in the parent's `enabled` list: 10 bytes) and its place in
 that shard's frontier, kept pickled in chunks (siblings share most of their sub-tuples, and
 pickle's memo stores each once). Only fingerprints cross between processes, never states
-(pickling a state across costs about what expanding it does). A level runs in three phases:
+(pickling a state across costs about what expanding it does). A level runs in rounds (with one
+shard: one round), each of three phases:
 
-1. expand: every shard expands its frontier; a successor whose fingerprint it owns is judged at
-   once; the others wait in memory while their fingerprints go to their owners;
+1. expand: every shard expands its next ROUND_CHUNKS frontier chunks; a successor whose
+   fingerprint it owns is judged at once; the others wait in memory while their fingerprints go
+   to their owners (the round bounds how many wait);
 2. judge: every owner adds the fingerprints it was sent, in worker order, and answers which
    were new (its own discoveries of phase 1 came first);
 3. admit: every shard keeps the successors its owners called new.
