@@ -8,7 +8,8 @@ pickle's memo stores each once). Only fingerprints cross between processes, neve
 (pickling a state across costs about what expanding it does). A level runs in rounds (with one
 shard: one round), each of three phases:
 
-1. expand: every shard expands its next ROUND_CHUNKS frontier chunks; a successor whose
+1. expand: every shard expands its part of the round (about ROUND_CHUNKS frontier chunks:
+   a level has as many rounds as it takes, every shard the same share); a successor whose
    fingerprint it owns is judged at once; the others wait in memory while their fingerprints go
    to their owners (the round bounds how many wait);
 2. judge: every owner adds the fingerprints it was sent, in worker order, and answers which
@@ -41,9 +42,9 @@ from spec.invariants import violated
 from spec.symmetry import canonical
 
 CHUNK = 2048          # most states per pickled frontier chunk
-MIN_CHUNK = 64        # fewest (a chunk is the unit of balancing: a level's frontier is cut into
+MIN_CHUNK = 32        # fewest (a chunk is the unit of balancing: a level's frontier is cut into
                       # about 16 chunks a shard, so a small level still splits evenly)
-ROUND_CHUNKS = 4      # chunks a shard expands per exchange round when there are several shards
+ROUND_CHUNKS = 8      # chunks a shard expands per exchange round (about) with several shards
 # Successors seen in this level, compared as exact states before canonicalising: commuting steps
 # reach one state by several paths (41% of transitions on `current --records 1`), and an exact
 # hit is cheaper than a canonical form. Bounded; cleared when full (a miss only costs time). Most
@@ -125,17 +126,18 @@ class Shard:
         return n
 
     # -- one level ---------------------------------------------------------------------------
-    def _round(self, max_chunks: int):
-        """The frontier's chunks for this round (all that are left if max_chunks is 0), each
-        released as it is taken."""
-        end = len(self.frontier) if not max_chunks else min(len(self.frontier), self._pos + max_chunks)
+    def _round(self, k: int, rounds: int):
+        """The frontier's chunks for round k of `rounds` (an equal part of them: the shards'
+        frontiers are balanced, so every shard's part of a round is alike), each released as
+        it is taken."""
+        end = len(self.frontier) if k + 1 >= rounds else (k + 1) * len(self.frontier) // rounds
         while self._pos < end:
             chunk, self.frontier[self._pos] = self.frontier[self._pos], b""
             self._pos += 1
             yield chunk
 
-    def expand(self, deadline: float, state_cap: int, max_chunks: int = 0):
-        """Phase 1: expand the frontier, or its next max_chunks chunks (a round: the successors
+    def expand(self, deadline: float, state_cap: int, k: int = 0, rounds: int = 1):
+        """Phase 1: expand the frontier, or its part for round k of `rounds` (the successors
         waiting for their owners' answers are held in memory, so a round bounds them). Returns
         (report, outboxes: per worker, the fingerprints (array('Q') bytes) of the successors it
         owns that wait here for its answer)."""
@@ -146,7 +148,7 @@ class Shard:
         sent: set[int] = set()
         raw: set = set()
         n = 0
-        for chunk in self._round(max_chunks):
+        for chunk in self._round(k, rounds):
             for gid, s in pickle.loads(chunk):
                 for j, a in enumerate(enabled(s)):
                     t = step(s, a)

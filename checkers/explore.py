@@ -107,20 +107,18 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
 
     if v:
         return result("violation", invariant=v[2], message=v[3], depth=0)
-    frontier = 1
+    frontier = rounds = 1
     last = level_start = t0
     cap = max_states // W + 1
     while frontier:
         if depth >= max_depth:
             return result("depth-bound")
-        more = True
-        while more:         # rounds of the level (one with one worker)
-            reps = shards.call_all("expand", [(deadline, cap, ROUND_CHUNKS if W > 1 else 0)] * W)
+        for k in range(rounds):     # rounds of the level (one with one worker)
+            reps = shards.call_all("expand", [(deadline, cap, k, rounds)] * W)
             transitions += sum(r.transitions for r, _ in reps)
             distinct += sum(r.new for r, _ in reps)
             viols = [r.violation for r, _ in reps if r.violation]
             stopped = [r.stopped for r, _ in reps if r.stopped]
-            more = any(r.more for r, _ in reps)
             if not viols and not stopped and W > 1:
                 inboxes = [[boxes[w] for _, boxes in reps] for w in range(W)]
                 answers = shards.call_all("judge", inboxes)
@@ -138,6 +136,7 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
         frontier_peak = max(frontier_peak, sum(b for _, b in fins))
         for a, b, k in balance_plan([z for z, _ in fins]) if W > 1 else ():
             shards.call(b, "give", shards.call(a, "take", k))
+        rounds = 1 if W == 1 else max(1, -(-sum(len(z) for z, _ in fins) // (W * ROUND_CHUNKS)))
         if distinct > max_states:
             return result("state-bound", depth=depth + (1 if frontier else 0))
         now = time.monotonic()
