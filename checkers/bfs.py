@@ -44,7 +44,7 @@ from spec.symmetry import canonical
 CHUNK = 2048          # most states per pickled frontier chunk
 MIN_CHUNK = 32        # fewest (a chunk is the unit of balancing: a level's frontier is cut into
                       # about 16 chunks a shard, so a small level still splits evenly)
-ROUND_CHUNKS = 8      # chunks a shard expands per exchange round (about) with several shards
+ROUND_CHUNKS = 4      # chunks a shard expands per exchange round (about) with several shards
 # Successors seen in this level, compared as exact states before canonicalising: commuting steps
 # reach one state by several paths (41% of transitions on `current --records 1`), and an exact
 # hit is cheaper than a canonical form. Bounded; cleared when full (a miss only costs time). Most
