@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from checkers.bfs import LocalShards, ProcessShards
+from checkers.bfs import ROUND_CHUNKS, LocalShards, ProcessShards, balance_plan
 from spec import Action, Model, State
 from spec.invariants import selected
 
@@ -107,31 +107,36 @@ def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, pro
 
     if v:
         return result("violation", invariant=v[2], message=v[3], depth=0)
-    frontier = 1
+    frontier = rounds = 1
     last = level_start = t0
     cap = max_states // W + 1
     while frontier:
         if depth >= max_depth:
             return result("depth-bound")
-        reps = shards.call_all("expand", [(deadline, cap)] * W)
-        transitions += sum(r.transitions for r, _ in reps)
-        distinct += sum(r.new for r, _ in reps)
-        viols = [r.violation for r, _ in reps if r.violation]
-        stopped = [r.stopped for r, _ in reps if r.stopped]
-        if not viols and not stopped:
-            inboxes = [[boxes[w] for _, boxes in reps] for w in range(W)]
-            absorbed = shards.call_all("absorb", inboxes)
-            distinct += sum(r.new for r in absorbed)
-            viols = [r.violation for r in absorbed if r.violation]
-        if viols:
-            gid, j, inv, msg, _ = min(viols, key=lambda x: (x[0], x[1]))
-            path = _path(model, shards, W, gid, j)
-            return _violation(model, path, inv, msg, result)
-        if stopped:
-            return result("time-limit" if "time-limit" in stopped else "state-bound")
+        for k in range(rounds):     # rounds of the level (one with one worker)
+            reps = shards.call_all("expand", [(deadline, cap, k, rounds)] * W)
+            transitions += sum(r.transitions for r, _ in reps)
+            distinct += sum(r.new for r, _ in reps)
+            viols = [r.violation for r, _ in reps if r.violation]
+            stopped = [r.stopped for r, _ in reps if r.stopped]
+            if not viols and not stopped and W > 1:
+                inboxes = [[boxes[w] for _, boxes in reps] for w in range(W)]
+                answers = shards.call_all("judge", inboxes)
+                admitted = shards.call_all("admit", [[answers[o][w] for o in range(W)] for w in range(W)])
+                distinct += sum(r.new for r in admitted)
+                viols = [r.violation for r in admitted if r.violation]
+            if viols:
+                gid, j, inv, msg, _ = min(viols, key=lambda x: (x[0], x[1]))
+                path = _path(model, shards, W, gid, j)
+                return _violation(model, path, inv, msg, result)
+            if stopped:
+                return result("time-limit" if "time-limit" in stopped else "state-bound")
         fins = shards.call_all("finish", [None] * W)
-        before, frontier = frontier, sum(n for n, _ in fins)
+        before, frontier = frontier, sum(sum(z) for z, _ in fins)
         frontier_peak = max(frontier_peak, sum(b for _, b in fins))
+        for a, b, k in balance_plan([z for z, _ in fins]) if W > 1 else ():
+            shards.call(b, "give", shards.call(a, "take", k))
+        rounds = 1 if W == 1 else max(1, -(-sum(len(z) for z, _ in fins) // (W * ROUND_CHUNKS)))
         if distinct > max_states:
             return result("state-bound", depth=depth + (1 if frontier else 0))
         now = time.monotonic()
