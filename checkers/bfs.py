@@ -290,7 +290,7 @@ def _serve(shard: Shard, conn) -> None:
                 conn.send(shard.nbytes())
             elif cmd == "stop":
                 return
-    except (EOFError, KeyboardInterrupt):
+    except (EOFError, OSError, KeyboardInterrupt):     # the parent is gone (closed or broken pipe)
         return
     finally:
         conn.close()
