@@ -42,6 +42,12 @@ def _ensure(kind: str) -> Path:
 def test_golden_history(kind):
     path = _ensure(kind)
     assert path.exists(), f"{path} missing: run with KAFKAVERIFY_REWRITE_GOLDEN=1"
+    assert_golden(path, kind)
+
+
+def assert_golden(path, kind: str) -> None:
+    """The verdict of the golden history at `path` renders exactly as its `.expected` file
+    (rewritten instead with KAFKAVERIFY_REWRITE_GOLDEN=1) and is invalid with `kind`."""
     expected = path.with_suffix(".expected")
     got = render(path)
     if REWRITE:

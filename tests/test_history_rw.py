@@ -315,14 +315,8 @@ def test_golden_history(kind):
     `_ctp(True)` and `_zombie()`) with the exact rendering of its verdict next to it, as the
     seedable kinds' golden histories (tests/test_history_corpus.py, whose version-1 files the
     screens' tests also read; KAFKAVERIFY_REWRITE_GOLDEN=1 rewrites)."""
-    from tests.test_history_corpus import CORPUS, REWRITE, render
-    path = CORPUS / f"history2-{kind}.jsonl"
-    expected = path.with_suffix(".expected")
-    got = render(path)
-    if REWRITE:
-        expected.write_text(got)
-    assert got == expected.read_text()
-    assert "status: invalid" in got and f"\n{kind} [" in got
+    from tests.test_history_corpus import CORPUS, assert_golden
+    assert_golden(CORPUS / f"history2-{kind}.jsonl", kind)
 
 
 def test_check_history_files_with_ends_are_searched_past_the_cycle_screen():

@@ -159,7 +159,7 @@ def test_aiokafka_transactions_recorded_on_librdkafka_mock(tmp_path):
 
 
 def test_kafka_python_transactions_on_the_broker_read_committed(make_cluster, tmp_path):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaProducer
     c = make_cluster(1, broker_config={"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 1})
     c.create_topic("tx", partitions=2, replication_factor=1, min_insync=1)
     c.wait_for_leaders("tx", timeout_s=20, isr_size=1)
@@ -177,13 +177,7 @@ def test_kafka_python_transactions_on_the_broker_read_committed(make_cluster, tm
             p.flush(10)
             p.abort_transaction()
     p.close(10)
-    cons = h.consumer(KafkaConsumer(bootstrap_servers=c.bootstrap, group_id=None, enable_auto_commit=False,
-                                    isolation_level="read_committed", auto_offset_reset="earliest"))
-    cons.assign([TopicPartition("tx", 0), TopicPartition("tx", 1)])
-    got: list[str] = []
-    wait_until(lambda: got.extend(m.value.decode() for ms in cons.poll(timeout_ms=200).values() for m in ms)
-               or len(got) >= 4, timeout_s=20, what="the committed records read")
-    cons.close()
+    got = _read_committed(h, c, "tx", 4, "the committed records read")
     assert h.final_reads(c.bootstrap, isolation="read_committed") == []
     h.close()
     assert sorted(got) == ["k1-0", "k1-1", "k3-0", "k3-1"]          # never k2: it aborted
@@ -226,7 +220,6 @@ def test_a_zombie_is_fenced_and_its_transaction_never_commits(make_cluster, tmp_
     fenced (recorded as not ok), its records never reach read_committed, and the new
     instance's committed transaction does; the history is valid."""
     from confluent_kafka import KafkaException, Producer
-    from kafka import KafkaConsumer, TopicPartition
     c = make_cluster(1, broker_config={"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 1})
     c.create_topic("zt", partitions=2, replication_factor=1, min_insync=1)
     c.wait_for_leaders("zt", timeout_s=20, isr_size=1)
@@ -250,13 +243,7 @@ def test_a_zombie_is_fenced_and_its_transaction_never_commits(make_cluster, tmp_
     with pytest.raises(KafkaException) as refused:
         old.commit_transaction(20)
     assert refused.value.args[0].fatal() or "FENCED" in refused.value.args[0].name()
-    cons = h.consumer(KafkaConsumer(bootstrap_servers=c.bootstrap, group_id=None, enable_auto_commit=False,
-                                    isolation_level="read_committed", auto_offset_reset="earliest"))
-    cons.assign([TopicPartition("zt", 0), TopicPartition("zt", 1)])
-    got: list[str] = []
-    wait_until(lambda: got.extend(m.value.decode() for ms in cons.poll(timeout_ms=200).values() for m in ms)
-               or len(got) >= 2, timeout_s=20, what="the new instance's records read")
-    cons.close()
+    got = _read_committed(h, c, "zt", 2, "the new instance's records read")
     assert h.final_reads(c.bootstrap, isolation="read_committed") == []
     h.close()
     assert sorted(got) == ["new-0", "new-1"]
@@ -310,3 +297,17 @@ def test_kafka_python_polls_record_their_end_and_a_stale_one_is_a_g_single(make_
     later = next(o for o in polls if o.inv > first.comp)
     later.end_offset = first.offsets[0]                    # says e1 was not yet visible
     assert {"G-single-process", "G-single"} & check_history(hist, time_limit=30).types()
+
+
+def _read_committed(h, c, topic: str, n: int, what: str) -> list[str]:
+    """The values a recorded read_committed kafka-python consumer reads from partitions 0 and 1
+    of `topic` until it has `n` (bounded wait)."""
+    from kafka import KafkaConsumer, TopicPartition
+    cons = h.consumer(KafkaConsumer(bootstrap_servers=c.bootstrap, group_id=None, enable_auto_commit=False,
+                                    isolation_level="read_committed", auto_offset_reset="earliest"))
+    cons.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    got: list[str] = []
+    wait_until(lambda: got.extend(m.value.decode() for ms in cons.poll(timeout_ms=200).values() for m in ms)
+               or len(got) >= n, timeout_s=20, what=what)
+    cons.close()
+    return got
