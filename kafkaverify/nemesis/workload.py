@@ -81,6 +81,7 @@ def send_with(client: str, p, run, topic: str, partition: int, value: bytes, on_
             fut.add_done_callback(done)
         run(go())
 
+
 class Producer:
     """One producer process of the history; send(value, on_done(offset|None, error|None))."""
 
