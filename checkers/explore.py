@@ -14,13 +14,13 @@ search with no symmetry reduction) is checkers/explore_reference.py.
 """
 from __future__ import annotations
 
-import gc
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 from checkers.bfs import ROUND_CHUNKS, LocalShards, ProcessShards, balance_plan
+from checkers.quiet_gc import quiet_gc
 from spec import Action, Model, State
 from spec.invariants import selected
 
@@ -72,22 +72,15 @@ def explore(model: Model, *, max_depth: int = 100, max_states: int = 5_000_000,
     t0 = time.monotonic()
     deadline = t0 + time_limit
     W = max(1, workers)
-    # The search allocates millions of tuples and frees them again: the cyclic collector would
-    # scan them over and over (a tenth of the CPU of a compiled search) though states, being
-    # immutable tuples of values, never form a cycle. It is off for the search (and for the
-    # shard processes, which fork from here) and back as it was afterwards.
-    gc_was_on = gc.isenabled()
-    gc.disable()
-    shards = None
-    try:
+    # No cyclic collection during the search (states are immutable tuples, never a cycle); the
+    # shard processes fork from here and keep it off.
+    with quiet_gc():
         shards = LocalShards(model, invs, check_steps) if W == 1 else ProcessShards(model, invs, check_steps, W)
-        return _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every,
-                       whole_levels)
-    finally:
-        if shards is not None:
+        try:
+            return _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every,
+                           whole_levels)
+        finally:
             shards.close()
-        if gc_was_on:
-            gc.enable()
 
 
 def _search(model, shards, W, max_depth, max_states, deadline, t0, progress, progress_every,

@@ -91,3 +91,21 @@ def test_current_with_fixes_survives_the_same_walks():
                           unflushed_loss=True))
     m.invariants = tuple(i for i in m.invariants if i.name == "LogMatching")
     assert simulate(m, seed=1, steps=300_000, walk_length=60).status == "ok"
+
+
+def test_the_search_pauses_cyclic_collection_and_restores_it():
+    """The explorer and the history checks run without the cyclic collector (checkers/quiet_gc.py)
+    and leave it as they found it, on or off, even when the search raises."""
+    import gc
+
+    from checkers.quiet_gc import quiet_gc
+    for was in (True, False):
+        (gc.enable if was else gc.disable)()
+        try:
+            with quiet_gc():
+                assert not gc.isenabled()
+                raise KeyError("stop")
+        except KeyError:
+            pass
+        assert gc.isenabled() is was
+    gc.enable()

@@ -268,7 +268,7 @@ class _Sim:
 
 
 def generate_valid(p: Params) -> History:
-    from checkers.history.oracle.check import quiet_gc
+    from checkers.quiet_gc import quiet_gc
     with quiet_gc():
         ops = _Sim(p).run()
     ops.sort(key=lambda o: (o.inv, o.id))

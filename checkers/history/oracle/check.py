@@ -8,29 +8,14 @@ This is the reference the screens are tested against and the verdict the pipelin
 partitions only (pipeline/judge.py), and this whole path for input the screens do not accept."""
 from __future__ import annotations
 
-import gc
 import time
-from contextlib import contextmanager
 from typing import Callable
 
 from checkers.history.oracle import consumer, cycles, linearizable, log_checks
 from checkers.history.oracle.index import Index, build
 from checkers.history.result import CHECK_NAMES, CheckResult, Verdict, combine, finish
+from checkers.quiet_gc import quiet_gc
 from traces.history import History
-
-
-@contextmanager
-def quiet_gc():
-    """No cyclic garbage collection while checking: the checkers build no reference cycles,
-    and with 10^6 live operations every full collection walks them all (measured at 10^6
-    ops: 5.3 s -> 3.5 s for the per-partition checks). Restored afterwards."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def check_history(history: History, time_limit: float | None = None,
